@@ -1,0 +1,5 @@
+"""Allow ``python -m dockergen``."""
+
+from dockergen.cli import main
+
+main()

@@ -1,0 +1,80 @@
+"""The programmatic interface: profile path in, resolved profile / Dockerfile / context out.
+
+The CLI and the tests use these functions; they raise :class:`DockergenError` subclasses
+for user mistakes and never print.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from dockergen.errors import Problem
+from dockergen.loader import load_profile
+from dockergen.resolve import Mode, Resolved, resolve
+from dockergen.resources import shipped_profiles
+from dockergen.yamlsource import read_yaml_file
+
+
+@dataclass(frozen=True)
+class RenderedContext:
+    """A build context ready to be written or sent to an engine."""
+
+    name: str
+    resolved: Resolved
+    files: dict[str, bytes]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return self.resolved.warnings
+
+
+def resolve_profile(path: Path, overrides: tuple[str, ...] = (),
+                    mode: Mode = "buildkit") -> Resolved:
+    """Load, check and resolve a profile file."""
+    return resolve(load_profile(path, overrides), mode)
+
+
+def render_profile(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "buildkit",
+                   syntax: str | None = None) -> tuple[Resolved, str]:
+    """Resolve a profile and render its Dockerfile text."""
+    from dockergen.render import render_dockerfile
+
+    resolved = resolve_profile(path, overrides, mode)
+    return resolved, render_dockerfile(resolved, syntax)
+
+
+def render_context(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "buildkit",
+                   syntax: str | None = None) -> RenderedContext:
+    """Resolve a profile and assemble its whole build context in memory."""
+    from dockergen.render import build_context, render_dockerfile
+
+    loaded = load_profile(path, overrides)
+    resolved = resolve(loaded, mode)
+    certs = [loaded.path.parent / c for c in resolved.profile.build.ca_certificates]
+    files = build_context(resolved, certs)
+    files["Dockerfile"] = render_dockerfile(resolved, syntax).encode()
+    return RenderedContext(resolved.profile.name, resolved, files)
+
+
+def _is_abstract(path: Path) -> bool:
+    data, _ = read_yaml_file(path, path.name)
+    return isinstance(data, dict) and data.get("abstract") is True
+
+
+def shipped_renderable() -> list[Path]:
+    """Shipped profiles that render on their own (not the abstract bases)."""
+    return [p for p in shipped_profiles() if not _is_abstract(p)]
+
+
+def describe_shipped() -> list[tuple[str, str]]:
+    """(name, description) of every shipped profile."""
+    out = []
+    for path in shipped_profiles():
+        data, _ = read_yaml_file(path, path.name)
+        data = data if isinstance(data, dict) else {}
+        if data.get("abstract") is True:
+            out.append((path.stem, "(abstract: defaults the others extend)"))
+        else:
+            out.append((path.stem, str(data.get("description", ""))))
+    return out

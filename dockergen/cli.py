@@ -1,0 +1,190 @@
+"""The ``dockergen`` command: the only module that prints or exits.
+
+Every user mistake arrives here as a :class:`DockergenError` and leaves as clear lines on
+stderr and a distinct exit code (see :class:`ExitCode`); anything else is a bug and keeps
+its traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from dockergen import __version__
+from dockergen.errors import DockergenError, ExitCode, OutputError, ProfileError, redact
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_set_option = click.option(
+    "--set", "overrides", multiple=True, metavar="FIELD=VALUE",
+    help="Override a profile field before validation, e.g. --set serving.max_model_len=16384.")
+_mode_option = click.option(
+    "--mode", type=click.Choice(["buildkit", "classic"]), default="buildkit", show_default=True,
+    help="classic: no BuildKit-only syntax (for engines without BuildKit).")
+
+
+def _warn(lines: list[str], quiet: bool) -> None:
+    if not quiet:
+        for line in lines:
+            click.echo(line, err=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="dockergen")
+def cli() -> None:
+    """Validated, deterministic multi-stage Dockerfiles for GPU LLM-inference images.
+
+    Exit codes: 0 ok, 2 invalid profile, 3 missing tool, 4 output not written,
+    64 wrong usage, 1 a dockergen bug.
+    """
+
+
+@cli.command()
+@click.argument("profile", required=False, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(file_okay=False),
+              help="Write a build context (Dockerfile, .dockerignore, lock file) to this folder.")
+@click.option("--all", "render_all", is_flag=True,
+              help="Render every shipped profile into OUTPUT/<name>/.")
+@_set_option
+@_mode_option
+@click.option("--syntax", metavar="IMAGE",
+              help="Emit a '# syntax=IMAGE' parser directive (needs that frontend image).")
+@click.option("-q", "--quiet", is_flag=True, help="Do not print warnings.")
+def render(profile: str | None, output: str | None, render_all: bool,
+           overrides: tuple[str, ...], mode: str, syntax: str | None, quiet: bool) -> None:
+    """Render PROFILE to a Dockerfile (stdout) or a build context (-o DIR)."""
+    from dockergen.api import render_context, render_profile, shipped_renderable
+    from dockergen.render import write_context
+
+    if render_all == bool(profile):
+        raise click.UsageError("give either PROFILE or --all")
+    if render_all:
+        if not output:
+            raise click.UsageError("--all needs -o DIR")
+        problems: list[Any] = []
+        contexts = []
+        for path in shipped_renderable():
+            try:
+                result = render_context(path, overrides, mode, syntax)  # type: ignore[arg-type]
+            except ProfileError as exc:
+                problems.extend(exc.problems)
+                continue
+            contexts.append(result)
+        if problems:
+            raise ProfileError(problems)
+        for result in contexts:
+            _warn([str(w) for w in result.warnings], quiet)
+            write_context(Path(output) / result.name, result.files)
+            click.echo(f"wrote {Path(output) / result.name}", err=True)
+        return
+    assert profile is not None
+    if output:
+        result = render_context(Path(profile), overrides, mode, syntax)  # type: ignore[arg-type]
+        _warn([str(w) for w in result.warnings], quiet)
+        write_context(Path(output), result.files)
+        click.echo(f"wrote {output}", err=True)
+    else:
+        resolved, text = render_profile(Path(profile), overrides, mode, syntax)  # type: ignore[arg-type]
+        _warn([str(w) for w in resolved.warnings], quiet)
+        click.echo(text, nl=False)
+
+
+@cli.command()
+@click.argument("profiles", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@_set_option
+@click.option("-q", "--quiet", is_flag=True, help="Do not print warnings.")
+def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], quiet: bool) -> None:
+    """Check one or more profiles; print every problem found."""
+    from dockergen.api import resolve_profile
+
+    problems: list[Any] = []
+    for path in profiles:
+        try:
+            resolved = resolve_profile(Path(path), overrides)
+        except ProfileError as exc:
+            problems.extend(exc.problems)
+            continue
+        _warn([str(w) for w in resolved.warnings], quiet)
+        click.echo(f"{path}: ok")
+    if problems:
+        raise ProfileError(problems)
+
+
+@cli.command()
+@click.argument("profile", type=click.Path(dir_okay=False))
+@_set_option
+@_mode_option
+def explain(profile: str, overrides: tuple[str, ...], mode: str) -> None:
+    """Show each derived setting of PROFILE and the rule and source that chose it."""
+    from dockergen.api import resolve_profile
+
+    resolved = resolve_profile(Path(profile), overrides, mode)  # type: ignore[arg-type]
+    click.echo(f"{resolved.profile.name} ({' <- '.join(resolved.chain)}), "
+               f"hash {resolved.profile_hash}")
+    width = max(len(d.key) for d in resolved.derivations)
+    for d in resolved.derivations:
+        value = d.value if d.value else "(flag)"
+        click.echo(f"  {d.key.ljust(width)}  {value}")
+        click.echo(f"  {''.ljust(width)}    why: {d.reason}")
+        if d.src:
+            click.echo(f"  {''.ljust(width)}    src: {d.src}")
+    click.echo("  tags: " + ", ".join(resolved.tags))
+    for w in resolved.warnings:
+        click.echo(f"warning: {w}")
+
+
+@cli.command("profiles")
+def list_profiles() -> None:
+    """List the shipped profiles."""
+    from dockergen.api import describe_shipped
+
+    for name, description in describe_shipped():
+        click.echo(f"{name:<18} {description}")
+
+
+@cli.command()
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Write the schema to this file instead of stdout.")
+def schema(output: str | None) -> None:
+    """Print the JSON Schema of profile files (for editors)."""
+    from dockergen.profile import json_schema
+
+    text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    if output:
+        target = Path(output)
+        tmp = target.with_name(f".{target.name}.tmp")
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(target)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise OutputError(f"{output}: cannot write: {exc.strerror}") from None
+    else:
+        click.echo(text, nl=False)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI and turn errors into messages and exit codes."""
+    try:
+        cli.main(args=argv, prog_name="dockergen", standalone_mode=False)
+    except DockergenError as exc:
+        for line in exc.lines():
+            click.echo(redact(line), err=True)
+        if isinstance(exc, ProfileError):
+            errors = sum(1 for p in exc.problems if p.severity == "error")
+            click.echo(f"dockergen: {errors} problem(s); nothing was written", err=True)
+        sys.exit(int(exc.exit_code))
+    except click.exceptions.Abort:
+        click.echo("dockergen: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(int(ExitCode.USAGE))
+    except BrokenPipeError:  # e.g. `dockergen render x | head`
+        sys.exit(0)
+    sys.exit(0)

@@ -1,0 +1,107 @@
+"""The one error hierarchy users see, and the exit code of each kind.
+
+Anything raised that is not a :class:`DockergenError` is a bug in dockergen and keeps
+its traceback; every user mistake is one of these and becomes a clear message.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import IntEnum
+
+# Shapes of credentials that must never be echoed back (messages, logs, labels).
+SECRET_VALUE = re.compile(
+    r"(hf_[A-Za-z0-9]{8,}|gh[pousr]_[A-Za-z0-9]{8,}|github_pat_[A-Za-z0-9_]{8,}"
+    r"|AKIA[0-9A-Z]{12,}|sk-[A-Za-z0-9_-]{8,}|xox[abpr]-[A-Za-z0-9-]{8,}"
+    r"|[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@)")
+
+
+def redact(text: str) -> str:
+    """Replace anything shaped like a credential with ``<redacted>``."""
+    return SECRET_VALUE.sub("<redacted>", text)
+
+
+class ExitCode(IntEnum):
+    """Process exit codes of the ``dockergen`` command (documented in the README)."""
+
+    OK = 0
+    BUG = 1  # an unexpected exception: a dockergen bug, traceback shown
+    INVALID_PROFILE = 2  # the profile (or a --set override) is wrong
+    MISSING_TOOL = 3  # an external tool or service is not available
+    OUTPUT = 4  # the output could not be written
+    USAGE = 64  # wrong command-line usage (click's own errors use 2; we remap)
+
+
+@dataclass(frozen=True, order=True)
+class Location:
+    """Where a value came from: a file position, or a command-line override."""
+
+    file: str
+    line: int = 0  # 1-based; 0 = unknown
+    col: int = 0  # 1-based; 0 = unknown
+
+    def __str__(self) -> str:
+        if self.line:
+            return f"{self.file}:{self.line}:{self.col}"
+        return self.file
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding about a profile: ``FILE:LINE:COL: field.path: message; fix``."""
+
+    location: Location
+    field: str
+    message: str
+    fix: str = ""
+    severity: str = "error"  # "error" stops the render; "warning" explains
+
+    def __str__(self) -> str:
+        text = f"{self.location}: {self.field}: {self.message}" if self.field else (
+            f"{self.location}: {self.message}"
+        )
+        if self.fix:
+            text += f"; {self.fix}"
+        if self.severity == "warning":
+            text += " [warning]"
+        return redact(text)
+
+    def sort_key(self) -> tuple[str, int, int, str, str]:
+        return (self.location.file, self.location.line, self.location.col, self.field,
+                self.message)
+
+
+class DockergenError(Exception):
+    """Base of every error meant for the user; carries its exit code."""
+
+    exit_code: ExitCode = ExitCode.BUG
+
+    def lines(self) -> list[str]:
+        """The message, one line per problem."""
+        return [str(self)]
+
+
+class ProfileError(DockergenError):
+    """A profile is invalid; holds every problem found, sorted by position."""
+
+    exit_code = ExitCode.INVALID_PROFILE
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = sorted(problems, key=Problem.sort_key)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+    def lines(self) -> list[str]:
+        return [str(p) for p in self.problems]
+
+
+class MissingToolError(DockergenError):
+    """An external program or service dockergen needs is not available."""
+
+    exit_code = ExitCode.MISSING_TOOL
+
+
+class OutputError(DockergenError):
+    """The output could not be written (nothing was changed)."""
+
+    exit_code = ExitCode.OUTPUT

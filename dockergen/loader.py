@@ -1,0 +1,322 @@
+"""Load a profile file (with ``extends`` and ``--set`` overrides) into a :class:`Profile`.
+
+Every problem found is collected and raised at once as a :class:`ProfileError` whose
+lines read ``FILE:LINE:COL: field.path: what is wrong; what to do``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from dockergen.errors import Location, Problem, ProfileError
+from dockergen.profile import Profile
+from dockergen.resources import profiles_dir
+from dockergen.yamlsource import FieldPath, Positions, parse_yaml, read_yaml_file
+
+MAX_EXTENDS_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class LoadedProfile:
+    """A validated profile and where each of its values came from."""
+
+    profile: Profile
+    positions: Positions
+    path: Path
+    display: str
+    chain: tuple[str, ...]  # the files it was built from, child first
+    overrides: tuple[str, ...] = field(default=())
+
+    def at(self, *path: str | int) -> Location:
+        """Location of a field, for problems about it."""
+        return self.positions.of(path)
+
+
+def display_path(path: Path) -> str:
+    """A path as the user should see it: relative to the working directory if inside."""
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return str(path)
+
+
+def _find_parent(name: str, child: Path, loc: Location) -> Path:
+    if not name or "/" in name or name.startswith("."):
+        raise ProfileError([Problem(loc, "extends", f"{name!r} is not a profile name",
+                                    "use the name of a profile without .yaml, e.g. base")])
+    for folder in (child.parent, profiles_dir()):
+        candidate = folder / f"{name}.yaml"
+        if candidate.is_file():
+            return candidate.resolve()
+    shipped = sorted(p.stem for p in profiles_dir().glob("*.yaml"))
+    raise ProfileError([Problem(loc, "extends", f"no profile named {name!r} next to "
+                                f"{display_path(child)} or among the shipped profiles",
+                                "use one of: " + ", ".join(shipped))])
+
+
+def _merge(base: Any, top: Any, base_pos: Positions, top_pos: Positions,
+           path: FieldPath = ()) -> Any:
+    """Deep-merge mappings (``top`` wins); lists and scalars are replaced whole."""
+    if isinstance(base, dict) and isinstance(top, dict):
+        out = dict(base)
+        for key, value in top.items():
+            if key in out:
+                out[key] = _merge(out[key], value, base_pos, top_pos, path + (key,))
+            else:
+                out[key] = value
+        return out
+    base_pos.drop(path)
+    return top
+
+
+def _load_raw(path: Path, seen: tuple[Path, ...]) -> tuple[dict[str, Any], Positions,
+                                                          tuple[str, ...]]:
+    display = display_path(path)
+    data, pos = read_yaml_file(path, display)
+    if data is None:
+        raise ProfileError([Problem(Location(display, 1, 1), "", "the profile is empty",
+                                    "start from a shipped profile: dockergen profiles")])
+    if not isinstance(data, dict):
+        raise ProfileError([Problem(Location(display, 1, 1), "",
+                                    "a profile must be a mapping of keys to values",
+                                    "write `key: value` lines, e.g. `name: h100-fp8`")])
+    parent_name = data.get("extends")
+    if parent_name is None:
+        return data, pos, (display,)
+    loc = pos.of(("extends",))
+    if not isinstance(parent_name, str):
+        raise ProfileError([Problem(loc, "extends", "expected a profile name",
+                                    "write e.g. `extends: base`")])
+    parent = _find_parent(parent_name, path, loc)
+    if parent in seen or len(seen) >= MAX_EXTENDS_DEPTH:
+        chain = " -> ".join(display_path(p) for p in (*seen, parent))
+        raise ProfileError([Problem(loc, "extends", f"circular or too deep extends chain: {chain}",
+                                    "remove the loop")])
+    pdata, ppos, pchain = _load_raw(parent, (*seen, parent))
+    pdata = {k: v for k, v in pdata.items() if k not in ("extends", "abstract")}
+    for key in ("extends", "abstract"):
+        ppos.drop((key,))
+    merged = _merge(pdata, data, ppos, pos)
+    ppos.merge_from(pos)
+    return merged, ppos, (display, *pchain)
+
+
+# --- --set overrides ----------------------------------------------------------------
+
+def _field_annotation(path: FieldPath) -> Any:
+    model: Any = Profile
+    annotation: Any = None
+    for part in path:
+        if isinstance(part, int):
+            args = typing.get_args(annotation)
+            annotation = args[0] if args else None
+            continue
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+        info = model.model_fields.get(part)
+        if info is None:
+            return None
+        annotation = info.annotation
+        model = _strip(annotation)
+    return annotation
+
+
+def _strip(annotation: Any) -> Any:
+    """Remove Optional[...] and Annotated[...] wrappers."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(args) != 1:
+                return annotation
+            annotation = args[0]
+        else:
+            return annotation
+
+
+def _expects_text(path: FieldPath) -> bool:
+    return _strip(_field_annotation(path)) is str
+
+
+def apply_overrides(data: dict[str, Any], pos: Positions,
+                    overrides: tuple[str, ...]) -> dict[str, Any]:
+    """Apply ``--set a.b=value`` overrides (values parsed as YAML) before validation."""
+    problems: list[Problem] = []
+    for item in overrides:
+        loc = Location(f"--set {item.split('=', 1)[0]}")
+        key, sep, raw = item.partition("=")
+        parts = tuple(key.split(".")) if key else ()
+        if not sep or not parts or any(not p for p in parts):
+            problems.append(Problem(Location(f"--set {item}"), "",
+                                    "expected FIELD.PATH=VALUE",
+                                    "e.g. --set serving.max_model_len=16384"))
+            continue
+        value: Any
+        if _expects_text(parts):
+            value = raw  # `--set python=3.10` means the text "3.10", not a float
+        else:
+            try:
+                value, _ = parse_yaml(raw, str(loc))
+            except ProfileError:
+                value = raw
+        node = data
+        for part in parts[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = {}
+                node[part] = child
+            node = child
+        node[parts[-1]] = value
+        pos.drop(parts)
+        pos.set(parts, loc, loc, raw)
+    if problems:
+        raise ProfileError(problems)
+    return data
+
+
+# --- pydantic errors -> problems ------------------------------------------------------
+
+def _fields_at(loc: FieldPath) -> list[str]:
+    annotation = _strip(_field_annotation(loc)) if loc else Profile
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return list(annotation.model_fields)
+    return []
+
+
+def _dotted(loc: FieldPath) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, (tuple, list)):
+        return "a list"
+    if value is None:
+        return "empty"
+    if isinstance(value, str):
+        return "text"
+    return f"a YAML {type(value).__name__}"
+
+
+def _yaml_example(key: str, value: str) -> str:
+    return f'{key}: "{value}"'
+
+
+def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Problem]:
+    """Turn pydantic's errors into reader-facing problems with positions and fixes."""
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc: FieldPath = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
+        kind, value = err["type"], err.get("input")
+        field_name = _dotted(loc)
+        last = str(loc[-1]) if loc else ""
+        where = pos.of(loc)
+        fix = ""
+        if kind == "extra_forbidden":
+            where = pos.key_of(loc)
+            allowed = _fields_at(loc[:-1])
+            guess = difflib.get_close_matches(last, allowed, n=1, cutoff=0.6)
+            msg = f"unknown key {last!r}"
+            if guess:
+                msg += f" (did you mean {guess[0]!r}?)"
+            fix = "allowed keys here: " + ", ".join(allowed)
+        elif kind == "missing":
+            msg = "required field is missing"
+            fix = f"add `{last}:` under `{_dotted(loc[:-1])}`" if len(loc) > 1 else (
+                f"add `{last}:` at the top level")
+            where = pos.of(loc[:-1]) if len(loc) > 1 else pos.default
+        elif kind == "string_type" and isinstance(value, (int, float)) and not isinstance(
+                value, bool):
+            raw = pos.raw(loc) or str(value)
+            msg = f"{raw} is a number in YAML (read as {value!r}), not text"
+            fix = f"quote it: {_yaml_example(last, raw)}"
+        elif kind == "string_type":
+            msg = f"expected text, got {_kind(value)}"
+            fix = "write a quoted string"
+        elif kind in ("int_type", "int_parsing", "int_from_float"):
+            msg = f"expected a whole number, got {_kind(value)}"
+            fix = f"write e.g. `{last}: 8192`"
+        elif kind in ("float_type", "float_parsing"):
+            msg = f"expected a number, got {_kind(value)}"
+            fix = f"write e.g. `{last}: 0.9`"
+        elif kind == "bool_type":
+            msg = f"expected true or false, got {_kind(value)}"
+            fix = f"write `{last}: true` or `{last}: false`"
+        elif kind == "literal_error":
+            expected = err.get("ctx", {}).get("expected", "")
+            choices = [c.strip().strip("'") for c in expected.replace(" or ", ",").split(",")]
+            choices = [c for c in choices if c]
+            shown = repr(value) if isinstance(value, str) else _kind(value)
+            msg = f"{shown} is not one of: {', '.join(choices)}"
+            guess = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.6)
+            fix = f"did you mean {guess[0]!r}?" if guess else f"use one of: {', '.join(choices)}"
+        elif kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+            ctx = err.get("ctx", {})
+            op = {"greater_than": "> ", "greater_than_equal": ">= ", "less_than": "< ",
+                  "less_than_equal": "<= "}[kind]
+            bound = next(iter(ctx.values())) if ctx else "?"
+            msg = f"{value!r} is out of range: must be {op}{bound}"
+            fix = f"use a value {op}{bound}"
+        elif kind == "too_short":
+            msg = "must not be empty"
+            fix = "list at least one entry, e.g. [h100]"
+        elif kind in ("model_type", "dict_type", "model_attributes_type"):
+            msg = f"expected a mapping (indented `key: value` lines), got {_kind(value)}"
+            fix = f"write `{last}:` followed by indented keys"
+        elif kind in ("tuple_type", "list_type"):
+            msg = f"expected a list, got {_kind(value)}"
+            fix = f"write `{last}: [a, b]`"
+        elif kind == "value_error":
+            msg = str(err.get("ctx", {}).get("error", err["msg"]))
+            fix = _VALUE_FIX.get(last, "see `dockergen schema` for the allowed form")
+        else:  # pragma: no cover - any new pydantic error type still reads sensibly
+            msg = err["msg"]
+            fix = "see `dockergen schema`"
+        problems.append(Problem(where, field_name, msg, fix))
+    return problems
+
+
+_VALUE_FIX = {
+    "version": 'quote a version like "13.0.2" or "0.33.0"',
+    "python": 'write e.g. python: "3.12"',
+    "model": "use a path like /models/llama-3-8b-instruct",
+    "name": "e.g. h100-fp8",
+    "max_jobs": "write max_jobs: auto or a number such as 4",
+}
+
+
+def load_profile(path: str | Path, overrides: tuple[str, ...] = ()) -> LoadedProfile:
+    """Read, merge and validate a profile file; raise :class:`ProfileError` on any problem."""
+    file = Path(path)
+    resolved = file.resolve()
+    data, pos, chain = _load_raw(resolved, (resolved,))
+    display = chain[0]
+    if data.get("abstract") is True:
+        raise ProfileError([Problem(pos.of(("abstract",)), "abstract",
+                                    "this profile only provides defaults for others",
+                                    f"render a profile that says `extends: {file.stem}`")])
+    data.pop("abstract", None)
+    data = apply_overrides(data, pos, overrides)
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        raise ProfileError(problems_from_validation(exc, pos)) from None
+    return LoadedProfile(profile, pos, resolved, display, chain, overrides)

@@ -1,0 +1,258 @@
+"""The deployment profile: the one source of truth for what a profile may say.
+
+A closed pydantic model: unknown keys are errors, values are strictly typed (a YAML
+number never becomes a version string by accident), every string that can reach the
+Dockerfile is checked against a narrow pattern, and the model is frozen after loading.
+The JSON Schema for editors is generated from these classes (``dockergen schema``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    WithJsonSchema,
+)
+
+# --- string shapes ------------------------------------------------------------------
+# Each pattern is deliberately narrow: these values end up in Dockerfile instructions,
+# shell commands and labels, so nothing outside them may pass (no quotes, spaces,
+# newlines, `$`, backslashes or `;`).
+
+_PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
+    "name": (re.compile(r"[a-z0-9][a-z0-9-]{0,62}"),
+             "lowercase letters, digits and '-', starting with a letter or digit"),
+    "cuda_version": (re.compile(r"\d{1,2}\.\d{1,2}\.\d{1,2}"), "a CUDA version like \"13.0.2\""),
+    "python_version": (re.compile(r"3\.\d{1,2}"), "a Python version like \"3.12\""),
+    "package_version": (re.compile(r"\d+(\.\d+){0,3}((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?"),
+                        "a release version like \"0.33.0\""),
+    "image_ref": (re.compile(
+        r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*(?::\d{1,5})?/)?"  # registry (host[:port]/)
+        r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+        r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?"),
+        "an image reference like \"registry.example.com/cuda:13.0.2-devel-ubuntu22.04@sha256:<64 hex>\""),
+    "image_repo": (re.compile(
+        r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*(?::\d{1,5})?/)?"
+        r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"),
+        "an image repository like \"registry.example.com/llm/vllm\" (no tag)"),
+    "model": (re.compile(r"[A-Za-z0-9_/][A-Za-z0-9._/@+-]{0,255}"),
+              "an absolute path in the image or a Hugging Face id like \"org/model\""),
+    "host": (re.compile(r"(\d{1,3}(\.\d{1,3}){3}|::|\[?[0-9a-fA-F:]+\]?|localhost)"),
+             "an IP address like \"0.0.0.0\""),
+    "extra_arg": (re.compile(r"--[a-z0-9][a-z0-9-_]*(=[A-Za-z0-9._/:,@+-]*)?|[A-Za-z0-9._/:,@+-]+"),
+                  "a flag like \"--enforce-eager\" or \"--seed=0\", or a plain value"),
+    "env_name": (re.compile(r"[A-Z_][A-Z0-9_]{0,127}"), "an environment variable name like VLLM_LOGGING_LEVEL"),
+    "env_value": (re.compile(r"[A-Za-z0-9._/:,@+=-]{0,512}"),
+                  "letters, digits and ._/:,@+=- only"),
+    "label_key": (re.compile(r"[a-z0-9]+([.-][a-z0-9]+)*"),
+                  "a reverse-DNS label key like com.example.team"),
+    "tag_template": (re.compile(r"[A-Za-z0-9_{}.-]{1,128}"),
+                     "a tag like \"{engine.version}-cu{cuda.major_minor}\""),
+    "url": (re.compile(r"https?://[A-Za-z0-9.-]+(:\d{1,5})?(/[A-Za-z0-9._~/-]*)?"),
+            "an http(s) URL without credentials, query or spaces"),
+    "file_path": (re.compile(r"[A-Za-z0-9._/-]{1,255}"), "a relative or absolute file path"),
+}
+
+# Printable text (labels, description): no control characters; quoting is done on output.
+_TEXT = re.compile(r"[^\x00-\x1f\x7f]{0,300}")
+
+
+def _shaped(kind: str) -> Any:
+    regex, what = _PATTERNS[kind]
+
+    def check(value: str) -> str:
+        if not regex.fullmatch(value):
+            raise ValueError(f"{_show(value)} is not {what}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _show(value: str) -> str:
+    """Quote a rejected value for a message, short and without control characters."""
+    shown = value if len(value) <= 60 else value[:57] + "..."
+    return repr(shown)
+
+
+def _text(value: str) -> str:
+    if not _TEXT.fullmatch(value):
+        raise ValueError("must be one line of at most 300 printable characters")
+    return value
+
+
+Name = Annotated[str, _shaped("name")]
+CudaVersion = Annotated[str, _shaped("cuda_version")]
+PythonVersion = Annotated[str, _shaped("python_version")]
+PackageVersion = Annotated[str, _shaped("package_version")]
+ImageRef = Annotated[str, _shaped("image_ref")]
+ImageRepo = Annotated[str, _shaped("image_repo")]
+ModelPath = Annotated[str, _shaped("model")]
+Host = Annotated[str, _shaped("host")]
+ExtraArg = Annotated[str, _shaped("extra_arg")]
+EnvName = Annotated[str, _shaped("env_name")]
+EnvValue = Annotated[str, _shaped("env_value")]
+LabelKey = Annotated[str, _shaped("label_key")]
+TagTemplate = Annotated[str, _shaped("tag_template")]
+Url = Annotated[str, _shaped("url")]
+FilePath = Annotated[str, _shaped("file_path")]
+Text = Annotated[str, AfterValidator(_text)]
+
+
+def _max_jobs(value: Any) -> int | str:
+    if value == "auto":
+        return "auto"
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 256:
+        return value
+    raise ValueError(f"expected \"auto\" or a whole number from 1 to 256, got {value!r}")
+
+
+MaxJobs = Annotated[
+    int | str,
+    PlainValidator(_max_jobs),
+    WithJsonSchema({"anyOf": [{"const": "auto"}, {"type": "integer", "minimum": 1,
+                                                  "maximum": 256}]}),
+]
+
+WeightQuant = Literal["auto", "fp16", "bf16", "fp8", "int8", "int4-awq", "gptq"]
+KvQuant = Literal["auto", "fp8", "int8"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Gpu(_Section):
+    """Which GPUs the image must run on."""
+
+    targets: tuple[str, ...] = Field(
+        min_length=1,
+        description="GPU names (a100, h100, l40s, b200, ...) or compute capabilities "
+                    "(\"8.0\", \"9.0\"); list several for one image serving all of them.")
+
+
+class Cuda(_Section):
+    """The CUDA toolkit of the base images."""
+
+    version: CudaVersion = Field(description="CUDA toolkit version; drives the nvidia/cuda tags.")
+    os: Literal["ubuntu20.04", "ubuntu22.04", "ubuntu24.04"] = "ubuntu22.04"
+    devel_image: ImageRef | None = Field(
+        None, description="Explicit build image (a mirror, NGC, or an @sha256 pin); "
+                          "replaces nvidia/cuda:<version>-devel-<os>.")
+    runtime_image: ImageRef | None = Field(
+        None, description="Explicit runtime image; replaces nvidia/cuda:<version>-<flavor>-<os>.")
+    runtime_flavor: Literal["runtime", "base"] = Field(
+        "runtime", description="nvidia/cuda flavour of the runtime stage.")
+
+
+class Engine(_Section):
+    """The inference engine and its release; torch and friends are derived from it."""
+
+    name: Literal["vllm", "tensorrt-llm"]
+    version: PackageVersion
+    torch: PackageVersion | None = Field(
+        None, description="Override the torch pin derived from the engine release.")
+
+
+class FlashAttn(_Section):
+    """FlashAttention-2, compiled from source for exactly the target GPUs."""
+
+    build: Literal["source", "none"] = "source"
+    version: PackageVersion = "2.8.3"
+    max_jobs: MaxJobs = Field("auto", description="ninja jobs; auto = build.memory_gib / 9 GiB.")
+    nvcc_threads: int = Field(4, ge=1, le=32)
+
+
+class Quantization(_Section):
+    """Weight and KV-cache precision."""
+
+    weights: WeightQuant = "auto"
+    kv_cache: KvQuant = "auto"
+
+
+class Serving(_Section):
+    """How the OpenAI-compatible server is started (ENTRYPOINT/CMD of the image)."""
+
+    model: ModelPath = Field(description="Model directory in the image/volume, or a HF id.")
+    served_model_name: ModelPath | None = None
+    host: Host = "0.0.0.0"
+    port: int = Field(8000, ge=1, le=65535)
+    max_model_len: int | None = Field(None, ge=1)
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    max_num_batched_tokens: int | None = Field(None, ge=1)
+    max_num_seqs: int | None = Field(None, ge=1)
+    enable_chunked_prefill: bool | None = None
+    tensor_parallel_size: int = Field(1, ge=1, le=64)
+    extra_args: tuple[ExtraArg, ...] = Field(
+        (), description="Extra server arguments, appended after the derived ones.")
+    env: dict[EnvName, EnvValue] = Field(
+        default_factory=dict, description="Non-secret runtime environment (never tokens).")
+    health_start_period_s: int = Field(600, ge=0, le=7200,
+                                       description="HEALTHCHECK --start-period (model load).")
+
+
+class Image(_Section):
+    """Name, tags and extra labels of the built image."""
+
+    name: ImageRepo
+    tags: tuple[TagTemplate, ...] = ("{engine.version}-cu{cuda.major_minor}-{name}",)
+    labels: dict[LabelKey, Text] = Field(default_factory=dict)
+
+
+class Build(_Section):
+    """The build host and the package sources of the build stages."""
+
+    memory_gib: int = Field(64, ge=4, le=4096,
+                            description="Build host memory; sizes MAX_JOBS of CUDA compiles.")
+    ca_certificates: tuple[FilePath, ...] = Field(
+        (), description="Extra CA certificate files (PEM) for TLS-intercepting proxies; "
+                        "installed in build stages only. Relative to the profile.")
+    python_from: Literal["uv", "image"] = Field(
+        "uv", description="uv: a relocatable CPython installed by uv; image: the base "
+                          "image's own python3 (must be the profile's version).")
+    pip_index_url: Url | None = Field(None, description="PyPI mirror (no credentials).")
+    torch_index_url: Url = "https://download.pytorch.org/whl"
+
+
+class Runtime(_Section):
+    """The runtime stage."""
+
+    uid: int = Field(10001, ge=1, le=2_000_000_000, description="Numeric non-root user.")
+    jit_toolchain: bool = Field(
+        False, description="Keep nvcc and gcc in the runtime image for JIT kernels.")
+
+
+class Profile(_Section):
+    """A deployment profile: what to deploy; everything derivable is derived."""
+
+    extends: str | None = Field(
+        None, description="Profile to inherit from: a shipped profile name or a file "
+                          "next to this one (without .yaml).")
+    abstract: bool = Field(
+        False, description="Only provides defaults for profiles that extend it; "
+                           "never rendered itself. Not inherited.")
+    name: Name
+    description: Text = ""
+    gpu: Gpu
+    cuda: Cuda
+    python: PythonVersion
+    engine: Engine
+    flash_attn: FlashAttn = FlashAttn()
+    quantization: Quantization = Quantization()
+    serving: Serving
+    image: Image
+    build: Build = Build()
+    runtime: Runtime = Runtime()
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of a profile file, for editors (yaml-language-server)."""
+    schema = Profile.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "dockergen deployment profile"
+    return schema

@@ -1,0 +1,154 @@
+"""Format a :class:`Resolved` profile with the Jinja templates (pure: data in, text out).
+
+Also assembles the whole build context (Dockerfile, .dockerignore, lock file, audit
+script, certificates) and writes it atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import jinja2
+
+from dockergen import __version__
+from dockergen.errors import OutputError
+from dockergen.resolve import AUDIT_SCRIPT, CERT_DIR, Resolved
+from dockergen.resources import templates_dir
+
+LOCK_FILE = "dockergen.lock.json"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def dockerfile_quote(value: object) -> str:
+    """Quote a value for a Dockerfile ENV/LABEL: ``"..."`` with ``\\ " $`` escaped.
+
+    Values never contain control characters (the model rejects them); this refuses them
+    again so that no input can ever start a new instruction line.
+    """
+    text = str(value)
+    if _CONTROL.search(text):
+        raise ValueError("control character in a Dockerfile value")
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
+
+
+def shell_quote(value: object) -> str:
+    """Quote a value for a shell word (single quotes unless it is plainly safe)."""
+    text = str(value)
+    if _CONTROL.search(text):
+        raise ValueError("control character in a shell word")
+    if re.fullmatch(r"[A-Za-z0-9_./:=,+@-]+", text):
+        return text
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def python_literal(value: object) -> str:
+    """A Python string literal safe inside a single-quoted shell word."""
+    literal = json.dumps(str(value))
+    if "'" in literal or _CONTROL.search(literal):
+        raise ValueError("value cannot be embedded in a Python literal")
+    return literal
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # noqa: S701 - output is a Dockerfile, not HTML
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["dq"] = dockerfile_quote
+    env.filters["sh"] = shell_quote
+    env.filters["pyq"] = python_literal
+    return env
+
+
+_ENV: jinja2.Environment | None = None
+
+
+def environment() -> jinja2.Environment:
+    """The shared Jinja environment (templates compiled once per process)."""
+    global _ENV
+    if _ENV is None:
+        _ENV = _environment()
+    return _ENV
+
+
+def render_dockerfile(r: Resolved, syntax: str | None = None) -> str:
+    """The Dockerfile text of a resolved profile."""
+    template = environment().get_template("Dockerfile.j2")
+    text = template.render(
+        version=__version__, chain=r.chain, source_name=r.source_name, name=r.profile.name,
+        profile_hash=r.profile_hash, mode=r.mode, syntax=syntax if r.mode == "buildkit" else None,
+        base=r.base, fa=r.flash_attn, engine=r.engine, runtime=r.runtime,
+    )
+    # collapse runs of blank lines left by optional blocks; keeps output stable
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    return text.rstrip("\n") + "\n"
+
+
+def build_context(r: Resolved, cert_sources: list[Path]) -> dict[str, bytes]:
+    """Every file of the build context, by relative path (sorted, deterministic)."""
+    files: dict[str, bytes] = {"Dockerfile": render_dockerfile(r).encode()}
+    files.update(r.context_files)
+    if r.flash_attn is not None:
+        files[AUDIT_SCRIPT] = (templates_dir() / "context" / AUDIT_SCRIPT).read_bytes()
+    for i, src in enumerate(cert_sources):
+        files[f"{CERT_DIR}/extra-{i}.crt"] = src.read_bytes()
+    files[LOCK_FILE] = (json.dumps(r.lock, indent=2, sort_keys=True) + "\n").encode()
+    copied = sorted({name.split("/")[0] + ("/" if "/" in name else "") for name in files
+                     if name not in ("Dockerfile", LOCK_FILE)})
+    ignore = environment().get_template("dockerignore.j2").render(files=copied)
+    files[".dockerignore"] = ignore.encode()
+    return dict(sorted(files.items()))
+
+
+def write_context(out_dir: Path, files: dict[str, bytes]) -> None:
+    """Write a build context atomically: all files appear at once, or nothing changes.
+
+    The files are written to a temporary sibling folder which then replaces ``out_dir``.
+    An existing ``out_dir`` is only replaced when it is empty or was written by dockergen
+    (it holds a lock file), so a mistyped ``-o`` never deletes the user's files.
+    """
+    out_dir = out_dir.resolve()
+    if out_dir.exists():
+        if not out_dir.is_dir():
+            raise OutputError(f"{out_dir}: exists and is not a folder; choose another -o path")
+        if any(out_dir.iterdir()) and not (out_dir / LOCK_FILE).is_file():
+            raise OutputError(f"{out_dir}: folder is not empty and was not written by "
+                              "dockergen; choose an empty or new folder")
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    except OSError as exc:
+        raise OutputError(f"{out_dir}: cannot create: {exc.strerror}") from None
+    old = None
+    try:
+        for name, data in files.items():
+            target = staging / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        staging.chmod(0o755)
+        if out_dir.exists():
+            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+            os.replace(out_dir, old)
+        os.replace(staging, out_dir)
+    except OSError as exc:
+        if old is not None and not out_dir.exists():
+            os.replace(old, out_dir)
+            old = None
+        raise OutputError(f"{out_dir}: cannot write: {exc.strerror}; nothing was changed"
+                          ) from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
