@@ -252,11 +252,13 @@ def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Probl
             msg = f"expected text, got {_kind(value)}"
             fix = "write a quoted string"
         elif kind in ("int_type", "int_parsing", "int_from_float"):
-            msg = f"expected a whole number, got {_kind(value)}"
-            fix = f"write e.g. `{last}: 8192`"
+            got = repr(value) if isinstance(value, (int, float, str)) else _kind(value)
+            msg = f"expected a whole number, got {got}"
+            fix = "write a whole number without quotes"
         elif kind in ("float_type", "float_parsing"):
-            msg = f"expected a number, got {_kind(value)}"
-            fix = f"write e.g. `{last}: 0.9`"
+            got = repr(value) if isinstance(value, str) else _kind(value)
+            msg = f"expected a number, got {got}"
+            fix = "write a number without quotes, e.g. 0.9"
         elif kind == "bool_type":
             msg = f"expected true or false, got {_kind(value)}"
             fix = f"write `{last}: true` or `{last}: false`"

