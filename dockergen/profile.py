@@ -59,8 +59,9 @@ _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
     "file_path": (re.compile(r"[A-Za-z0-9._/-]{1,255}"), "a relative or absolute file path"),
 }
 
-# Printable text (labels, description): no control characters; quoting is done on output.
-_TEXT = re.compile(r"[^\x00-\x1f\x7f]{0,300}")
+# Printable text (labels, description): no control, format (e.g. bidi overrides), separator
+# or surrogate characters; quoting is done on output.
+_TEXT_MAX = 300
 
 
 def _shaped(kind: str) -> Any:
@@ -81,7 +82,7 @@ def _show(value: str) -> str:
 
 
 def _text(value: str) -> str:
-    if not _TEXT.fullmatch(value):
+    if len(value) > _TEXT_MAX or not value.isprintable():
         raise ValueError("must be one line of at most 300 printable characters")
     return value
 

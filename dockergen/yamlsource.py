@@ -15,7 +15,8 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.constructor import DuplicateKeyError
-from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.reader import ReaderError
 
 from dockergen.errors import Location, Problem, ProfileError
 
@@ -125,6 +126,11 @@ def _plain(node: Any, path: FieldPath, pos: Positions, file: str, lines: list[st
     return node
 
 
+def _char(character: object) -> str:
+    code = character if isinstance(character, int) else ord(str(character)[:1] or "?")
+    return f"U+{code:04X}"
+
+
 def _first_definition(text: str, key: str, line0: int, col0: int) -> int | None:
     """1-based line of the earlier ``key:`` at the same indentation as the duplicate."""
     lines = text.splitlines()
@@ -161,6 +167,16 @@ def parse_yaml(text: str, display_name: str) -> tuple[Any, Positions]:
         what = (exc.problem or exc.context or "invalid YAML").strip()
         raise ProfileError([Problem(loc, "", f"YAML syntax error: {what}",
                                     "fix the YAML syntax at this position")]) from None
+    except ReaderError as exc:
+        before = text[:exc.position]
+        loc = Location(display_name, before.count("\n") + 1,
+                       len(before) - (before.rfind("\n") + 1) + 1)
+        raise ProfileError([Problem(loc, "", f"character {_char(exc.character)} is not allowed "
+                                    "in YAML", "remove it or write it as an escape in a "
+                                    "double-quoted string")]) from None
+    except YAMLError as exc:  # any other reader/scanner failure without a position
+        raise ProfileError([Problem(Location(display_name), "", f"invalid YAML: {exc}",
+                                    "fix the YAML syntax")]) from None
     pos = Positions(Location(display_name, 1, 1))
     lines = text.splitlines()
     return _plain(node, (), pos, display_name, lines), pos

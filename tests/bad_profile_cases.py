@@ -40,6 +40,8 @@ CASES: list[tuple[str, list[tuple[str, str]], list[str]]] = [
     ("yaml-duplicate-key", [('python: "3.12"', 'python: "3.12"\npython: "3.11"')], []),
     ("yaml-duplicate-nested", [("  kv_cache: auto", "  kv_cache: auto\n  weights: fp8")], []),
     ("yaml-tab", [("  memory_gib: 64", "\tmemory_gib: 64")], []),
+    ("yaml-control-char", [("name: test", "name: \"te\x7fst\"")], []),
+    ("text-bidi-override", [("name: test", "name: test\ndescription: \"abc\u202edef\"")], []),
     ("yaml-not-mapping", [(VALID, "- just\n- a list\n")], []),
     ("yaml-empty", [(VALID, "# nothing here\n")], []),
     # --- unquoted versions and wrong types
@@ -129,6 +131,7 @@ CASES: list[tuple[str, list[tuple[str, str]], list[str]]] = [
     ("set-rule", [], ["gpu.targets=[t4]"]),
 ]
 
+
 # The exact error lines of each case (warnings are checked elsewhere).
 EXPECTED: dict[str, list[str]] = {'yaml-syntax-flow': ["profile.yaml:4:5: YAML syntax error: expected ',' or ']', but got ':'; "
                       'fix the YAML syntax at this position'],
@@ -140,6 +143,10 @@ EXPECTED: dict[str, list[str]] = {'yaml-syntax-flow': ["profile.yaml:4:5: YAML s
                            '15); keep only one of them'],
  'yaml-tab': ["profile.yaml:23:1: YAML syntax error: found character '\\t' that cannot start "
               'any token; fix the YAML syntax at this position'],
+ 'yaml-control-char': ['profile.yaml:1:10: character U+007F is not allowed in YAML; remove it '
+                       'or write it as an escape in a double-quoted string'],
+ 'text-bidi-override': ['profile.yaml:2:14: description: must be one line of at most 300 '
+                        'printable characters; see `dockergen schema` for the allowed form'],
  'yaml-not-mapping': ['profile.yaml:1:1: a profile must be a mapping of keys to values; write '
                       '`key: value` lines, e.g. `name: h100-fp8`'],
  'yaml-empty': ['profile.yaml:1:1: the profile is empty; start from a shipped profile: '
