@@ -8,6 +8,7 @@ its traceback.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -170,6 +171,9 @@ def schema(output: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and turn errors into messages and exit codes."""
+    # dockergen uses no pydantic plugins; skipping their entry-point scan saves ~25 ms
+    # of start-up on every command.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         cli.main(args=argv, prog_name="dockergen", standalone_mode=False)
     except DockergenError as exc:

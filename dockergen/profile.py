@@ -36,7 +36,8 @@ _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
         r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*(?::\d{1,5})?/)?"  # registry (host[:port]/)
         r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
         r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?"),
-        "an image reference like \"registry.example.com/cuda:13.0.2-devel-ubuntu22.04@sha256:<64 hex>\""),
+        "an image reference like "
+        "\"registry.example.com/cuda:13.0.2-devel-ubuntu22.04@sha256:<64 hex>\""),
     "image_repo": (re.compile(
         r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*(?::\d{1,5})?/)?"
         r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"),
@@ -45,9 +46,11 @@ _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
               "an absolute path in the image or a Hugging Face id like \"org/model\""),
     "host": (re.compile(r"(\d{1,3}(\.\d{1,3}){3}|::|\[?[0-9a-fA-F:]+\]?|localhost)"),
              "an IP address like \"0.0.0.0\""),
-    "extra_arg": (re.compile(r"--[a-z0-9][a-z0-9-_]*(=[A-Za-z0-9._/:,@+-]*)?|[A-Za-z0-9._/:,@+-]+"),
+    "extra_arg": (re.compile(r"--[a-z0-9][a-z0-9-_]*(=[A-Za-z0-9._/:,@+-]*)?"
+                             r"|[A-Za-z0-9._/:,@+-]+"),
                   "a flag like \"--enforce-eager\" or \"--seed=0\", or a plain value"),
-    "env_name": (re.compile(r"[A-Z_][A-Z0-9_]{0,127}"), "an environment variable name like VLLM_LOGGING_LEVEL"),
+    "env_name": (re.compile(r"[A-Z_][A-Z0-9_]{0,127}"),
+                 "an environment variable name like VLLM_LOGGING_LEVEL"),
     "env_value": (re.compile(r"[A-Za-z0-9._/:,@+=-]{0,512}"),
                   "letters, digits and ._/:,@+=- only"),
     "label_key": (re.compile(r"[a-z0-9]+([.-][a-z0-9]+)*"),

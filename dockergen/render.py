@@ -62,6 +62,9 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        # Compiled templates are cached on disk (keyed by source checksum): a CLI run then
+        # skips ~30 ms of template compilation. Output is identical either way.
+        bytecode_cache=jinja2.FileSystemBytecodeCache(),
     )
     env.filters["dq"] = dockerfile_quote
     env.filters["sh"] = shell_quote

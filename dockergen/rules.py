@@ -213,9 +213,9 @@ def check_flash_attn(c: Context) -> None:
         c.error(("gpu", "targets"), f"released flash-attn has no build for compute "
                 f"capability {t.cc} ({_describe(t)})",
                 f"set flash_attn.build: none, or drop {t.given}")
-    archs = {fa_arch_of(t.cc) for t in c.targets} - {None}
+    archs: set[str] = {a for t in c.targets if (a := fa_arch_of(t.cc)) is not None}
     if version < Version(fa["archs_env_since"]):
-        beyond = sorted(a for a in archs if a not in ("80", "90"))  # type: ignore[type-var]
+        beyond = sorted(a for a in archs if a not in ("80", "90"))
         if beyond:
             c.error(("flash_attn", "version"), f"flash-attn {version} always builds sm_80 and "
                     f"sm_90 only and cannot build {', '.join(beyond)}",
@@ -229,7 +229,7 @@ def check_flash_attn(c: Context) -> None:
     if cuda < Version(fa["nvcc_min"]):
         c.error(("cuda", "version"), f"flash-attn needs nvcc >= {fa['nvcc_min']}",
                 f"use CUDA >= {fa['nvcc_min']}")
-    for arch in sorted(archs, key=int):  # type: ignore[arg-type]
+    for arch in sorted(archs, key=int):
         need = fa["arch_min_nvcc"][arch]
         if cuda < Version(need):  # flash-attn would silently skip it
             c.error(("cuda", "version"), f"flash-attn skips arch {arch} without an error when "

@@ -1,26 +1,34 @@
 """Read YAML into plain data while remembering where every value came from.
 
-ruamel.yaml (YAML 1.2, round-trip mode) is used rather than PyYAML because it rejects
-duplicate keys, does not turn ``no`` into ``False``, and knows the line and column of
-every key and value; those positions let each problem name ``FILE:LINE:COL``.
+PyYAML's C composer builds the node tree (fast, and each node knows its line and column);
+dockergen then makes the values itself with YAML 1.2 core-schema rules, so ``no`` stays
+text instead of becoming ``False``, dates stay text, and duplicate keys are reported
+instead of silently keeping the last one. Those positions let each problem name
+``FILE:LINE:COL``.
 """
 
 from __future__ import annotations
 
-import datetime
-from collections.abc import Mapping
+import re
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.constructor import DuplicateKeyError
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.reader import ReaderError
+import yaml
 
 from dockergen.errors import Location, Problem, ProfileError
 
 FieldPath = tuple[str | int, ...]
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution)
+_NULL = re.compile(r"~|null|Null|NULL|")
+_BOOL = {"true": True, "True": True, "TRUE": True, "false": False, "False": False,
+         "FALSE": False}
+_INT = re.compile(r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+")
+_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+_SPECIAL_FLOAT = {".inf": float("inf"), "+.inf": float("inf"), "-.inf": float("-inf"),
+                  ".nan": float("nan")}
 
 
 class Positions:
@@ -74,56 +82,61 @@ class Positions:
                 del table[k]
 
 
-def _loc(file: str, line0: int, col0: int) -> Location:
-    return Location(file, line0 + 1, col0 + 1)
+def _scalar(node: yaml.ScalarNode) -> Any:
+    """The value of a scalar under YAML 1.2 core-schema rules."""
+    text = node.value
+    if node.style:  # quoted or block scalar: always text
+        return text
+    if node.tag not in ("tag:yaml.org,2002:null", "tag:yaml.org,2002:bool",
+                        "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
+                        "tag:yaml.org,2002:str", "tag:yaml.org,2002:timestamp"):
+        return text  # explicit tags are not part of a profile: keep the text
+    if _NULL.fullmatch(text):
+        return None
+    if text in _BOOL:
+        return _BOOL[text]
+    if _INT.fullmatch(text):
+        return int(text, 0) if text[:2] in ("0o", "0x") else int(text)
+    if _FLOAT.fullmatch(text) and any(ch.isdigit() for ch in text):
+        return float(text)
+    if text.lower() in _SPECIAL_FLOAT:
+        return _SPECIAL_FLOAT[text.lower()]
+    return text
 
 
-def _raw_token(lines: list[str], line0: int, col0: int) -> str:
-    """The plain scalar starting at a position, up to a comment, comma or bracket."""
-    if line0 >= len(lines):
-        return ""
-    text = lines[line0][col0:]
-    out = []
-    for ch in text:
-        if ch in "#,]}\n":
-            break
-        out.append(ch)
-    return "".join(out).strip()
+def _loc(file: str, mark: Any) -> Location:
+    return Location(file, mark.line + 1, mark.column + 1)
 
 
-def _plain(node: Any, path: FieldPath, pos: Positions, file: str, lines: list[str]) -> Any:
-    """Convert ruamel nodes to dict / tuple / scalars, recording positions."""
-    if isinstance(node, CommentedMap):
-        out: dict[Any, Any] = {}
-        for key in node:
-            child_path = path + (str(key),)
-            kl, kc = node.lc.key(key)
-            vl, vc = node.lc.value(key)
-            value = node[key]
-            raw = _raw_token(lines, vl, vc) if not isinstance(value, (Mapping, list)) else None
-            pos.set(child_path, _loc(file, kl, kc), _loc(file, vl, vc), raw)
-            out[key if isinstance(key, str) else str(key)] = _plain(value, child_path, pos, file,
-                                                                    lines)
+def _plain(node: yaml.Node, path: FieldPath, pos: Positions, file: str,
+           problems: list[Problem]) -> Any:
+    """Convert composed nodes to dict / tuple / scalars, recording positions."""
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        first_line: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = str(_scalar(key_node)) if isinstance(key_node, yaml.ScalarNode) else "?"
+            if key in first_line:
+                problems.append(Problem(_loc(file, key_node.start_mark), key,
+                                        f"duplicate key (first defined on line "
+                                        f"{first_line[key]})", "keep only one of them"))
+                continue
+            first_line[key] = key_node.start_mark.line + 1
+            child = path + (key,)
+            raw = value_node.value if isinstance(value_node, yaml.ScalarNode) else None
+            pos.set(child, _loc(file, key_node.start_mark), _loc(file, value_node.start_mark),
+                    raw)
+            out[key] = _plain(value_node, child, pos, file, problems)
         return out
-    if isinstance(node, CommentedSeq):
+    if isinstance(node, yaml.SequenceNode):
         items = []
-        for i, value in enumerate(node):
-            il, ic = node.lc.item(i)
-            raw = _raw_token(lines, il, ic) if not isinstance(value, (Mapping, list)) else None
-            pos.set(path + (i,), None, _loc(file, il, ic), raw)
-            items.append(_plain(value, path + (i,), pos, file, lines))
+        for i, item in enumerate(node.value):
+            raw = item.value if isinstance(item, yaml.ScalarNode) else None
+            pos.set(path + (i,), None, _loc(file, item.start_mark), raw)
+            items.append(_plain(item, path + (i,), pos, file, problems))
         return tuple(items)
-    if isinstance(node, bool) or node is None:
-        return node
-    if isinstance(node, int):
-        return int(node)
-    if isinstance(node, float):
-        return float(node)
-    if isinstance(node, str):
-        return str(node)
-    if isinstance(node, (datetime.date, datetime.datetime)):
-        return node  # rejected later by the model with a "quote it" hint
-    return node
+    assert isinstance(node, yaml.ScalarNode)
+    return _scalar(node)
 
 
 def _char(character: object) -> str:
@@ -131,55 +144,40 @@ def _char(character: object) -> str:
     return f"U+{code:04X}"
 
 
-def _first_definition(text: str, key: str, line0: int, col0: int) -> int | None:
-    """1-based line of the earlier ``key:`` at the same indentation as the duplicate."""
-    lines = text.splitlines()
-    for i in range(line0 - 1, -1, -1):
-        line = lines[i]
-        indent = len(line) - len(line.lstrip(" "))
-        if line.strip() and indent < col0:
-            return None  # left the enclosing mapping
-        if indent == col0 and line[col0:].startswith(f"{key}:"):
-            return i + 1
-    return None
-
-
 def parse_yaml(text: str, display_name: str) -> tuple[Any, Positions]:
     """Parse YAML text into plain data plus the position of every value.
 
     Raises :class:`ProfileError` for syntax errors and duplicate keys, naming the line.
     """
-    yaml = YAML(typ="rt")
-    yaml.allow_duplicate_keys = False
     try:
-        node = yaml.load(text)
-    except DuplicateKeyError as exc:
-        mark = exc.problem_mark
-        key = str(exc.problem).split('"')[1] if '"' in str(exc.problem) else "key"
-        first = _first_definition(text, key, mark.line, mark.column) if mark else None
-        where = f" (first defined on line {first})" if first else ""
-        loc = _loc(display_name, mark.line, mark.column) if mark else Location(display_name)
-        raise ProfileError([Problem(loc, key, f"duplicate key{where}",
-                                    "keep only one of them")]) from None
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        loc = _loc(display_name, mark.line, mark.column) if mark else Location(display_name)
-        what = (exc.problem or exc.context or "invalid YAML").strip()
-        raise ProfileError([Problem(loc, "", f"YAML syntax error: {what}",
-                                    "fix the YAML syntax at this position")]) from None
-    except ReaderError as exc:
+        node = yaml.compose(text, Loader=_Loader)  # noqa: S506 - compose builds no objects
+    except yaml.reader.ReaderError as exc:
         before = text[:exc.position]
         loc = Location(display_name, before.count("\n") + 1,
                        len(before) - (before.rfind("\n") + 1) + 1)
-        raise ProfileError([Problem(loc, "", f"character {_char(exc.character)} is not allowed "
-                                    "in YAML", "remove it or write it as an escape in a "
-                                    "double-quoted string")]) from None
-    except YAMLError as exc:  # any other reader/scanner failure without a position
+        raise ProfileError([Problem(loc, "", f"character {_char(exc.character)} is not "
+                                    "allowed in YAML", "remove it or write it as an escape "
+                                    "in a double-quoted string")]) from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        loc = _loc(display_name, mark) if mark else Location(display_name)
+        what = (exc.problem or exc.context or "invalid YAML").strip()
+        fix = "fix the YAML syntax at this position"
+        lines = text.splitlines()
+        if mark and mark.line < len(lines) and lines[mark.line][mark.column:][:1] == "\t":
+            what, fix = "a tab character", "indent with spaces; YAML does not allow tabs"
+        raise ProfileError([Problem(loc, "", f"YAML syntax error: {what}", fix)]) from None
+    except yaml.YAMLError as exc:
         raise ProfileError([Problem(Location(display_name), "", f"invalid YAML: {exc}",
                                     "fix the YAML syntax")]) from None
     pos = Positions(Location(display_name, 1, 1))
-    lines = text.splitlines()
-    return _plain(node, (), pos, display_name, lines), pos
+    if node is None:
+        return None, pos
+    problems: list[Problem] = []
+    data = _plain(node, (), pos, display_name, problems)
+    if problems:
+        raise ProfileError(problems)
+    return data, pos
 
 
 def read_yaml_file(path: Path, display_name: str) -> tuple[Any, Positions]:

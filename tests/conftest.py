@@ -53,3 +53,19 @@ def lint(hadolint: str, text: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([hadolint, "-c", str(ROOT / ".hadolint.yaml"), "-t", "style",
                            "--no-color", "-"], input=text, capture_output=True, text=True,
                           check=False)
+
+
+# --- CI guard: in CI (DOCKERGEN_REQUIRE_ALL=1) a skipped test is a failure ---------------
+_skipped: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and "gpu" not in report.keywords:
+        _skipped.append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if os.environ.get("DOCKERGEN_REQUIRE_ALL") == "1" and _skipped:
+        print(f"\nDOCKERGEN_REQUIRE_ALL=1: {len(_skipped)} test(s) were skipped, which CI "
+              "does not allow:\n  " + "\n  ".join(_skipped))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,0 +1,140 @@
+"""The command line as users drive it: outputs, exit codes, overrides, atomic writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dockerfile
+
+from tests.bad_profile_cases import VALID
+from tests.conftest import PROFILES, run_cli
+
+
+def test_profiles_lists_shipped_ones() -> None:
+    result = run_cli("profiles")
+    assert result.rc == 0
+    names = [line.split()[0] for line in result.out.splitlines()]
+    assert names == ["a100-bf16", "a100-h100", "base", "h100-fp8", "h100-trtllm-fp8",
+                     "l40s-awq"]
+    assert "(abstract" in result.out
+
+
+def test_schema_is_generated_from_the_model() -> None:
+    result = run_cli("schema")
+    assert result.rc == 0
+    schema = json.loads(result.out)
+    assert schema["additionalProperties"] is False
+    assert {"gpu", "cuda", "engine", "flash_attn", "quantization", "serving", "image",
+            "build", "runtime"} <= set(schema["properties"])
+    engine = schema["$defs"]["Engine"]["properties"]["name"]
+    assert engine["enum"] == ["vllm", "tensorrt-llm"]
+
+
+def test_render_stdout_is_the_dockerfile() -> None:
+    result = run_cli("render", "-q", str(PROFILES / "h100-fp8.yaml"))
+    assert result.rc == 0 and result.err == ""
+    assert [c.cmd for c in dockerfile.parse_string(result.out)][0] == "ARG"
+
+
+def test_warnings_go_to_stderr() -> None:
+    result = run_cli("render", str(PROFILES / "h100-fp8.yaml"))
+    assert result.rc == 0
+    assert "[warning]" in result.err and "[warning]" not in result.out
+
+
+def test_render_writes_a_build_context(tmp_path: Path) -> None:
+    out = tmp_path / "ctx"
+    result = run_cli("render", "-q", str(PROFILES / "a100-h100.yaml"), "-o", str(out))
+    assert result.rc == 0, result.err
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".dockerignore", "Dockerfile", "arch_audit.py", "dockergen.lock.json"]
+    lock = json.loads((out / "dockergen.lock.json").read_text())
+    resolved = lock["resolved"]
+    assert resolved["flash_attn_cuda_archs"] == "80;90"
+    assert resolved["torch"] == "2.14.0"
+    assert resolved["devel_image"] == "nvidia/cuda:13.0.2-devel-ubuntu22.04"
+    assert resolved["tags"][-1] == "dg-" + lock["profile_hash"][7:19]
+    assert lock["profile_hash"] in (out / "Dockerfile").read_text()
+
+
+def test_render_refuses_a_folder_it_did_not_write(tmp_path: Path) -> None:
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    result = run_cli("render", "-q", str(PROFILES / "h100-fp8.yaml"), "-o", str(out))
+    assert result.rc == 4
+    assert "was not written by dockergen" in result.err and "Traceback" not in result.err
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+def test_rerender_replaces_its_own_output(tmp_path: Path) -> None:
+    out = tmp_path / "ctx"
+    assert run_cli("render", "-q", str(PROFILES / "h100-fp8.yaml"), "-o", str(out)).rc == 0
+    assert run_cli("render", "-q", str(PROFILES / "h100-trtllm-fp8.yaml"), "-o",
+                   str(out)).rc == 0
+    assert "arch_audit.py" not in {p.name for p in out.iterdir()}  # stale file gone
+    assert "llm_api_options.yaml" in {p.name for p in out.iterdir()}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp left
+
+
+def test_set_overrides_apply_before_validation(tmp_path: Path) -> None:
+    result = run_cli("render", "-q", str(PROFILES / "h100-fp8.yaml"),
+                     "--set", "serving.max_model_len=16384", "--set", "python=3.13")
+    assert result.rc == 0, result.err
+    cmd = [c for c in dockerfile.parse_string(result.out) if c.cmd == "CMD"][0].value
+    assert cmd[cmd.index("--max-model-len") + 1] == "16384"
+    assert "uv python install 3.13" in result.out
+
+
+def test_explain_names_rules_and_sources() -> None:
+    result = run_cli("explain", str(PROFILES / "a100-h100.yaml"))
+    assert result.rc == 0, result.err
+    lines = result.out.splitlines()
+    fa = next(i for i, line in enumerate(lines) if "FLASH_ATTN_CUDA_ARCHS" in line)
+    assert lines[fa].split()[-1] == "80;90"
+    assert "src: FA@v2.7.3..v2.8.3:setup.py" in lines[fa + 2]
+    assert any("torch" in line and "2.14.0" in line for line in lines)
+    assert any("src: VLLM-WHEEL 0.33.0 METADATA" in line for line in lines)
+    assert any("MAX_JOBS" in line for line in lines)
+
+
+def test_usage_errors_have_their_own_exit_code() -> None:
+    assert run_cli("render").rc == 64
+    assert run_cli("render", "--all").rc == 64  # --all needs -o
+    assert run_cli("frobnicate").rc == 64
+
+
+def test_missing_profile_file(tmp_path: Path) -> None:
+    result = run_cli("render", "nope.yaml", cwd=tmp_path)
+    assert result.rc == 2
+    assert result.err.splitlines()[0] == "nope.yaml: file not found; check the path"
+
+
+def test_version_and_module_entry_point() -> None:
+    result = run_cli("--version")
+    assert result.rc == 0 and result.out.startswith("dockergen, version ")
+
+
+def test_user_profile_extends_a_shipped_one(tmp_path: Path) -> None:
+    (tmp_path / "mine.yaml").write_text(
+        "extends: h100-fp8\nname: mine\nserving:\n  max_model_len: 4096\n")
+    result = run_cli("render", "-q", "mine.yaml", cwd=tmp_path)
+    assert result.rc == 0, result.err
+    assert '"--max-model-len", "4096"' in result.out
+    assert '"--kv-cache-dtype", "fp8"' in result.out  # inherited
+
+
+def test_ca_certificates_go_into_build_stages_only(tmp_path: Path) -> None:
+    pem = Path("/etc/ssl/certs/ca-certificates.crt")
+    cert = pem.read_text().split("-----END CERTIFICATE-----")[0] + "-----END CERTIFICATE-----\n"
+    (tmp_path / "corp.crt").write_text(cert)
+    text = VALID.replace("  memory_gib: 64", "  memory_gib: 64\n  ca_certificates: [corp.crt]")
+    (tmp_path / "profile.yaml").write_text(text)
+    result = run_cli("render", "-q", "profile.yaml", "-o", "ctx", cwd=tmp_path)
+    assert result.rc == 0, result.err
+    assert (tmp_path / "ctx" / "certs" / "extra-0.crt").read_text() == cert
+    dockerfile_text = (tmp_path / "ctx" / "Dockerfile").read_text()
+    runtime = dockerfile_text[dockerfile_text.index("AS runtime"):]
+    assert "COPY certs/" in dockerfile_text and "certs" not in runtime
+    assert "!certs/" in (tmp_path / "ctx" / ".dockerignore").read_text()
