@@ -6,8 +6,10 @@ for user mistakes and never print.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dockergen.errors import Problem
 from dockergen.loader import load_profile
@@ -78,3 +80,102 @@ def describe_shipped() -> list[tuple[str, str]]:
         else:
             out.append((path.stem, str(data.get("description", ""))))
     return out
+
+
+def build_profile(path: Path, overrides: tuple[str, ...] = (), *, output: Path | None = None,
+                  builder: str = "auto", tags: tuple[str, ...] = (), no_cache: bool = False,
+                  build_args: dict[str, str] | None = None, target: str | None = None,
+                  platform: str | None = None, progress: str = "auto", push: bool = False,
+                  dry_run: bool = False, ca_certs: tuple[Path, ...] = (),
+                  timeout: float | None = None, network: str | None = None,
+                  quiet: bool = False, echo: Callable[[str], None] = print,
+                  out: Callable[[str], None] = print) -> dict[str, Any] | None:
+    """Render, build, tag and (optionally) push a profile; return the build record."""
+    import sys
+
+    from dockergen.build import (
+        BuildOptions,
+        BuildPlan,
+        base_images,
+        check_build_args,
+        run_build,
+        write_record,
+    )
+    from dockergen.errors import DockergenError
+    from dockergen.render import write_context
+
+    build_args = dict(build_args or {})
+    check_build_args(build_args)
+    if ca_certs:
+        loaded = load_profile(path, overrides)
+        existing = [str((loaded.path.parent / c).resolve())
+                    for c in loaded.profile.build.ca_certificates]
+        extra = [str(c.resolve()) for c in ca_certs]
+        overrides = (*overrides, f"build.ca_certificates=[{', '.join(existing + extra)}]")
+    engine = None
+    chosen = builder
+    if builder == "auto":
+        if dry_run:
+            chosen = "buildkit"
+        else:
+            from dockergen.engine import Engine
+
+            engine = Engine()
+            chosen = "buildkit" if engine.has_buildkit() else "classic"
+    mode = "buildkit" if chosen == "buildkit" else "classic"
+    ctx = render_context(path, overrides, mode)  # type: ignore[arg-type]
+    if not quiet:
+        for w in ctx.warnings:
+            echo(str(w))
+    repo = ctx.resolved.profile.image.name
+    refs = [f"{repo}:{t}" for t in ctx.resolved.tags] + list(tags)
+    dockerfile = ctx.files["Dockerfile"].decode()
+    plan = BuildPlan(ctx.name, chosen, sorted(ctx.files), base_images(dockerfile, build_args),
+                     refs, build_args)
+    if dry_run:
+        for line in plan.lines():
+            out(line)
+        return None
+    if engine is None:
+        from dockergen.engine import Engine
+
+        engine = Engine()
+        if chosen == "buildkit" and not engine.has_buildkit():
+            raise DockergenError("this engine has no BuildKit; use --builder classic")
+    folder = output or Path("build") / ctx.name
+    write_context(folder, ctx.files)
+    record: dict[str, Any] = {
+        "profile": ctx.name, "profile_hash": ctx.resolved.profile_hash, "builder": chosen,
+        "tags": refs, "status": "started",
+    }
+    with open(folder / "build.log", "w", encoding="utf-8") as log:
+        try:
+            result = run_build(engine, ctx.files, plan, BuildOptions(
+                builder=chosen, tags=tags, no_cache=no_cache, build_args=build_args,
+                target=target, platform=platform, progress=progress, push=push,
+                timeout=timeout, network=network), log, sys.stderr)
+        except DockergenError as exc:
+            record.update(status="failed", error=str(exc).splitlines()[0])
+            write_record(folder / "build-record.json", record)
+            raise
+    record.update(status="built", image_id=result.image_id, seconds=result.seconds,
+                  **result.summary)
+    echo(f"built {result.image_id} in {result.seconds:.1f}s "
+         f"({result.summary['cached_steps']} cached, {result.summary['executed_steps']} run)")
+    if push:
+        digests: dict[str, str] = {}
+        try:
+            for ref in refs:
+                digests[ref] = engine.push(ref, on_status=echo)
+                echo(f"pushed {ref}@{digests[ref]}")
+        except DockergenError as exc:
+            record.update(status="push-failed", pushed=digests, error=str(exc))
+            write_record(folder / "build-record.json", record)
+            raise
+        record.update(status="pushed", pushed=digests)
+        for ref, digest in digests.items():
+            out(f"{ref}@{digest}")
+    else:
+        out(result.image_id)
+    write_record(folder / "build-record.json", record)
+    return record

@@ -40,8 +40,9 @@ def _warn(lines: list[str], quiet: bool) -> None:
 def cli() -> None:
     """Validated, deterministic multi-stage Dockerfiles for GPU LLM-inference images.
 
-    Exit codes: 0 ok, 2 invalid profile, 3 missing tool, 4 output not written,
-    64 wrong usage, 1 a dockergen bug.
+    Exit codes: 0 ok, 2 invalid profile, 3 engine or tool unavailable, 4 output not
+    written, 5 build failed, 6 smoke test failed, 7 push failed, 124 timeout,
+    130 interrupted, 64 wrong usage, 1 a dockergen bug.
     """
 
 
@@ -139,6 +140,51 @@ def explain(profile: str, overrides: tuple[str, ...], mode: str) -> None:
         click.echo(f"warning: {w}")
 
 
+@cli.command()
+@click.argument("profile", type=click.Path(dir_okay=False))
+@_set_option
+@click.option("-o", "--output", type=click.Path(file_okay=False),
+              help="Build context folder (default: build/<profile name>); the build log and "
+                   "build record are written there too.")
+@click.option("--builder", type=click.Choice(["auto", "buildkit", "classic"]), default="auto",
+              show_default=True, help="classic renders without BuildKit-only syntax.")
+@click.option("--tag", "tags", multiple=True, metavar="REF", help="Extra tag (repeatable).")
+@click.option("--no-cache", is_flag=True, help="Do not use the build cache.")
+@click.option("--build-arg", "build_args", multiple=True, metavar="NAME=VALUE",
+              help="Build argument, e.g. BUILD_IMAGE=mirror/cuda:13.0.2-devel (repeatable).")
+@click.option("--target", help="Build only up to this stage.")
+@click.option("--platform", help="Target platform, e.g. linux/amd64.")
+@click.option("--progress", type=click.Choice(["auto", "tty", "plain", "json"]), default="auto",
+              show_default=True)
+@click.option("--push", is_flag=True, help="Push every tag after a successful build.")
+@click.option("--dry-run", is_flag=True, help="Print the plan (context, pulls, tags); build nothing.")
+@click.option("--ca-cert", "ca_certs", multiple=True, type=click.Path(dir_okay=False),
+              help="Extra CA certificate (PEM) for the build stages (repeatable).")
+@click.option("--timeout", type=float, help="Cancel the build after this many seconds.")
+@click.option("--network", type=click.Choice(["default", "host", "none"]), default="default",
+              help="Network of RUN steps (host: reach a mirror on the build host's loopback).")
+@click.option("-q", "--quiet", is_flag=True, help="Do not print warnings.")
+def build(profile: str, overrides: tuple[str, ...], output: str | None, builder: str,
+          tags: tuple[str, ...], no_cache: bool, build_args: tuple[str, ...],
+          target: str | None, platform: str | None, progress: str, push: bool, dry_run: bool,
+          ca_certs: tuple[str, ...], timeout: float | None, network: str, quiet: bool) -> None:
+    """Render PROFILE, build it through the Docker Engine API, and optionally push it."""
+    from dockergen.api import build_profile
+
+    args: dict[str, str] = {}
+    for item in build_args:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise click.UsageError(f"--build-arg {item!r}: expected NAME=VALUE")
+        args[name] = value
+    build_profile(
+        Path(profile), overrides, output=Path(output) if output else None, builder=builder,
+        tags=tags, no_cache=no_cache, build_args=args, target=target, platform=platform,
+        progress=progress, push=push, dry_run=dry_run, ca_certs=tuple(Path(c) for c in ca_certs),
+        timeout=timeout, network=None if network == "default" else network, quiet=quiet,
+        echo=lambda text: click.echo(text, err=True), out=lambda text: click.echo(text))
+
+
 @cli.command("profiles")
 def list_profiles() -> None:
     """List the shipped profiles."""
@@ -183,6 +229,9 @@ def main(argv: list[str] | None = None) -> None:
             errors = sum(1 for p in exc.problems if p.severity == "error")
             click.echo(f"dockergen: {errors} problem(s); nothing was written", err=True)
         sys.exit(int(exc.exit_code))
+    except KeyboardInterrupt:
+        click.echo("dockergen: interrupted", err=True)
+        sys.exit(int(ExitCode.INTERRUPTED))
     except click.exceptions.Abort:
         click.echo("dockergen: aborted", err=True)
         sys.exit(130)

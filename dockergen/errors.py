@@ -30,6 +30,11 @@ class ExitCode(IntEnum):
     INVALID_PROFILE = 2  # the profile (or a --set override) is wrong
     MISSING_TOOL = 3  # an external tool or service is not available
     OUTPUT = 4  # the output could not be written
+    BUILD_FAILED = 5  # the image build (or a base-image pull) failed
+    SMOKE_FAILED = 6  # the built image failed its smoke tests; nothing was pushed
+    PUSH_FAILED = 7  # the push failed or carried no digest
+    TIMEOUT = 124  # --timeout expired; the build was cancelled
+    INTERRUPTED = 130  # Ctrl-C; the build was cancelled and our tags removed
     USAGE = 64  # wrong command-line usage (click's own errors use 2; we remap)
 
 

@@ -1,0 +1,262 @@
+"""``dockergen build``: render, pull bases, build through the Engine API, tag, push, record.
+
+The orchestration is here; every engine call goes through :mod:`dockergen.engine`.
+A build counts as done only when the engine reported the image id; a push only when the
+registry confirmed a digest. Failures name the failing step and its Dockerfile line and
+show the tail of its log; interruptions and timeouts cancel the build and remove the tags
+this run created.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from dockergen.errors import DockergenError, ExitCode, redact
+from dockergen.progress import BuildTracker, PlainRenderer, decode_status, make_renderer
+from dockergen.rules import SECRET_NAME
+
+LOG_TAIL = 30
+
+
+class BuildFailed(DockergenError):
+    """The build failed; the message names the step, its line and the log tail."""
+
+    exit_code = ExitCode.BUILD_FAILED
+
+
+class BuildTimeout(DockergenError):
+    """The build ran past ``--timeout`` and was cancelled."""
+
+    exit_code = ExitCode.TIMEOUT
+
+
+class BuildInterrupted(DockergenError):
+    """Ctrl-C: the build was cancelled."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+
+@dataclass
+class BuildOptions:
+    """What the user asked for on the command line."""
+
+    builder: str = "auto"  # auto | buildkit | classic
+    tags: tuple[str, ...] = ()
+    no_cache: bool = False
+    build_args: dict[str, str] = field(default_factory=dict)
+    target: str | None = None
+    platform: str | None = None
+    progress: str = "auto"
+    push: bool = False
+    timeout: float | None = None
+    network: str | None = None  # e.g. "host" for builds that reach a loopback mirror
+
+
+@dataclass
+class BuildPlan:
+    """What a build will do (``--dry-run`` prints this)."""
+
+    name: str
+    builder: str
+    context_files: list[str]
+    pulls: list[str]
+    tags: list[str]
+    build_args: dict[str, str]
+
+    def lines(self) -> list[str]:
+        out = [f"profile: {self.name}", f"builder: {self.builder}", "context:"]
+        out += [f"  {f}" for f in self.context_files]
+        out += ["base images to pull (with your docker credentials):"]
+        out += [f"  {p}" for p in self.pulls] or ["  (none)"]
+        out += ["tags:"] + [f"  {t}" for t in self.tags]
+        if self.build_args:
+            out += ["build args:"] + [f"  {k}={v}" for k, v in sorted(self.build_args.items())]
+        return out
+
+
+def check_build_args(args: dict[str, str]) -> None:
+    """Refuse build args that look like secrets: they land in the image history."""
+    for name, value in args.items():
+        if SECRET_NAME.search(name) or redact(value) != value:
+            raise BuildFailed(f"--build-arg {name}: looks like a secret; build args are "
+                              "recorded in the image history; pass secrets at run time")
+
+
+def base_images(dockerfile: str, build_args: dict[str, str]) -> list[str]:
+    """The external images a Dockerfile starts from, after ARG defaults and overrides."""
+    args: dict[str, str] = {}
+    stages: set[str] = set()
+    refs: list[str] = []
+    for line in dockerfile.splitlines():
+        m = re.match(r"ARG\s+([A-Za-z_][A-Za-z0-9_]*)=(\S+)\s*$", line)
+        if m and not refs and not stages:
+            args[m.group(1)] = m.group(2)
+            continue
+        m = re.match(r"FROM\s+(?:--\S+\s+)*(\S+)(?:\s+AS\s+(\S+))?", line, re.IGNORECASE)
+        if m:
+            ref = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?",
+                         lambda v: build_args.get(v.group(1), args.get(v.group(1), "")),
+                         m.group(1))
+            if ref not in stages and ref != "scratch" and ref not in refs:
+                refs.append(ref)
+            if m.group(2):
+                stages.add(m.group(2))
+    return refs
+
+
+def dockerfile_line(dockerfile: str, step_name: str) -> int | None:
+    """The 1-based Dockerfile line of a BuildKit step like ``[engine 2/3] RUN ...``."""
+    m = re.match(r"\[([^\] ]+)\s+\d+/\d+\]\s+(.*)$", step_name, re.DOTALL)
+    if not m:
+        return None
+    stage, instruction = m.group(1), " ".join(m.group(2).split())
+    lines = dockerfile.splitlines()
+    in_stage = False
+    i = 0
+    while i < len(lines):
+        start = i
+        text = lines[i]
+        while text.endswith("\\") and i + 1 < len(lines):
+            i += 1
+            text = text[:-1] + " " + lines[i]
+        i += 1
+        norm = " ".join(text.split())
+        if norm.upper().startswith("FROM "):
+            in_stage = norm.split()[-1] == stage or norm.split()[1] == stage
+            continue
+        if in_stage and norm and not norm.startswith("#") and (
+                norm == instruction or _strip_flags(norm) == _strip_flags(instruction)):
+            return start + 1
+    return None
+
+
+def _strip_flags(instruction: str) -> str:
+    parts = instruction.split()
+    return " ".join([parts[0]] + [p for p in parts[1:] if not p.startswith("--mount=")]) \
+        if parts else ""
+
+
+@dataclass
+class BuildResult:
+    """The outcome of one build, written as the build record."""
+
+    image_id: str
+    tags: list[str]
+    summary: dict[str, Any]
+    seconds: float
+    builder: str
+    pushed: dict[str, str] = field(default_factory=dict)
+
+
+def run_build(engine: Any, files: dict[str, bytes], plan: BuildPlan, options: BuildOptions,
+              log: IO[str], out: IO[str] | None = None) -> BuildResult:
+    """Pull bases, build, tag; stream progress; raise a clear error on any failure."""
+    from dockergen.engine import context_tar
+
+    renderer = make_renderer(options.progress, out)
+    for ref in plan.pulls:
+        if engine.image_id(ref) is None:
+            renderer.message(f"pulling {ref}")
+            engine.pull(ref)
+    buildkit = plan.builder == "buildkit"
+    dockerfile = files["Dockerfile"].decode()
+    tracker = BuildTracker()
+    classic_step = ""
+    classic_tail: list[str] = []
+    image_id = None
+    started = time.monotonic()
+    timer = None
+    timed_out = threading.Event()
+    if options.timeout:
+        def expire() -> None:
+            timed_out.set()
+            engine.cancel()
+        timer = threading.Timer(options.timeout, expire)
+        timer.daemon = True
+        timer.start()
+    created: list[str] = []
+    try:
+        stream = engine.build(context_tar(files), buildkit=buildkit, tag=plan.tags[0],
+                              buildargs=plan.build_args, target=options.target,
+                              nocache=options.no_cache, platform=options.platform,
+                              network=options.network)
+        for message in stream:
+            log.write(json.dumps(message, sort_keys=True) + "\n")
+            if message.get("id") == "moby.buildkit.trace":
+                for kind, step, line in tracker.apply(decode_status(message["aux"])):
+                    renderer.event(kind, step, line)
+            elif message.get("id") == "moby.image.id" or (
+                    isinstance(message.get("aux"), dict) and "ID" in message["aux"]):
+                image_id = message["aux"]["ID"]
+            elif "stream" in message:
+                text = redact(message["stream"])
+                for line in text.splitlines():
+                    if line.startswith("Step "):
+                        classic_step = line
+                    classic_tail.append(line)
+                if not buildkit and isinstance(renderer, PlainRenderer):
+                    renderer.message(text.rstrip("\n")) if text.strip() else None
+            elif "error" in message or "errorDetail" in message:
+                raise _failure(message, tracker, dockerfile, classic_step, classic_tail)
+    except KeyboardInterrupt:
+        engine.cancel()
+        raise BuildInterrupted("interrupted: the build was cancelled; no image was tagged"
+                               ) from None
+    except DockergenError:
+        raise
+    except Exception as exc:  # the connection dropped: our timeout, or the engine died
+        if timed_out.is_set():
+            raise BuildTimeout(f"the build ran past --timeout {options.timeout:g}s and was "
+                               "cancelled") from None
+        raise BuildFailed(f"the build stream broke off: {redact(str(exc))}") from None
+    finally:
+        if timer:
+            timer.cancel()
+        renderer.close()
+    if timed_out.is_set():
+        raise BuildTimeout(f"the build ran past --timeout {options.timeout:g}s and was "
+                           "cancelled")
+    if image_id is None:
+        raise BuildFailed("the engine finished without reporting an image id; see the build "
+                          "log")
+    try:
+        created.append(plan.tags[0])
+        for tag in plan.tags[1:]:
+            engine.tag(image_id, tag)
+            created.append(tag)
+    except KeyboardInterrupt:
+        for tag in created:
+            engine.remove_image(tag)
+        raise BuildInterrupted("interrupted: removed the tags this build created") from None
+    return BuildResult(image_id, list(plan.tags), tracker.summary(),
+                       round(time.monotonic() - started, 3), plan.builder)
+
+
+def _failure(message: dict[str, Any], tracker: BuildTracker, dockerfile: str,
+             classic_step: str, classic_tail: list[str]) -> BuildFailed:
+    detail = redact(str(message.get("error") or message.get("errorDetail", {}).get("message")))
+    step = tracker.failed
+    if step is not None:
+        line = dockerfile_line(dockerfile, step.name)
+        where = f"Dockerfile:{line}: " if line else ""
+        tail = step.logs[-LOG_TAIL:] or list(tracker.log_tail)[-LOG_TAIL:]
+        text = f"{where}step #{step.number} {step.name} failed: {redact(step.error or detail)}"
+    else:
+        tail = classic_tail[-LOG_TAIL:]
+        text = f"{classic_step or 'build'} failed: {detail}"
+    if tail:
+        text += f"\n--- last {len(tail)} log lines ---\n" + "\n".join(tail)
+    return BuildFailed(text)
+
+
+def write_record(path: Path, record: dict[str, Any]) -> None:
+    """Write the build record atomically."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(path)

@@ -1,0 +1,233 @@
+"""The Docker Engine API, through docker-py: the only module that imports ``docker``.
+
+Builds go to ``POST /build`` with ``version=2`` (BuildKit) or ``version=1`` (classic),
+the context as a tar body, through docker-py's low-level client; no docker CLI is used.
+Every stream (build, pull, push) is read to its end and any in-band error becomes an
+:class:`EngineError` subclass; credentials come from the user's docker config and are
+never printed.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import tarfile
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import docker
+import docker.auth
+import docker.errors
+import requests
+
+from dockergen.errors import DockergenError, ExitCode, redact
+
+
+class EngineError(DockergenError):
+    """The engine could not be reached or refused a request."""
+
+    exit_code = ExitCode.MISSING_TOOL
+
+
+class PullError(EngineError):
+    """A base image could not be pulled."""
+
+    exit_code = ExitCode.BUILD_FAILED
+
+
+class PushError(EngineError):
+    """An image could not be pushed (or the push carried no digest)."""
+
+    exit_code = ExitCode.PUSH_FAILED
+
+
+def split_reference(ref: str) -> tuple[str, str]:
+    """``registry/repo:tag`` -> (``registry/repo``, ``tag``); digests stay on the repo."""
+    if "@" in ref:
+        return ref, ""
+    name, _, tag = ref.rpartition(":")
+    if not name or "/" in tag:
+        return ref, "latest"
+    return name, tag
+
+
+def registry_of(ref: str) -> str:
+    """The registry host of an image reference (``docker.io`` for Docker Hub names)."""
+    first = ref.split("/", 1)[0]
+    if "/" in ref and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return "docker.io"
+
+
+def context_tar(files: dict[str, bytes]) -> bytes:
+    """A reproducible tar of the build context (sorted, mtime 0, root-owned)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        dirs = sorted({"/".join(name.split("/")[:i]) for name in files
+                       for i in range(1, name.count("/") + 1)})
+        for d in dirs:
+            info = tarfile.TarInfo(d)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 0
+            tar.addfile(info)
+        for name in sorted(files):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(files[name]), 0o644, 0
+            tar.addfile(info, io.BytesIO(files[name]))
+    return buf.getvalue()
+
+
+class Engine:
+    """A connection to one Docker engine (``DOCKER_HOST`` or the local socket)."""
+
+    def __init__(self, timeout: int = 3600) -> None:
+        try:
+            self.client = docker.from_env(timeout=timeout)
+            self.api = self.client.api
+            self.api.ping()
+            self.version = self.api.version()
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise EngineError(
+                "cannot reach the Docker engine: " + redact(str(exc).splitlines()[0])
+                + "; start dockerd or set DOCKER_HOST") from None
+        self._config = docker.auth.load_config()
+
+    # --- capabilities -----------------------------------------------------------------
+    def has_buildkit(self) -> bool:
+        """Whether ``/build?version=2`` is available (Linux engine, API >= 1.39)."""
+        api = tuple(int(x) for x in str(self.version.get("ApiVersion", "0.0")).split("."))
+        return self.version.get("Os") == "linux" and api >= (1, 39)
+
+    def auth_for(self, ref: str) -> dict[str, Any] | None:
+        """Credentials for an image's registry from the user's docker config, if any."""
+        return docker.auth.resolve_authconfig(self._config, registry_of(ref))
+
+    # --- images -----------------------------------------------------------------------
+    def image_id(self, ref: str) -> str | None:
+        """The local image id of ``ref``, or None."""
+        try:
+            return str(self.api.inspect_image(ref)["Id"])
+        except docker.errors.ImageNotFound:
+            return None
+        except docker.errors.APIError as exc:
+            raise EngineError(f"cannot inspect {ref}: {redact(exc.explanation or str(exc))}"
+                              ) from None
+
+    def inspect(self, ref: str) -> dict[str, Any]:
+        return dict(self.api.inspect_image(ref))
+
+    def pull(self, ref: str) -> None:
+        """Pull ``ref`` with the user's credentials; fail on any in-band error."""
+        repo, tag = split_reference(ref)
+        try:
+            for chunk in self.api.pull(repo, tag=tag or None, stream=True, decode=True,
+                                       auth_config=self.auth_for(ref)):
+                if "error" in chunk or "errorDetail" in chunk:
+                    raise PullError(self._pull_message(ref, chunk.get("error", "")))
+        except docker.errors.APIError as exc:
+            raise PullError(self._pull_message(ref, exc.explanation or str(exc))) from None
+        except requests.RequestException as exc:
+            raise PullError(f"cannot pull {ref}: {redact(str(exc))}") from None
+
+    def _pull_message(self, ref: str, detail: str) -> str:
+        detail = redact(str(detail))
+        hint = "check the image name and the registry"
+        if any(w in detail.lower() for w in ("unauthorized", "authentication", "denied",
+                                              "no basic auth")):
+            hint = f"log in first: docker login {registry_of(ref)}"
+        return f"cannot pull base image {ref}: {detail}; {hint}"
+
+    def tag(self, image_id: str, ref: str) -> None:
+        repo, tag = split_reference(ref)
+        self.api.tag(image_id, repo, tag or None)
+
+    def remove_image(self, ref: str) -> None:
+        """Remove a tag (or image) we created; missing ones are fine."""
+        try:
+            self.api.remove_image(ref, noprune=False)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError:
+            pass  # in use or shared: leave it, never fail a cleanup
+
+    # --- build ------------------------------------------------------------------------
+    def build(self, context: bytes, *, buildkit: bool, tag: str | None,
+              buildargs: dict[str, str], target: str | None, nocache: bool,
+              platform: str | None, labels: dict[str, str] | None = None,
+              network: str | None = None) -> Iterator[dict[str, Any]]:
+        """Start a build and yield the decoded JSON messages of its stream."""
+        params: dict[str, Any] = {
+            "t": tag, "q": False, "nocache": nocache, "rm": True, "forcerm": True,
+            "pull": False, "dockerfile": "Dockerfile",
+            "buildargs": json.dumps(buildargs, sort_keys=True),
+            "version": "2" if buildkit else "1",
+        }
+        if target:
+            params["target"] = target
+        if platform:
+            params["platform"] = platform
+        if labels:
+            params["labels"] = json.dumps(labels, sort_keys=True)
+        if network:
+            params["networkmode"] = network
+        headers = {"Content-Type": "application/x-tar"}
+        auths = {reg: cfg for reg in self._config.get("auths", {})
+                 if (cfg := docker.auth.resolve_authconfig(self._config, reg))}
+        if auths:  # classic builder pulls with these; never logged
+            headers["X-Registry-Config"] = base64.urlsafe_b64encode(
+                json.dumps(auths).encode()).decode()
+        try:
+            response = self.api._post(self.api._url("/build"), data=context, params=params,
+                                      headers=headers, stream=True, timeout=None)
+            self.api._raise_for_status(response)
+        except docker.errors.APIError as exc:
+            raise EngineError(f"the engine refused the build: "
+                              f"{redact(exc.explanation or str(exc))}") from None
+        self._response = response
+        yield from self.api._stream_helper(response, decode=True)
+
+    def cancel(self) -> None:
+        """Drop the build connection: the engine cancels the build."""
+        response = getattr(self, "_response", None)
+        if response is not None:
+            response.close()
+
+    # --- push -------------------------------------------------------------------------
+    def push(self, ref: str, retries: int = 3, backoff: float = 1.0,
+             on_status: Callable[[str], None] | None = None) -> str:
+        """Push ``ref``; return its digest. Only a stream carrying the digest counts."""
+        repo, tag = split_reference(ref)
+        last = ""
+        for attempt in range(1, retries + 1):
+            digest = None
+            try:
+                for chunk in self.api.push(repo, tag=tag or None, stream=True, decode=True,
+                                           auth_config=self.auth_for(ref)):
+                    if "error" in chunk or "errorDetail" in chunk:
+                        raise PushError(redact(str(chunk.get("error") or chunk["errorDetail"])))
+                    aux = chunk.get("aux") or {}
+                    if aux.get("Digest"):
+                        digest = str(aux["Digest"])
+                if digest:
+                    return digest
+                last = "the registry did not confirm a digest"
+            except PushError as exc:
+                last = str(exc)
+                if _permanent(last):
+                    break
+            except (docker.errors.APIError, requests.RequestException) as exc:
+                last = redact(str(exc))
+            if attempt < retries:
+                if on_status:
+                    on_status(f"push of {ref} failed ({last}); retrying ({attempt}/{retries})")
+                time.sleep(backoff * 2 ** (attempt - 1))
+        hint = (f"log in first: docker login {registry_of(ref)}" if _permanent(last)
+                else "check that the registry is reachable")
+        raise PushError(f"cannot push {ref}: {last}; {hint}")
+
+
+def _permanent(message: str) -> bool:
+    text = message.lower()
+    return any(w in text for w in ("unauthorized", "authentication required", "denied",
+                                   "no basic auth credentials"))

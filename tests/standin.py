@@ -1,0 +1,265 @@
+"""Stand-ins that let the real templates build here, without GPUs, NGC or download.pytorch.org.
+
+- Base images: ``local/standin-devel:bookworm`` (Debian + NVIDIA's real nvcc, CUDA headers
+  and cuobjdump from PyPI under /usr/local/cuda) and ``local/standin-runtime:bookworm``
+  (plain Debian), both derived from the debootstrap'ed ``local/debian:bookworm``.
+- A PEP 503 package index on 127.0.0.1 serving small real packages under the names the
+  templates install: ``torch`` (2.13.0, 2.14.0), ``vllm`` (0.27.1, 0.30.0, 0.33.0; its
+  ``vllm serve`` answers /health), and a ``flash-attn`` 2.8.3 *sdist* whose setup.py, like
+  the real one, imports the venv's torch (--no-build-isolation), reads
+  FLASH_ATTN_CUDA_ARCHS, silently skips values it does not know, and compiles a CUDA kernel
+  with nvcc (through PYTORCH_NVCC, i.e. ccache). Build tools (uv, pip, setuptools, wheel,
+  ninja, packaging, psutil, einops) are the real wheels, downloaded from PyPI once.
+
+These are test doubles for packages that cannot be installed on these machines; every
+other part of the build (BuildKit, the Dockerfile, nvcc, cuobjdump, the registries) is real.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import os
+import subprocess
+import sys
+import tarfile
+import threading
+import zipfile
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+CACHE = Path(os.environ.get("DOCKERGEN_TEST_CACHE", "/tmp/dockergen-test-cache"))
+DEVEL = "local/standin-devel:bookworm"
+RUNTIME = "local/standin-runtime:bookworm"
+BASE = "local/debian:bookworm"
+HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+
+REAL_WHEELS = ["uv==0.13.9", "pip==26.3", "setuptools==80.9.0", "wheel==0.45.1",
+               "ninja==1.13.2", "packaging==25.0", "psutil==7.2.2", "einops==0.8.2"]
+# One CUDA release for every piece (pip would otherwise mix nvvm/crt versions, and
+# ptxas rejects newer PTX).
+CUDA_WHEELS = [f"{p}==13.2.51" for p in ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt",
+                                           "nvidia-cuda-runtime", "nvidia-cuda-cuobjdump")]
+
+DEVEL_DOCKERFILE = f"""\
+FROM {BASE}
+COPY host-ca.crt /usr/local/share/ca-certificates/host-ca.crt
+ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates python3 \\
+      python3-venv && update-ca-certificates && rm -rf /var/lib/apt/lists/*
+# NVIDIA's real CUDA compiler, headers and cuobjdump, from PyPI, where a CUDA devel image
+# has them: /usr/local/cuda/{{bin,include,lib}}
+RUN python3 -m venv /opt/cudatk && /opt/cudatk/bin/pip install --no-cache-dir \\
+      {" ".join(CUDA_WHEELS)} \\
+ && ln -s /opt/cudatk/lib/python3.11/site-packages/nvidia/cu13 /usr/local/cuda \\
+ && /usr/local/cuda/bin/nvcc --version
+"""
+
+TORCH_INIT = '''"""Stand-in for torch (dockergen tests): versions only."""
+__version__ = "{version}+standin"
+
+
+class version:  # noqa: N801 - mirrors torch.version
+    cuda = "13.0"
+'''
+
+VLLM_INIT = '''"""Stand-in for vllm (dockergen tests)."""
+__version__ = "{version}"
+'''
+
+VLLM_CLI = '''"""`vllm serve MODEL --host H --port P ...`: answers /health and /v1/models."""
+import json
+import sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if not args or args[0] != "serve":
+        print("usage: vllm serve MODEL [--host H] [--port P] ...", file=sys.stderr)
+        sys.exit(2)
+    host = args[args.index("--host") + 1] if "--host" in args else "0.0.0.0"
+    port = int(args[args.index("--port") + 1]) if "--port" in args else 8000
+    model = args[1]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = {"/health": b"", "/v1/models": json.dumps(
+                {"data": [{"id": model}]}).encode()}.get(self.path)
+            self.send_response(200 if body is not None else 404)
+            self.end_headers()
+            self.wfile.write(body or b"")
+
+    HTTPServer((host, port), Handler).serve_forever()
+'''
+
+FA_SETUP = '''"""Stand-in flash-attn build: the real one's contract, a tiny kernel."""
+import os
+import subprocess
+
+import torch  # noqa: F401 - like flash-attn: needs the venv's torch (--no-build-isolation)
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+KNOWN = ("80", "90", "100", "120")  # flash-attn v2.8.3 add_cuda_gencodes
+
+
+class Build(build_py):
+    def run(self) -> None:
+        super().run()
+        if os.environ.get("FLASH_ATTENTION_FORCE_BUILD") != "TRUE":
+            raise SystemExit("would download a prebuilt wheel")
+        archs = os.environ.get("FLASH_ATTN_CUDA_ARCHS", "80;90;100;120").split(";")
+        gencode = []
+        for arch in archs:
+            if arch in KNOWN:  # anything else is skipped silently, as upstream does
+                gencode += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
+        nvcc = os.environ.get("PYTORCH_NVCC", "/usr/local/cuda/bin/nvcc").split()
+        out = os.path.join(self.build_lib, "flash_attn", "flash_attn_2_cuda.so")
+        # compile with nvcc, link with g++ (the PyPI toolkit ships no static cudart)
+        subprocess.check_call(nvcc + ["-c", "-Xcompiler", "-fPIC", "-o", "flash_fwd.o",
+                                      "csrc/flash_fwd.cu", *gencode])
+        subprocess.check_call(["g++", "-shared", "-o", out, "flash_fwd.o"])
+
+
+setup(name="flash_attn", version="2.8.3", packages=["flash_attn"],
+      cmdclass={"build_py": Build}, install_requires=["torch", "einops"])
+'''
+
+FA_KERNEL = "__global__ void flash_fwd(float *o, const float *q) { o[threadIdx.x] = q[0]; }\n"
+
+
+def _wheel(out: Path, name: str, version: str, files: dict[str, str],
+           requires: list[str] = (), scripts: dict[str, str] | None = None) -> None:  # type: ignore[assignment]
+    """Write a minimal, valid pure-Python wheel."""
+    dist = f"{name}-{version}.dist-info"
+    meta = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}",
+            "Requires-Python: >=3.9"] + [f"Requires-Dist: {r}" for r in requires]
+    contents = dict(files)
+    contents[f"{dist}/METADATA"] = "\n".join(meta) + "\n"
+    contents[f"{dist}/WHEEL"] = ("Wheel-Version: 1.0\nGenerator: dockergen-tests\n"
+                                 "Root-Is-Purelib: true\nTag: py3-none-any\n")
+    if scripts:
+        contents[f"{dist}/entry_points.txt"] = "[console_scripts]\n" + "".join(
+            f"{k} = {v}\n" for k, v in scripts.items())
+    record = []
+    for path, text in contents.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+    record.append(f"{dist}/RECORD,,")
+    contents[f"{dist}/RECORD"] = "\n".join(record) + "\n"
+    with zipfile.ZipFile(out / f"{name}-{version}-py3-none-any.whl", "w") as zf:
+        for path in sorted(contents):
+            zf.writestr(zipfile.ZipInfo(path, (1980, 1, 1, 0, 0, 0)), contents[path])
+
+
+def _sdist(out: Path) -> None:
+    buf = io.BytesIO()
+    files = {"PKG-INFO": "Metadata-Version: 2.1\nName: flash_attn\nVersion: 2.8.3\n",
+             "setup.py": FA_SETUP, "flash_attn/__init__.py": '__version__ = "2.8.3"\n',
+             "csrc/flash_fwd.cu": FA_KERNEL}
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for path, text in sorted(files.items()):
+            data = text.encode()
+            info = tarfile.TarInfo(f"flash_attn-2.8.3/{path}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    (out / "flash_attn-2.8.3.tar.gz").write_bytes(buf.getvalue())
+
+
+def build_index(root: Path) -> Path:
+    """Create the stand-in package index under ``root``; return the files folder."""
+    files = root / "files"
+    files.mkdir(parents=True, exist_ok=True)
+    for version in ("2.13.0", "2.14.0"):
+        _wheel(files, "torch", version, {"torch/__init__.py": TORCH_INIT.format(
+            version=version)})
+    for version, torch in (("0.27.1", "2.13.0"), ("0.30.0", "2.13.0"), ("0.33.0", "2.14.0")):
+        _wheel(files, "vllm", version, {"vllm/__init__.py": VLLM_INIT.format(version=version),
+                                        "vllm/cli.py": VLLM_CLI},
+               requires=[f"torch=={torch}"], scripts={"vllm": "vllm.cli:main"})
+    _sdist(files)
+    wheels = CACHE / "wheels"
+    if not all(any(wheels.glob(f"{w.split('==')[0].replace('-', '_')}-{w.split('==')[1]}-*"))
+               for w in REAL_WHEELS):
+        wheels.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q",
+                        "--only-binary=:all:", "--python-version", "3.11",
+                        "--platform", "manylinux_2_17_x86_64", "--platform",
+                        "manylinux2014_x86_64", "--platform", "manylinux_2_28_x86_64",
+                        "-d", str(wheels), *REAL_WHEELS], check=True)
+    for wheel in wheels.iterdir():
+        target = files / wheel.name
+        if not target.exists():
+            target.write_bytes(wheel.read_bytes())
+    by_project: dict[str, list[str]] = {}
+    for f in sorted(files.iterdir()):
+        project = f.name.split("-")[0].lower().replace("_", "-")
+        by_project.setdefault(project, []).append(f.name)
+    for index in ("simple", "cu130", "cu129", "cu128"):  # torch_index_url/<cuXYZ> too
+        for project, names in by_project.items():
+            page = root / index / project
+            page.mkdir(parents=True, exist_ok=True)
+            links = "".join(f'<a href="../../files/{n}">{n}</a><br>\n' for n in names)
+            (page / "index.html").write_text(f"<html><body>\n{links}</body></html>\n")
+    return files
+
+
+class IndexServer:
+    """Serve a folder over HTTP on 127.0.0.1 (a thread of the test process)."""
+
+    def __init__(self, root: Path) -> None:
+        handler = partial(_QuietHandler, directory=str(root))
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+def ensure_images(api: object) -> None:
+    """Build the stand-in base images once (they are kept by the engine between runs)."""
+    import docker
+
+    client = docker.from_env()
+    if not _exists(client, BASE):
+        raise RuntimeError(f"{BASE} is missing: run tests/infra/provision.sh")
+    if not _exists(client, RUNTIME):
+        client.api.tag(BASE, *RUNTIME.split(":"))
+    if not _exists(client, DEVEL):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for name, data in (("Dockerfile", DEVEL_DOCKERFILE.encode()),
+                               ("host-ca.crt", HOST_CA.read_bytes())):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        buf.seek(0)
+        _, logs = client.images.build(fileobj=buf, custom_context=True, tag=DEVEL,
+                                      network_mode="host", forcerm=True)
+        for _chunk in logs:
+            pass
+
+
+def _exists(client: object, ref: str) -> bool:
+    import docker
+
+    try:
+        client.api.inspect_image(ref)  # type: ignore[attr-defined]
+        return True
+    except docker.errors.ImageNotFound:
+        return False
