@@ -88,7 +88,7 @@ def build_profile(path: Path, overrides: tuple[str, ...] = (), *, output: Path |
                   platform: str | None = None, progress: str = "auto", push: bool = False,
                   dry_run: bool = False, ca_certs: tuple[Path, ...] = (),
                   timeout: float | None = None, network: str | None = None,
-                  quiet: bool = False, echo: Callable[[str], None] = print,
+                  smoke: bool = True, gpus: bool = False, quiet: bool = False, echo: Callable[[str], None] = print,
                   out: Callable[[str], None] = print) -> dict[str, Any] | None:
     """Render, build, tag and (optionally) push a profile; return the build record."""
     import sys
@@ -103,9 +103,12 @@ def build_profile(path: Path, overrides: tuple[str, ...] = (), *, output: Path |
     )
     from dockergen.errors import DockergenError
     from dockergen.render import write_context
+    from dockergen.smoke import SmokeFailed, gpu_checks, smoke_test
 
     build_args = dict(build_args or {})
     check_build_args(build_args)
+    if push and not smoke:
+        raise DockergenError("--push needs the smoke tests: drop --no-smoke")
     if ca_certs:
         loaded = load_profile(path, overrides)
         existing = [str((loaded.path.parent / c).resolve())
@@ -162,6 +165,24 @@ def build_profile(path: Path, overrides: tuple[str, ...] = (), *, output: Path |
                   **result.summary)
     echo(f"built {result.image_id} in {result.seconds:.1f}s "
          f"({result.summary['cached_steps']} cached, {result.summary['executed_steps']} run)")
+    if smoke:
+        report = smoke_test(engine, refs[0], ctx.resolved)
+        if gpus:
+            gpu_checks(engine, refs[0], ctx.resolved, report)
+        record["smoke"] = report.as_dict()
+        for check in report.checks:
+            echo(f"smoke {'ok    ' if check.ok else 'FAILED'} {check.name}"
+                 + ("" if check.ok else f": {check.detail}"))
+        if not report.ok:
+            keep = refs[len(ctx.resolved.tags) - 1]  # the immutable dg-<hash> tag
+            for ref in refs:
+                if ref != keep:
+                    engine.remove_image(ref)
+            record.update(status="smoke-failed")
+            write_record(folder / "build-record.json", record)
+            failed = [c.name for c in report.checks if not c.ok]
+            raise SmokeFailed(f"{len(failed)} smoke test(s) failed: {'; '.join(failed)}; "
+                              f"nothing was pushed; the image stays as {keep} for inspection")
     if push:
         digests: dict[str, str] = {}
         try:

@@ -193,6 +193,91 @@ class Engine:
         if response is not None:
             response.close()
 
+    # --- containers (smoke tests) -------------------------------------------------------
+    def run(self, image: str, command: list[str], *, entrypoint: list[str] | None = None,
+            timeout: float = 300, gpus: bool = False, run_id: str = "",
+            network_disabled: bool = True) -> tuple[int, str]:
+        """Run a command in a fresh container; return (exit code, output). Always removed."""
+        import docker.types
+
+        kwargs: dict[str, Any] = {}
+        if gpus:
+            kwargs["device_requests"] = [docker.types.DeviceRequest(count=-1,
+                                                                    capabilities=[["gpu"]])]
+        container = self.client.containers.create(
+            image, command, entrypoint=entrypoint, labels={"dockergen.run-id": run_id},
+            network_disabled=network_disabled, **kwargs)
+        try:
+            container.start()
+            try:
+                status = container.wait(timeout=timeout)
+            except requests.RequestException:
+                container.kill()
+                return 124, f"timed out after {timeout:g}s"
+            output = container.logs(stdout=True, stderr=True).decode("utf-8", "replace")
+            return int(status.get("StatusCode", 1)), redact(output)
+        finally:
+            container.remove(force=True)
+
+    def serve_check(self, image: str, port: int, model: str, *, timeout: float = 300,
+                    run_id: str = "", gpus: bool = False) -> tuple[bool, str]:
+        """Start the image's own server; wait for /health, then ask for one token."""
+        import socket
+        import urllib.error
+        import urllib.request
+
+        import docker.types
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            host_port = sock.getsockname()[1]
+        kwargs: dict[str, Any] = {}
+        if gpus:
+            kwargs["device_requests"] = [docker.types.DeviceRequest(count=-1,
+                                                                    capabilities=[["gpu"]])]
+        container = self.client.containers.create(
+            image, labels={"dockergen.run-id": run_id},
+            ports={f"{port}/tcp": ("127.0.0.1", host_port)}, **kwargs)
+        base = f"http://127.0.0.1:{host_port}"
+        try:
+            container.start()
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    with urllib.request.urlopen(f"{base}/health", timeout=5) as resp:
+                        if resp.status == 200:
+                            break
+                except (urllib.error.URLError, OSError):
+                    pass
+                container.reload()
+                if container.status == "exited":
+                    logs = container.logs(tail=20).decode("utf-8", "replace")
+                    return False, "the server exited: " + redact(logs.strip()[-500:])
+                if time.monotonic() > deadline:
+                    return False, f"/health did not answer within {timeout:g}s"
+                time.sleep(1)
+            body = json.dumps({"model": model, "prompt": "Hello", "max_tokens": 1}).encode()
+            request = urllib.request.Request(f"{base}/v1/completions", data=body,
+                                             headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=60) as resp:
+                    answer = json.loads(resp.read())
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                return False, f"/v1/completions failed: {exc}"
+            ok = bool(answer.get("choices"))
+            return ok, "one-token completion ok" if ok else f"unexpected answer {answer}"
+        finally:
+            container.remove(force=True)
+
+    def remove_containers(self, run_id: str) -> None:
+        """Remove every container labelled with this run id (cleanup after Ctrl-C)."""
+        for c in self.client.containers.list(all=True,
+                                             filters={"label": f"dockergen.run-id={run_id}"}):
+            c.remove(force=True)
+
+    def history(self, ref: str) -> list[str]:
+        return [str(h.get("CreatedBy", "")) for h in self.api.history(ref)]
+
     # --- push -------------------------------------------------------------------------
     def push(self, ref: str, retries: int = 3, backoff: float = 1.0,
              on_status: Callable[[str], None] | None = None) -> str:

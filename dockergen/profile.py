@@ -231,6 +231,33 @@ class Runtime(_Section):
         False, description="Keep nvcc and gcc in the runtime image for JIT kernels.")
 
 
+class CommandTest(_Section):
+    """A command run in the built image (exec form; the entrypoint is bypassed)."""
+
+    name: Text
+    command: tuple[Text, ...] = Field(min_length=1)
+    exit_code: int = 0
+    expected_output: tuple[Text, ...] = Field((), description="Regexes the output must match.")
+    excluded_output: tuple[Text, ...] = Field((), description="Regexes it must not match.")
+
+
+class FileTest(_Section):
+    """A path that must (or must not) exist in the built image."""
+
+    path: FilePath
+    should_exist: bool = True
+
+
+class Smoke(_Section):
+    """Smoke tests run on the built image before anything is pushed."""
+
+    defaults: bool = Field(True, description="Run the built-in checks (versions, arch audit, "
+                                             "user, labels, no compilers, no secrets).")
+    commands: tuple[CommandTest, ...] = ()
+    files: tuple[FileTest, ...] = ()
+    timeout_s: int = Field(300, ge=5, le=3600)
+
+
 class Profile(_Section):
     """A deployment profile: what to deploy; everything derivable is derived."""
 
@@ -252,6 +279,7 @@ class Profile(_Section):
     image: Image
     build: Build = Build()
     runtime: Runtime = Runtime()
+    smoke: Smoke = Smoke()
 
 
 def json_schema() -> dict[str, Any]:

@@ -85,6 +85,15 @@ def main() -> None:
     model = args[1]
 
     class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", 0))
+            request = json.loads(self.rfile.read(length) or b"{}")
+            ok = self.path == "/v1/completions" and request.get("model") == model
+            self.send_response(200 if ok else 404)
+            self.end_headers()
+            if ok:
+                self.wfile.write(json.dumps({"choices": [{"text": "!"}]}).encode())
+
         def do_GET(self) -> None:
             body = {"/health": b"", "/v1/models": json.dumps(
                 {"data": [{"id": model}]}).encode()}.get(self.path)

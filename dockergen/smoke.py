@@ -1,0 +1,220 @@
+"""Smoke tests: prove the built image is right before anything is pushed.
+
+In the spirit of container-structure-test: metadata checks on the image config, command
+tests (exit code and output patterns) and file checks in throw-away containers, plus the
+built-in checks every dockergen image must pass (versions, arch audit, non-root user,
+labels, no compilers, no secrets). GPU checks run only when asked for (``--gpus``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from dockergen.errors import SECRET_VALUE, DockergenError, ExitCode
+from dockergen.profile import CommandTest
+from dockergen.resolve import Resolved
+from dockergen.rules import SECRET_NAME
+
+COMPILERS = ("gcc", "g++", "cc", "c++", "nvcc")
+
+
+class SmokeFailed(DockergenError):
+    """At least one smoke test failed; nothing was pushed."""
+
+    exit_code = ExitCode.SMOKE_FAILED
+
+
+@dataclass
+class Check:
+    """One smoke test and its outcome."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class SmokeReport:
+    """All checks of one image."""
+
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def add(self, name: str, ok: bool, detail: str = "") -> None:
+        self.checks.append(Check(name, ok, detail))
+
+    def as_dict(self) -> list[dict[str, Any]]:
+        return [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks]
+
+
+VERSIONS_SCRIPT = """
+import importlib, json
+out = {}
+for name in MODULES:
+    try:
+        mod = importlib.import_module(name)
+        out[name] = getattr(mod, "__version__", None)
+    except Exception as exc:
+        out[name] = "IMPORT FAILED: %s" % exc
+try:
+    import torch
+    out["torch.cuda"] = torch.version.cuda
+except Exception:
+    pass
+print(json.dumps(out))
+"""
+
+
+def _python(r: Resolved) -> list[str]:
+    return [f"{r.runtime['venv']}/bin/python", "-c"]
+
+
+def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
+                   report: SmokeReport) -> list[tuple[str, list[str], Any]]:
+    """Metadata checks now; return the command checks to run: (name, command, verify)."""
+    cfg = inspect.get("Config") or {}
+    uid = r.profile.runtime.uid
+    report.add("runs as the numeric non-root user", cfg.get("User") == f"{uid}:{uid}",
+               f"User is {cfg.get('User')!r}")
+    labels = cfg.get("Labels") or {}
+    for key, want in (("dockergen.profile.hash", r.profile_hash),
+                      ("dockergen.profile.name", r.profile.name),
+                      ("dockergen.cuda.archs", r.runtime["labels"]["dockergen.cuda.archs"]),
+                      ("org.opencontainers.image.title", r.profile.name)):
+        report.add(f"label {key}", labels.get(key) == want, f"is {labels.get(key)!r}")
+    entry = json.loads(r.runtime["entrypoint"])
+    report.add("entrypoint", cfg.get("Entrypoint") == entry, f"is {cfg.get('Entrypoint')}")
+    port = f"{r.profile.serving.port}/tcp"
+    report.add(f"exposes {port}", port in (cfg.get("ExposedPorts") or {}))
+    env = dict(e.split("=", 1) for e in cfg.get("Env") or [] if "=" in e)
+    report.add("NVIDIA_DRIVER_CAPABILITIES=compute,utility",
+               env.get("NVIDIA_DRIVER_CAPABILITIES") == "compute,utility")
+    leaks = [k for k in env if SECRET_NAME.search(k) or SECRET_VALUE.search(env[k])]
+    leaks += [f"label {k}" for k, v in labels.items() if SECRET_VALUE.search(str(v))]
+    leaks += ["history step" for h in history if SECRET_VALUE.search(h)]
+    report.add("no secret-looking values in env, labels or history", not leaks,
+               ", ".join(sorted(set(leaks))))
+
+    modules = ["torch", "vllm" if r.profile.engine.name == "vllm" else "tensorrt_llm"]
+    if r.flash_attn is not None:
+        modules.append("flash_attn")
+    want = {"torch": r.engine["torch"], modules[1]: r.profile.engine.version}
+    if r.flash_attn is not None:
+        want["flash_attn"] = r.flash_attn["version"]
+    cuda_mm = ".".join(r.profile.cuda.version.split(".")[:2])
+
+    def verify_versions(code: int, out: str) -> tuple[bool, str]:
+        try:
+            got = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return False, out[-500:]
+        bad = [f"{m} is {got.get(m)!r}, expected {v}" for m, v in want.items()
+               if str(got.get(m) or "").split("+")[0] != v]
+        if got.get("torch.cuda") != cuda_mm:
+            bad.append(f"torch CUDA is {got.get('torch.cuda')!r}, expected {cuda_mm}")
+        return code == 0 and not bad, "; ".join(bad) or "ok"
+
+    script = VERSIONS_SCRIPT.replace("MODULES", repr(modules))
+    checks: list[tuple[str, list[str], Any]] = [
+        ("torch, engine and flash-attn import with the profile's versions",
+         _python(r) + [script], verify_versions),
+        ("runs as the non-root uid", ["id", "-u"],
+         lambda code, out: (code == 0 and out.strip() == str(uid), out.strip())),
+    ]
+    if not r.profile.runtime.jit_toolchain:
+        probe = "for c in " + " ".join(COMPILERS) + "; do command -v $c; done; true"
+        checks.append(("no compilers in the runtime image", ["sh", "-c", probe],
+                       lambda code, out: (out.strip() == "", out.strip() or "none")))
+    if r.flash_attn is not None:
+        expect = r.flash_attn["expect"].split(",")
+
+        def verify_audit(code: int, out: str) -> tuple[bool, str]:
+            try:
+                manifest = json.loads(out)
+            except ValueError:
+                return False, out[-300:]
+            missing = [a for a in expect if a not in manifest.get("present", [])]
+            return manifest.get("ok") is True and not missing, (
+                f"present {manifest.get('present')}, expected {expect}")
+
+        checks.append(("arch audit manifest matches the GPU targets",
+                       ["cat", "/opt/dockergen/arch-audit.json"], verify_audit))
+    return checks
+
+
+def _verify_command(test: CommandTest) -> Any:
+    def verify(code: int, out: str) -> tuple[bool, str]:
+        problems = []
+        if code != test.exit_code:
+            problems.append(f"exit code {code}, expected {test.exit_code}")
+        problems += [f"output does not match {p!r}" for p in test.expected_output
+                     if not re.search(p, out)]
+        problems += [f"output matches {p!r}" for p in test.excluded_output if re.search(p, out)]
+        return not problems, "; ".join(problems) or "ok"
+    return verify
+
+
+def smoke_test(engine: Any, image: str, r: Resolved, gpus: bool = False) -> SmokeReport:
+    """Run every smoke test of a profile against a built image."""
+    report = SmokeReport()
+    run_id = uuid.uuid4().hex[:12]
+    spec = r.profile.smoke
+    checks: list[tuple[str, list[str], Any]] = []
+    try:
+        if spec.defaults:
+            checks += default_checks(r, engine.inspect(image), engine.history(image), report)
+        checks += [(t.name, list(t.command), _verify_command(t)) for t in spec.commands]
+        for f in spec.files:
+            probe = ["sh", "-c", 'test -e "$0"', f.path]
+            want = 0 if f.should_exist else 1
+            checks.append((f"{f.path} {'exists' if f.should_exist else 'is absent'}", probe,
+                           lambda code, out, want=want: (code == want, f"exit {code}")))
+        for name, command, verify in checks:
+            code, out = engine.run(image, command[1:], entrypoint=command[:1],
+                                   timeout=spec.timeout_s, run_id=run_id, gpus=gpus)
+            ok, detail = verify(code, out)
+            report.add(name, ok, detail)
+    finally:
+        engine.remove_containers(run_id)
+    return report
+
+
+FA_GPU_SCRIPT = """
+import torch
+from flash_attn import flash_attn_func
+torch.manual_seed(0)
+q, k, v = (torch.randn(2, 256, 8, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+out = flash_attn_func(q, k, v, causal=True)
+ref = torch.nn.functional.scaled_dot_product_attention(
+    q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True).transpose(1, 2)
+err = (out.float() - ref.float()).abs().max().item()
+print("max abs error %.5f" % err)
+assert err < 2e-2, err
+"""
+
+
+def gpu_checks(engine: Any, image: str, r: Resolved, report: SmokeReport) -> None:
+    """GPU-only checks: flash-attn against torch's reference attention; the server."""
+    run_id = uuid.uuid4().hex[:12]
+    try:
+        if r.flash_attn is not None:
+            code, out = engine.run(image, ["-c", FA_GPU_SCRIPT],
+                                   entrypoint=[f"{r.runtime['venv']}/bin/python"],
+                                   timeout=r.profile.smoke.timeout_s, run_id=run_id, gpus=True)
+            report.add("flash-attn matches torch's reference attention on the GPU",
+                       code == 0, out.strip().splitlines()[-1] if out.strip() else f"exit {code}")
+        ok, detail = engine.serve_check(image, r.profile.serving.port,
+                                        r.profile.serving.served_model_name
+                                        or r.profile.serving.model,
+                                        timeout=r.profile.smoke.timeout_s, run_id=run_id,
+                                        gpus=True)
+        report.add("server answers /health and a one-token completion", ok, detail)
+    finally:
+        engine.remove_containers(run_id)
