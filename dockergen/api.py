@@ -96,11 +96,13 @@ def build_profile(path: Path, overrides: tuple[str, ...] = (), *, output: Path |
     from dockergen.build import (
         BuildOptions,
         BuildPlan,
+        UnsafeInput,
         base_images,
         check_build_args,
         run_build,
         write_record,
     )
+    from dockergen.engine import EngineError
     from dockergen.errors import DockergenError
     from dockergen.render import write_context
     from dockergen.smoke import SmokeFailed, gpu_checks, smoke_test
@@ -108,7 +110,7 @@ def build_profile(path: Path, overrides: tuple[str, ...] = (), *, output: Path |
     build_args = dict(build_args or {})
     check_build_args(build_args)
     if push and not smoke:
-        raise DockergenError("--push needs the smoke tests: drop --no-smoke")
+        raise UnsafeInput("--push needs the smoke tests: drop --no-smoke")
     if ca_certs:
         loaded = load_profile(path, overrides)
         existing = [str((loaded.path.parent / c).resolve())
@@ -144,7 +146,7 @@ def build_profile(path: Path, overrides: tuple[str, ...] = (), *, output: Path |
 
         engine = Engine()
         if chosen == "buildkit" and not engine.has_buildkit():
-            raise DockergenError("this engine has no BuildKit; use --builder classic")
+            raise EngineError("this engine has no BuildKit; use --builder classic")
     folder = output or Path("build") / ctx.name
     write_context(folder, ctx.files)
     record: dict[str, Any] = {

@@ -30,6 +30,12 @@ class BuildFailed(DockergenError):
     exit_code = ExitCode.BUILD_FAILED
 
 
+class UnsafeInput(DockergenError):
+    """A command-line value that must not be used (e.g. a secret in a build arg)."""
+
+    exit_code = ExitCode.USAGE
+
+
 class BuildTimeout(DockergenError):
     """The build ran past ``--timeout`` and was cancelled."""
 
@@ -84,7 +90,7 @@ def check_build_args(args: dict[str, str]) -> None:
     """Refuse build args that look like secrets: they land in the image history."""
     for name, value in args.items():
         if SECRET_NAME.search(name) or redact(value) != value:
-            raise BuildFailed(f"--build-arg {name}: looks like a secret; build args are "
+            raise UnsafeInput(f"--build-arg {name}: looks like a secret; build args are "
                               "recorded in the image history; pass secrets at run time")
 
 
@@ -246,13 +252,23 @@ def _failure(message: dict[str, Any], tracker: BuildTracker, dockerfile: str,
         line = dockerfile_line(dockerfile, step.name)
         where = f"Dockerfile:{line}: " if line else ""
         tail = step.logs[-LOG_TAIL:] or list(tracker.log_tail)[-LOG_TAIL:]
-        text = f"{where}step #{step.number} {step.name} failed: {redact(step.error or detail)}"
+        name = " ".join(step.name.split())
+        name = name if len(name) <= 240 else name[:237] + "..."
+        text = f"{where}step #{step.number} {name} failed: {_short(step.error or detail)}"
     else:
         tail = classic_tail[-LOG_TAIL:]
         text = f"{classic_step or 'build'} failed: {detail}"
     if tail:
         text += f"\n--- last {len(tail)} log lines ---\n" + "\n".join(tail)
     return BuildFailed(text)
+
+
+def _short(error: str) -> str:
+    """BuildKit repeats the whole command in its error; keep what matters."""
+    m = re.search(r"(exit code: \d+)\s*$", error)
+    if m and ("executor failed running" in error or "did not complete successfully" in error):
+        return m.group(1)
+    return redact(error)
 
 
 def write_record(path: Path, record: dict[str, Any]) -> None:

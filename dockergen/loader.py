@@ -279,7 +279,7 @@ def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Probl
             fix = f"use a value {op}{bound}"
         elif kind == "too_short":
             msg = "must not be empty"
-            fix = "list at least one entry, e.g. [h100]"
+            fix = "list at least one entry" + (", e.g. [h100]" if last == "targets" else "")
         elif kind in ("model_type", "dict_type", "model_attributes_type"):
             msg = f"expected a mapping (indented `key: value` lines), got {_kind(value)}"
             fix = f"write `{last}:` followed by indented keys"

@@ -112,7 +112,7 @@ import torch  # noqa: F401 - like flash-attn: needs the venv's torch (--no-build
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-KNOWN = ("80", "90", "100", "120")  # flash-attn v2.8.3 add_cuda_gencodes
+KNOWN = {known}  # flash-attn v2.8.3 add_cuda_gencodes
 
 
 class Build(build_py):
@@ -126,6 +126,10 @@ class Build(build_py):
             if arch in KNOWN:  # anything else is skipped silently, as upstream does
                 gencode += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
         nvcc = os.environ.get("PYTORCH_NVCC", "/usr/local/cuda/bin/nvcc").split()
+        release = subprocess.run([nvcc[-1], "--version"], capture_output=True, text=True,
+                                 check=True).stdout.split("release ")[1].split(",")[0]
+        if tuple(int(x) for x in release.split(".")) < (12, 8):  # as upstream: no error
+            gencode = [g for g in gencode if "_100" not in g and "_120" not in g]
         out = os.path.join(self.build_lib, "flash_attn", "flash_attn_2_cuda.so")
         # compile with nvcc, link with g++ (the PyPI toolkit ships no static cudart)
         subprocess.check_call(nvcc + ["-c", "-Xcompiler", "-fPIC", "-o", "flash_fwd.o",
@@ -164,10 +168,10 @@ def _wheel(out: Path, name: str, version: str, files: dict[str, str],
             zf.writestr(zipfile.ZipInfo(path, (1980, 1, 1, 0, 0, 0)), contents[path])
 
 
-def _sdist(out: Path) -> None:
+def _sdist(out: Path, known: tuple[str, ...]) -> None:
     buf = io.BytesIO()
     files = {"PKG-INFO": "Metadata-Version: 2.1\nName: flash_attn\nVersion: 2.8.3\n",
-             "setup.py": FA_SETUP, "flash_attn/__init__.py": '__version__ = "2.8.3"\n',
+             "setup.py": FA_SETUP.replace("{known}", repr(known)), "flash_attn/__init__.py": '__version__ = "2.8.3"\n',
              "csrc/flash_fwd.cu": FA_KERNEL}
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for path, text in sorted(files.items()):
@@ -178,8 +182,12 @@ def _sdist(out: Path) -> None:
     (out / "flash_attn-2.8.3.tar.gz").write_bytes(buf.getvalue())
 
 
-def build_index(root: Path) -> Path:
-    """Create the stand-in package index under ``root``; return the files folder."""
+def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120")) -> Path:
+    """Create the stand-in package index under ``root``; return the files folder.
+
+    ``fa_archs`` are the FLASH_ATTN_CUDA_ARCHS values the flash-attn sdist honours; a mirror
+    serving a patched build that knows fewer is what the arch audit must catch.
+    """
     files = root / "files"
     files.mkdir(parents=True, exist_ok=True)
     for version in ("2.13.0", "2.14.0"):
@@ -189,7 +197,7 @@ def build_index(root: Path) -> Path:
         _wheel(files, "vllm", version, {"vllm/__init__.py": VLLM_INIT.format(version=version),
                                         "vllm/cli.py": VLLM_CLI},
                requires=[f"torch=={torch}"], scripts={"vllm": "vllm.cli:main"})
-    _sdist(files)
+    _sdist(files, fa_archs)
     wheels = CACHE / "wheels"
     if not all(any(wheels.glob(f"{w.split('==')[0].replace('-', '_')}-{w.split('==')[1]}-*"))
                for w in REAL_WHEELS):
@@ -249,16 +257,18 @@ def ensure_images(api: object) -> None:
         raise RuntimeError(f"{BASE} is missing: run tests/infra/provision.sh")
     if not _exists(client, RUNTIME):
         client.api.tag(BASE, *RUNTIME.split(":"))
-    if not _exists(client, DEVEL):
+    for tag, dockerfile in ((DEVEL, DEVEL_DOCKERFILE),):
+        if _exists(client, tag):
+            continue
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
-            for name, data in (("Dockerfile", DEVEL_DOCKERFILE.encode()),
+            for name, data in (("Dockerfile", dockerfile.encode()),
                                ("host-ca.crt", HOST_CA.read_bytes())):
                 info = tarfile.TarInfo(name)
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
         buf.seek(0)
-        _, logs = client.images.build(fileobj=buf, custom_context=True, tag=DEVEL,
+        _, logs = client.images.build(fileobj=buf, custom_context=True, tag=tag,
                                       network_mode="host", forcerm=True)
         for _chunk in logs:
             pass
