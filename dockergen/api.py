@@ -88,7 +88,8 @@ def build_profile(path: Path, overrides: tuple[str, ...] = (), *, output: Path |
                   platform: str | None = None, progress: str = "auto", push: bool = False,
                   dry_run: bool = False, ca_certs: tuple[Path, ...] = (),
                   timeout: float | None = None, network: str | None = None,
-                  smoke: bool = True, gpus: bool = False, quiet: bool = False, echo: Callable[[str], None] = print,
+                  smoke: bool = True, gpus: bool = False, quiet: bool = False,
+                  echo: Callable[[str], None] = print,
                   out: Callable[[str], None] = print) -> dict[str, Any] | None:
     """Render, build, tag and (optionally) push a profile; return the build record."""
     import sys

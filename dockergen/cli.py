@@ -157,7 +157,8 @@ def explain(profile: str, overrides: tuple[str, ...], mode: str) -> None:
 @click.option("--progress", type=click.Choice(["auto", "tty", "plain", "json"]), default="auto",
               show_default=True)
 @click.option("--push", is_flag=True, help="Push every tag after a successful build.")
-@click.option("--dry-run", is_flag=True, help="Print the plan (context, pulls, tags); build nothing.")
+@click.option("--dry-run", is_flag=True,
+              help="Print the plan (context, pulls, tags); build nothing.")
 @click.option("--ca-cert", "ca_certs", multiple=True, type=click.Path(dir_okay=False),
               help="Extra CA certificate (PEM) for the build stages (repeatable).")
 @click.option("--timeout", type=float, help="Cancel the build after this many seconds.")

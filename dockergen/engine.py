@@ -101,7 +101,8 @@ class Engine:
 
     def auth_for(self, ref: str) -> dict[str, Any] | None:
         """Credentials for an image's registry from the user's docker config, if any."""
-        return docker.auth.resolve_authconfig(self._config, registry_of(ref))
+        found = docker.auth.resolve_authconfig(self._config, registry_of(ref))
+        return dict(found) if found else None
 
     # --- images -----------------------------------------------------------------------
     def image_id(self, ref: str) -> str | None:

@@ -70,9 +70,9 @@ def _timestamp(data: bytes) -> float:
     seconds = nanos = 0
     for number, value in fields(data):
         if number == 1:
-            seconds = int(value)  # type: ignore[arg-type]
+            seconds = int(value)
         elif number == 2:
-            nanos = int(value)  # type: ignore[arg-type]
+            nanos = int(value)
     return seconds + nanos / 1e9
 
 

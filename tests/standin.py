@@ -148,7 +148,7 @@ def _wheel(out: Path, name: str, version: str, files: dict[str, str],
            requires: list[str] = (), scripts: dict[str, str] | None = None) -> None:  # type: ignore[assignment]
     """Write a minimal, valid pure-Python wheel."""
     dist = f"{name}-{version}.dist-info"
-    meta = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}",
+    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}",
             "Requires-Python: >=3.9"] + [f"Requires-Dist: {r}" for r in requires]
     contents = dict(files)
     contents[f"{dist}/METADATA"] = "\n".join(meta) + "\n"
@@ -171,7 +171,8 @@ def _wheel(out: Path, name: str, version: str, files: dict[str, str],
 def _sdist(out: Path, known: tuple[str, ...]) -> None:
     buf = io.BytesIO()
     files = {"PKG-INFO": "Metadata-Version: 2.1\nName: flash_attn\nVersion: 2.8.3\n",
-             "setup.py": FA_SETUP.replace("{known}", repr(known)), "flash_attn/__init__.py": '__version__ = "2.8.3"\n',
+             "setup.py": FA_SETUP.replace("{known}", repr(known)),
+             "flash_attn/__init__.py": '__version__ = "2.8.3"\n',
              "csrc/flash_fwd.cu": FA_KERNEL}
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for path, text in sorted(files.items()):
