@@ -88,7 +88,8 @@ def build_profile(path: Path, overrides: tuple[str, ...] = (), *, output: Path |
                   platform: str | None = None, progress: str = "auto", push: bool = False,
                   dry_run: bool = False, ca_certs: tuple[Path, ...] = (),
                   timeout: float | None = None, network: str | None = None,
-                  smoke: bool = True, gpus: bool = False, quiet: bool = False,
+                  smoke: bool = True, gpus: bool = False, pull: bool = False,
+                  quiet: bool = False,
                   echo: Callable[[str], None] = print,
                   out: Callable[[str], None] = print) -> dict[str, Any] | None:
     """Render, build, tag and (optionally) push a profile; return the build record."""
@@ -159,7 +160,7 @@ def build_profile(path: Path, overrides: tuple[str, ...] = (), *, output: Path |
             result = run_build(engine, ctx.files, plan, BuildOptions(
                 builder=chosen, tags=tags, no_cache=no_cache, build_args=build_args,
                 target=target, platform=platform, progress=progress, push=push,
-                timeout=timeout, network=network), log, sys.stderr)
+                timeout=timeout, network=network, pull=pull), log, sys.stderr)
         except DockergenError as exc:
             record.update(status="failed", error=str(exc).splitlines()[0])
             write_record(folder / "build-record.json", record)

@@ -62,6 +62,7 @@ class BuildOptions:
     push: bool = False
     timeout: float | None = None
     network: str | None = None  # e.g. "host" for builds that reach a loopback mirror
+    pull: bool = False  # re-pull base images that exist locally
 
 
 @dataclass
@@ -167,7 +168,7 @@ def run_build(engine: Any, files: dict[str, bytes], plan: BuildPlan, options: Bu
 
     renderer = make_renderer(options.progress, out)
     for ref in plan.pulls:
-        if engine.image_id(ref) is None:
+        if options.pull or engine.image_id(ref) is None:
             renderer.message(f"pulling {ref}")
             engine.pull(ref)
     buildkit = plan.builder == "buildkit"

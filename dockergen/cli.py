@@ -164,14 +164,16 @@ def explain(profile: str, overrides: tuple[str, ...], mode: str) -> None:
 @click.option("--timeout", type=float, help="Cancel the build after this many seconds.")
 @click.option("--network", type=click.Choice(["default", "host", "none"]), default="default",
               help="Network of RUN steps (host: reach a mirror on the build host's loopback).")
+@click.option("--pull", is_flag=True,
+              help="Pull base images even when they exist locally (default: only missing).")
 @click.option("--no-smoke", is_flag=True, help="Skip the smoke tests (not with --push).")
 @click.option("--gpus", is_flag=True, help="Also run the GPU smoke tests (needs a GPU host).")
 @click.option("-q", "--quiet", is_flag=True, help="Do not print warnings.")
 def build(profile: str, overrides: tuple[str, ...], output: str | None, builder: str,
           tags: tuple[str, ...], no_cache: bool, build_args: tuple[str, ...],
           target: str | None, platform: str | None, progress: str, push: bool, dry_run: bool,
-          ca_certs: tuple[str, ...], timeout: float | None, network: str, no_smoke: bool,
-          gpus: bool, quiet: bool) -> None:
+          ca_certs: tuple[str, ...], timeout: float | None, network: str, pull: bool,
+          no_smoke: bool, gpus: bool, quiet: bool) -> None:
     """Render PROFILE, build it through the Docker Engine API, and optionally push it."""
     from dockergen.api import build_profile
 
@@ -186,7 +188,7 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
         tags=tags, no_cache=no_cache, build_args=args, target=target, platform=platform,
         progress=progress, push=push, dry_run=dry_run, ca_certs=tuple(Path(c) for c in ca_certs),
         timeout=timeout, network=None if network == "default" else network,
-        smoke=not no_smoke, gpus=gpus, quiet=quiet,
+        smoke=not no_smoke, gpus=gpus, pull=pull, quiet=quiet,
         echo=lambda text: click.echo(text, err=True), out=lambda text: click.echo(text))
 
 

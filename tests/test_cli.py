@@ -138,3 +138,24 @@ def test_ca_certificates_go_into_build_stages_only(tmp_path: Path) -> None:
     runtime = dockerfile_text[dockerfile_text.index("AS runtime"):]
     assert "COPY certs/" in dockerfile_text and "certs" not in runtime
     assert "!certs/" in (tmp_path / "ctx" / ".dockerignore").read_text()
+
+
+def test_build_dry_run_shows_the_plan_with_extra_ca(tmp_path: Path) -> None:
+    pem = Path("/etc/ssl/certs/ca-certificates.crt").read_text()
+    cert = pem.split("-----END CERTIFICATE-----")[0] + "-----END CERTIFICATE-----\n"
+    (tmp_path / "proxy.crt").write_text(cert)
+    result = run_cli("build", str(PROFILES / "a100-h100.yaml"), "--dry-run", "-q",
+                     "--ca-cert", str(tmp_path / "proxy.crt"), "--tag", "reg.example.com/x:y",
+                     env={"DOCKER_HOST": "tcp://127.0.0.1:9"})  # no engine needed
+    assert result.rc == 0, result.err
+    lines = result.out.splitlines()
+    assert "  certs/extra-0.crt" in lines
+    assert "  nvidia/cuda:13.0.2-devel-ubuntu22.04" in lines
+    assert lines[-1] == "  reg.example.com/x:y"
+    assert any(line.startswith("  registry.example.com/llm/vllm:dg-") for line in lines)
+
+
+def test_build_push_without_smoke_is_refused() -> None:
+    result = run_cli("build", str(PROFILES / "h100-fp8.yaml"), "--push", "--no-smoke",
+                     "--dry-run", env={"DOCKER_HOST": "tcp://127.0.0.1:9"})
+    assert result.rc == 64 and "--push needs the smoke tests" in result.err

@@ -142,3 +142,22 @@ def test_context_tar_is_reproducible() -> None:
     with tarfile.open(fileobj=io.BytesIO(first)) as tar:
         assert tar.getnames() == ["certs", "Dockerfile", "certs/extra-0.crt"]
         assert all(m.mtime == 0 and m.uid == 0 for m in tar.getmembers())
+
+
+def test_tty_renderer_redraws_one_line_per_step() -> None:
+    from dockergen.progress import TtyRenderer
+
+    tracker, out = BuildTracker(), io.StringIO()
+    tty = TtyRenderer(out)
+    for aux in (_aux(_vertex("a", "[build-base 1/2] FROM img", cached=True)),
+                _aux(_vertex("b", "[engine 1/1] RUN pip", started=1)),
+                _aux(_log("b", "Collecting vllm\n")),
+                _aux(_vertex("b", "[engine 1/1] RUN pip", started=1, completed=3))):
+        for kind, step, line in tracker.apply(decode_status(aux)):
+            tty.event(kind, step, line)
+    tty.close()
+    frames = out.getvalue().split("\x1b[2K")
+    assert "\x1b[" in out.getvalue() and "F" in out.getvalue()  # cursor moved up to redraw
+    last = [f for f in frames if "#2" in f][-1]
+    assert "DONE" in last and "2.5s" in last
+    assert any("Collecting vllm" in f for f in frames)
