@@ -170,7 +170,7 @@ def build_profile(path: Path, overrides: tuple[str, ...] = (), *, output: Path |
     echo(f"built {result.image_id} in {result.seconds:.1f}s "
          f"({result.summary['cached_steps']} cached, {result.summary['executed_steps']} run)")
     if smoke:
-        report = smoke_test(engine, refs[0], ctx.resolved)
+        report = smoke_test(engine, refs[0], ctx.resolved, gpus=gpus)
         if gpus:
             gpu_checks(engine, refs[0], ctx.resolved, report)
         record["smoke"] = report.as_dict()

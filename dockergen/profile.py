@@ -221,6 +221,9 @@ class Build(_Section):
                           "image's own python3 (must be the profile's version).")
     pip_index_url: Url | None = Field(None, description="PyPI mirror (no credentials).")
     torch_index_url: Url = "https://download.pytorch.org/whl"
+    engine_index_url: Url | None = Field(
+        None, description="Replaces the engine's own extra index (TensorRT-LLM: "
+                          "https://pypi.nvidia.com), e.g. with a mirror.")
 
 
 class Runtime(_Section):

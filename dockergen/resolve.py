@@ -259,7 +259,9 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit",
 
     engine_info = kb.engine(p.engine.name)
     indexes = [torch_index]
-    if engine_info.get("extra_index_url"):
+    if p.build.engine_index_url:
+        indexes.append(p.build.engine_index_url)
+    elif engine_info.get("extra_index_url"):
         indexes.append(engine_info["extra_index_url"])
     engine = {
         "name": p.engine.name,

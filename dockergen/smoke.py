@@ -55,14 +55,17 @@ class SmokeReport:
 
 
 VERSIONS_SCRIPT = """
-import importlib, json
+import importlib, importlib.metadata, json
 out = {}
-for name in MODULES:
+for name, dist, needs_gpu in MODULES:
     try:
         mod = importlib.import_module(name)
-        out[name] = getattr(mod, "__version__", None)
+        out[name] = getattr(mod, "__version__", None) or importlib.metadata.version(dist)
     except Exception as exc:
-        out[name] = "IMPORT FAILED: %s" % exc
+        if needs_gpu:  # imports libcuda: on a build host without a GPU, check the install
+            out[name] = importlib.metadata.version(dist)
+        else:
+            out[name] = "IMPORT FAILED: %s" % exc
 try:
     import torch
     out["torch.cuda"] = torch.version.cuda
@@ -77,7 +80,7 @@ def _python(r: Resolved) -> list[str]:
 
 
 def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
-                   report: SmokeReport) -> list[tuple[str, list[str], Any]]:
+                   report: SmokeReport, gpus: bool = False) -> list[tuple[str, list[str], Any]]:
     """Metadata checks now; return the command checks to run: (name, command, verify)."""
     cfg = inspect.get("Config") or {}
     uid = r.profile.runtime.uid
@@ -102,10 +105,14 @@ def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
     report.add("no secret-looking values in env, labels or history", not leaks,
                ", ".join(sorted(set(leaks))))
 
-    modules = ["torch", "vllm" if r.profile.engine.name == "vllm" else "tensorrt_llm"]
+    # (import name, distribution, import needs a GPU driver). TensorRT-LLM loads libcuda
+    # at import time, so without --gpus its installed version is checked instead.
+    engine_module = ("vllm", "vllm", False) if r.profile.engine.name == "vllm" else (
+        "tensorrt_llm", "tensorrt-llm", not gpus)
+    modules = [("torch", "torch", False), engine_module]
     if r.flash_attn is not None:
-        modules.append("flash_attn")
-    want = {"torch": r.engine["torch"], modules[1]: r.profile.engine.version}
+        modules.append(("flash_attn", "flash-attn", False))
+    want = {"torch": r.engine["torch"], engine_module[0]: r.profile.engine.version}
     if r.flash_attn is not None:
         want["flash_attn"] = r.flash_attn["version"]
     cuda_mm = ".".join(r.profile.cuda.version.split(".")[:2])
@@ -169,7 +176,8 @@ def smoke_test(engine: Any, image: str, r: Resolved, gpus: bool = False) -> Smok
     checks: list[tuple[str, list[str], Any]] = []
     try:
         if spec.defaults:
-            checks += default_checks(r, engine.inspect(image), engine.history(image), report)
+            checks += default_checks(r, engine.inspect(image), engine.history(image), report,
+                                     gpus)
         checks += [(t.name, list(t.command), _verify_command(t)) for t in spec.commands]
         for f in spec.files:
             probe = ["sh", "-c", 'test -e "$0"', f.path]

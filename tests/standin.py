@@ -191,13 +191,19 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
     """
     files = root / "files"
     files.mkdir(parents=True, exist_ok=True)
-    for version in ("2.13.0", "2.14.0"):
+    for version in ("2.9.0", "2.13.0", "2.14.0"):
         _wheel(files, "torch", version, {"torch/__init__.py": TORCH_INIT.format(
             version=version)})
     for version, torch in (("0.27.1", "2.13.0"), ("0.30.0", "2.13.0"), ("0.33.0", "2.14.0")):
         _wheel(files, "vllm", version, {"vllm/__init__.py": VLLM_INIT.format(version=version),
                                         "vllm/cli.py": VLLM_CLI},
                requires=[f"torch=={torch}"], scripts={"vllm": "vllm.cli:main"})
+    _wheel(files, "tensorrt_llm", "1.1.0",
+           {"tensorrt_llm/__init__.py": '__version__ = "1.1.0"\n',
+            "tensorrt_llm/serve.py": VLLM_CLI.replace('args[0] != "serve"', "False").replace(
+                "model = args[1]", "model = args[0]").replace("args = sys.argv[1:]",
+                                                              "args = sys.argv[1:]")},
+           requires=["torch==2.9.0"], scripts={"trtllm-serve": "tensorrt_llm.serve:main"})
     _sdist(files, fa_archs)
     wheels = CACHE / "wheels"
     if not all(any(wheels.glob(f"{w.split('==')[0].replace('-', '_')}-{w.split('==')[1]}-*"))

@@ -299,3 +299,34 @@ def test_secret_build_args_are_refused() -> None:
     assert result.rc == 64
     assert "--build-arg HF_TOKEN: looks like a secret" in result.err
     assert "hf_x" not in result.err
+
+
+def test_tensorrt_llm_path_builds_and_passes_smoke(index: str, docker_client,
+                                                   tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ctx = tmp_path / "ctx"
+    result = run_cli("build", str(ROOT / "tests" / "profiles" / "standin-trtllm.yaml"),
+                     "--network", "host", "-q", "--progress", "plain", "-o", str(ctx),
+                     "--set", f"build.pip_index_url={index}/simple",
+                     "--set", f"build.torch_index_url={index}",
+                     "--set", f"build.engine_index_url={index}/simple")
+    assert result.rc == 0, result.err[-3000:]
+    record = json.loads((ctx / "build-record.json").read_text())
+    assert all(check["ok"] for check in record["smoke"]), record["smoke"]
+    assert "flash-attn" not in record["steps_by_stage"]
+    image = docker_client.api.inspect_image(record["image_id"])
+    assert image["Config"]["Entrypoint"] == ["trtllm-serve"]
+    assert "--extra_llm_api_options" in image["Config"]["Cmd"]
+
+
+def test_server_check_sees_health_and_one_token(index: str, tmp_path: Path) -> None:
+    """The --gpus server check, run here against the stand-in server (no GPU needed)."""
+    from dockergen.engine import Engine
+
+    result = _build(index, "-o", str(tmp_path / "ctx"), "--no-smoke")
+    assert result.rc == 0, result.err[-2000:]
+    image = result.out.strip()
+    engine = Engine()
+    ok, detail = engine.serve_check(image, 8000, "/models/none", timeout=60, run_id="t")
+    assert ok, detail
+    bad, why = engine.serve_check(image, 8000, "wrong-model", timeout=60, run_id="t")
+    assert not bad and "/v1/completions failed" in why
