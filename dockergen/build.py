@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from dockergen.errors import DockergenError, ExitCode, redact
-from dockergen.progress import BuildTracker, PlainRenderer, decode_status, make_renderer
+from dockergen.progress import BuildTracker, decode_status, make_renderer
 from dockergen.rules import SECRET_NAME
 
 LOG_TAIL = 30
@@ -207,8 +207,8 @@ def run_build(engine: Any, files: dict[str, bytes], plan: BuildPlan, options: Bu
                     if line.startswith("Step "):
                         classic_step = line
                     classic_tail.append(line)
-                if not buildkit and isinstance(renderer, PlainRenderer):
-                    renderer.message(text.rstrip("\n")) if text.strip() else None
+                if not buildkit and text.strip():
+                    renderer.message(text.rstrip("\n"))  # the classic builder's own lines
             elif "error" in message or "errorDetail" in message:
                 raise _failure(message, tracker, dockerfile, classic_step, classic_tail)
     except KeyboardInterrupt:

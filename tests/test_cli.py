@@ -159,3 +159,16 @@ def test_build_push_without_smoke_is_refused() -> None:
     result = run_cli("build", str(PROFILES / "h100-fp8.yaml"), "--push", "--no-smoke",
                      "--dry-run", env={"DOCKER_HOST": "tcp://127.0.0.1:9"})
     assert result.rc == 64 and "--push needs the smoke tests" in result.err
+
+
+def test_ci_runs_the_readme_commands() -> None:
+    """The README's two set-up commands exist, and .ci/run runs the test one verbatim."""
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    commands = [line for line in readme.splitlines() if line.startswith("python3 -m venv")]
+    render_cmd, test_cmd = commands[:2]
+    assert render_cmd.endswith("dockergen render profiles/h100-fp8.yaml")
+    assert test_cmd.endswith(".venv/bin/python -m pytest")
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert test_cmd in ci
