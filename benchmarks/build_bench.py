@@ -20,7 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dockergen.api import build_profile, render_context  # noqa: E402
+from dockergen.api import render_context  # noqa: E402
+from dockergen.build import BuildOptions, build_profile  # noqa: E402
 from dockergen.engine import Engine, context_tar  # noqa: E402
 from tests.standin import IndexServer, build_index, ensure_images  # noqa: E402
 
@@ -45,9 +46,10 @@ def main() -> None:
     def dockergen_build(*extra: str, no_cache: bool = True, target: str | None = None,
                         tag: tuple[str, ...] = ()) -> tuple[float, dict]:  # type: ignore[type-arg]
         t = time.perf_counter()
-        record = build_profile(PROFILE, (*sets, *extra), output=tmp / "ctx", no_cache=no_cache,
-                               network="host", smoke=False, progress="plain", quiet=True,
-                               target=target, tags=tag, echo=_quiet, out=_quiet)
+        options = BuildOptions(no_cache=no_cache, network="host", smoke=False,
+                               progress="plain", target=target, tags=tag)
+        record = build_profile(PROFILE, (*sets, *extra), options, output=tmp / "ctx",
+                               quiet=True, echo=_quiet, out=_quiet)
         return time.perf_counter() - t, record or {}
 
     def plain_build() -> float:

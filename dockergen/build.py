@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -63,6 +65,8 @@ class BuildOptions:
     timeout: float | None = None
     network: str | None = None  # e.g. "host" for builds that reach a loopback mirror
     pull: bool = False  # re-pull base images that exist locally
+    smoke: bool = True
+    gpus: bool = False
 
 
 @dataclass
@@ -277,3 +281,117 @@ def write_record(path: Path, record: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     tmp.replace(path)
+
+
+def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions, *,
+                  output: Path | None = None, dry_run: bool = False,
+                  ca_certs: tuple[Path, ...] = (), quiet: bool = False,
+                  echo: Callable[[str], None] = print,
+                  out: Callable[[str], None] = print) -> dict[str, Any] | None:
+    """Render, build, smoke-test and (optionally) push a profile; return the build record.
+
+    ``echo`` receives progress lines for people, ``out`` the result (digests or image id).
+    """
+    from dockergen.api import RenderedContext, render_context
+    from dockergen.engine import Engine, EngineError
+    from dockergen.loader import load_profile
+    from dockergen.render import write_context
+
+    check_build_args(options.build_args)
+    if options.push and not options.smoke:
+        raise UnsafeInput("--push needs the smoke tests: drop --no-smoke")
+    if ca_certs:  # the profile's certificates plus the command line's, as absolute paths
+        loaded = load_profile(path, overrides)
+        paths = [str((loaded.path.parent / c).resolve())
+                 for c in loaded.profile.build.ca_certificates]
+        paths += [str(c.resolve()) for c in ca_certs]
+        overrides = (*overrides, f"build.ca_certificates=[{', '.join(paths)}]")
+    engine = None
+    builder = options.builder
+    if builder == "auto" and not dry_run:
+        engine = Engine()
+        builder = "buildkit" if engine.has_buildkit() else "classic"
+    builder = "buildkit" if builder == "auto" else builder
+    ctx: RenderedContext = render_context(path, overrides, builder)  # type: ignore[arg-type]
+    if not quiet:
+        for warning in ctx.warnings:
+            echo(str(warning))
+    refs = [f"{ctx.resolved.profile.image.name}:{t}" for t in ctx.resolved.tags]
+    refs += list(options.tags)
+    plan = BuildPlan(ctx.name, builder, sorted(ctx.files),
+                     base_images(ctx.files["Dockerfile"].decode(), options.build_args), refs,
+                     options.build_args)
+    if dry_run:
+        for line in plan.lines():
+            out(line)
+        return None
+    if engine is None:
+        engine = Engine()
+        if builder == "buildkit" and not engine.has_buildkit():
+            raise EngineError("this engine has no BuildKit; use --builder classic")
+    folder = output or Path("build") / ctx.name
+    write_context(folder, ctx.files)
+    record: dict[str, Any] = {"profile": ctx.name, "profile_hash": ctx.resolved.profile_hash,
+                              "builder": builder, "tags": refs, "status": "started"}
+    record_path = folder / "build-record.json"
+    with open(folder / "build.log", "w", encoding="utf-8") as log:
+        try:
+            result = run_build(engine, ctx.files, plan, options, log, sys.stderr)
+        except DockergenError as exc:
+            record.update(status="failed", error=str(exc).splitlines()[0])
+            write_record(record_path, record)
+            raise
+    record.update(status="built", image_id=result.image_id, seconds=result.seconds,
+                  **result.summary)
+    echo(f"built {result.image_id} in {result.seconds:.1f}s "
+         f"({result.summary['cached_steps']} cached, {result.summary['executed_steps']} run)")
+    if options.smoke:
+        _smoke(engine, ctx, refs, options.gpus, record, record_path, echo)
+    if options.push:
+        _push(engine, refs, record, record_path, echo, out)
+    else:
+        out(result.image_id)
+    write_record(record_path, record)
+    return record
+
+
+def _smoke(engine: Any, ctx: Any, refs: list[str], gpus: bool, record: dict[str, Any],
+           record_path: Path, echo: Callable[[str], None]) -> None:
+    """Run the smoke tests; on failure keep only the immutable tag and raise."""
+    from dockergen.smoke import SmokeFailed, gpu_checks, smoke_test
+
+    report = smoke_test(engine, refs[0], ctx.resolved, gpus=gpus)
+    if gpus:
+        gpu_checks(engine, refs[0], ctx.resolved, report)
+    record["smoke"] = report.as_dict()
+    for check in report.checks:
+        echo(f"smoke {'ok    ' if check.ok else 'FAILED'} {check.name}"
+             + ("" if check.ok else f": {check.detail}"))
+    if report.ok:
+        return
+    keep = refs[len(ctx.resolved.tags) - 1]  # the immutable dg-<hash> tag
+    for ref in refs:
+        if ref != keep:
+            engine.remove_image(ref)
+    record.update(status="smoke-failed")
+    write_record(record_path, record)
+    failed = [c.name for c in report.checks if not c.ok]
+    raise SmokeFailed(f"{len(failed)} smoke test(s) failed: {'; '.join(failed)}; nothing was "
+                      f"pushed; the image stays as {keep} for inspection")
+
+
+def _push(engine: Any, refs: list[str], record: dict[str, Any], record_path: Path,
+          echo: Callable[[str], None], out: Callable[[str], None]) -> None:
+    """Push every tag; record the digests (or the failure) before returning or raising."""
+    digests: dict[str, str] = {}
+    try:
+        for ref in refs:
+            digests[ref] = engine.push(ref, on_status=echo)
+            echo(f"pushed {ref}@{digests[ref]}")
+    except DockergenError as exc:
+        record.update(status="push-failed", pushed=digests, error=str(exc))
+        write_record(record_path, record)
+        raise
+    record.update(status="pushed", pushed=digests)
+    for ref, digest in digests.items():
+        out(f"{ref}@{digest}")

@@ -175,7 +175,7 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
           ca_certs: tuple[str, ...], timeout: float | None, network: str, pull: bool,
           no_smoke: bool, gpus: bool, quiet: bool) -> None:
     """Render PROFILE, build it through the Docker Engine API, and optionally push it."""
-    from dockergen.api import build_profile
+    from dockergen.build import BuildOptions, build_profile
 
     args: dict[str, str] = {}
     for item in build_args:
@@ -183,13 +183,14 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
         if not sep or not name:
             raise click.UsageError(f"--build-arg {item!r}: expected NAME=VALUE")
         args[name] = value
-    build_profile(
-        Path(profile), overrides, output=Path(output) if output else None, builder=builder,
-        tags=tags, no_cache=no_cache, build_args=args, target=target, platform=platform,
-        progress=progress, push=push, dry_run=dry_run, ca_certs=tuple(Path(c) for c in ca_certs),
-        timeout=timeout, network=None if network == "default" else network,
-        smoke=not no_smoke, gpus=gpus, pull=pull, quiet=quiet,
-        echo=lambda text: click.echo(text, err=True), out=lambda text: click.echo(text))
+    options = BuildOptions(
+        builder=builder, tags=tags, no_cache=no_cache, build_args=args, target=target,
+        platform=platform, progress=progress, push=push, timeout=timeout,
+        network=None if network == "default" else network, pull=pull, smoke=not no_smoke,
+        gpus=gpus)
+    build_profile(Path(profile), overrides, options, output=Path(output) if output else None,
+                  dry_run=dry_run, ca_certs=tuple(Path(c) for c in ca_certs), quiet=quiet,
+                  echo=lambda text: click.echo(text, err=True), out=click.echo)
 
 
 @cli.command("profiles")
