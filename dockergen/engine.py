@@ -178,6 +178,9 @@ class Engine:
         if auths:  # classic builder pulls with these; never logged
             headers["X-Registry-Config"] = base64.urlsafe_b64encode(
                 json.dumps(auths).encode()).decode()
+        # docker-py's build() only speaks the classic builder; BuildKit needs version=2 on
+        # the same endpoint, so post it through the low-level client's own request helpers
+        # (they keep docker-py's connection handling, TLS and DOCKER_HOST support).
         try:
             response = self.api._post(self.api._url("/build"), data=context, params=params,
                                       headers=headers, stream=True, timeout=None)
