@@ -47,13 +47,12 @@ def render_profile(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "bu
 def render_context(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "buildkit",
                    syntax: str | None = None) -> RenderedContext:
     """Resolve a profile and assemble its whole build context in memory."""
-    from dockergen.render import build_context, render_dockerfile
+    from dockergen.render import build_context
 
     loaded = load_profile(path, overrides)
     resolved = resolve(loaded, mode)
     certs = [loaded.path.parent / c for c in resolved.profile.build.ca_certificates]
-    files = build_context(resolved, certs)
-    files["Dockerfile"] = render_dockerfile(resolved, syntax).encode()
+    files = build_context(resolved, certs, syntax)
     return RenderedContext(resolved.profile.name, resolved, files)
 
 

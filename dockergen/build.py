@@ -142,15 +142,14 @@ def dockerfile_line(dockerfile: str, step_name: str) -> int | None:
             in_stage = norm.split()[-1] == stage or norm.split()[1] == stage
             continue
         if in_stage and norm and not norm.startswith("#") and (
-                norm == instruction or _strip_flags(norm) == _strip_flags(instruction)):
+                _without_mounts(norm) == _without_mounts(instruction)):
             return start + 1
     return None
 
 
-def _strip_flags(instruction: str) -> str:
-    parts = instruction.split()
-    return " ".join([parts[0]] + [p for p in parts[1:] if not p.startswith("--mount=")]) \
-        if parts else ""
+def _without_mounts(instruction: str) -> str:
+    """An instruction without its ``--mount=`` flags (step names may omit them)."""
+    return " ".join(p for p in instruction.split() if not p.startswith("--mount="))
 
 
 @dataclass
@@ -234,8 +233,8 @@ def run_build(engine: Any, files: dict[str, bytes], plan: BuildPlan, options: Bu
         raise BuildTimeout(f"the build ran past --timeout {options.timeout:g}s and was "
                            "cancelled")
     if image_id is None:
-        raise BuildFailed("the engine finished without reporting an image id; see the build "
-                          "log")
+        raise BuildFailed("the engine finished without reporting an image id; see "
+                          f"{getattr(log, 'name', 'the build log')} for its last messages")
     try:
         created.append(plan.tags[0])
         for tag in plan.tags[1:]:

@@ -42,8 +42,7 @@ class GpuTarget:
 
     @property
     def cc_tuple(self) -> tuple[int, int]:
-        major, minor = self.cc.split(".")
-        return int(major), int(minor)
+        return cc_tuple(self.cc)
 
 
 def cc_tuple(cc: str) -> tuple[int, int]:

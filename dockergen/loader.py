@@ -62,14 +62,13 @@ def _find_parent(name: str, child: Path, loc: Location) -> Path:
                                 "use one of: " + ", ".join(shipped))])
 
 
-def _merge(base: Any, top: Any, base_pos: Positions, top_pos: Positions,
-           path: FieldPath = ()) -> Any:
+def _merge(base: Any, top: Any, base_pos: Positions, path: FieldPath = ()) -> Any:
     """Deep-merge mappings (``top`` wins); lists and scalars are replaced whole."""
     if isinstance(base, dict) and isinstance(top, dict):
         out = dict(base)
         for key, value in top.items():
             if key in out:
-                out[key] = _merge(out[key], value, base_pos, top_pos, path + (key,))
+                out[key] = _merge(out[key], value, base_pos, path + (key,))
             else:
                 out[key] = value
         return out
@@ -104,7 +103,7 @@ def _load_raw(path: Path, seen: tuple[Path, ...]) -> tuple[dict[str, Any], Posit
     pdata = {k: v for k, v in pdata.items() if k not in ("extends", "abstract")}
     for key in ("extends", "abstract"):
         ppos.drop((key,))
-    merged = _merge(pdata, data, ppos, pos)
+    merged = _merge(pdata, data, ppos)
     ppos.merge_from(pos)
     return merged, ppos, (display, *pchain)
 

@@ -96,9 +96,10 @@ def render_dockerfile(r: Resolved, syntax: str | None = None) -> str:
     return text.rstrip("\n") + "\n"
 
 
-def build_context(r: Resolved, cert_sources: list[Path]) -> dict[str, bytes]:
+def build_context(r: Resolved, cert_sources: list[Path],
+                  syntax: str | None = None) -> dict[str, bytes]:
     """Every file of the build context, by relative path (sorted, deterministic)."""
-    files: dict[str, bytes] = {"Dockerfile": render_dockerfile(r).encode()}
+    files: dict[str, bytes] = {"Dockerfile": render_dockerfile(r, syntax).encode()}
     files.update(r.context_files)
     if r.flash_attn is not None:
         files[AUDIT_SCRIPT] = (templates_dir() / "context" / AUDIT_SCRIPT).read_bytes()

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from dockergen import __version__
 from dockergen.errors import Problem, ProfileError
-from dockergen.knowledge import Knowledge, load_knowledge
+from dockergen.knowledge import Knowledge, cc_tuple, load_knowledge
 from dockergen.loader import LoadedProfile
 from dockergen.profile import Profile
 from dockergen.rules import check, expand_tag, fa_arch_of, tag_values, torch_pin
@@ -171,7 +171,7 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit",
     for t in targets:
         d.append(Derivation(f"gpu {t.given}", f"compute capability {t.cc}",
                             f"{t.family}", t.src))
-    ccs = sorted({t.cc for t in targets}, key=lambda cc: tuple(int(x) for x in cc.split(".")))
+    ccs = sorted({t.cc for t in targets}, key=cc_tuple)
     arch_list = ";".join(ccs)
     d.append(Derivation("TORCH_CUDA_ARCH_LIST", arch_list,
                         "one entry per distinct compute capability of gpu.targets",
