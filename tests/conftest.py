@@ -32,6 +32,12 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
+def a_pem_certificate() -> str:
+    """The first certificate of the machine's CA bundle (a real PEM file)."""
+    bundle = Path("/etc/ssl/certs/ca-certificates.crt").read_text()
+    return bundle.split("-----END CERTIFICATE-----")[0] + "-----END CERTIFICATE-----\n"
+
+
 def shipped_names() -> list[str]:
     from dockergen.api import shipped_renderable
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import dockerfile
 
 from tests.bad_profile_cases import VALID
-from tests.conftest import PROFILES, run_cli
+from tests.conftest import PROFILES, a_pem_certificate, run_cli
 
 
 def test_profiles_lists_shipped_ones() -> None:
@@ -126,8 +126,7 @@ def test_user_profile_extends_a_shipped_one(tmp_path: Path) -> None:
 
 
 def test_ca_certificates_go_into_build_stages_only(tmp_path: Path) -> None:
-    pem = Path("/etc/ssl/certs/ca-certificates.crt")
-    cert = pem.read_text().split("-----END CERTIFICATE-----")[0] + "-----END CERTIFICATE-----\n"
+    cert = a_pem_certificate()
     (tmp_path / "corp.crt").write_text(cert)
     text = VALID.replace("  memory_gib: 64", "  memory_gib: 64\n  ca_certificates: [corp.crt]")
     (tmp_path / "profile.yaml").write_text(text)
@@ -141,8 +140,7 @@ def test_ca_certificates_go_into_build_stages_only(tmp_path: Path) -> None:
 
 
 def test_build_dry_run_shows_the_plan_with_extra_ca(tmp_path: Path) -> None:
-    pem = Path("/etc/ssl/certs/ca-certificates.crt").read_text()
-    cert = pem.split("-----END CERTIFICATE-----")[0] + "-----END CERTIFICATE-----\n"
+    cert = a_pem_certificate()
     (tmp_path / "proxy.crt").write_text(cert)
     result = run_cli("build", str(PROFILES / "a100-h100.yaml"), "--dry-run", "-q",
                      "--ca-cert", str(tmp_path / "proxy.crt"), "--tag", "reg.example.com/x:y",

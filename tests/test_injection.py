@@ -8,7 +8,6 @@ that of a benign value, and the value comes back unchanged from BuildKit's own p
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -34,50 +33,41 @@ NASTY = st.lists(
     min_size=1, max_size=12,
 ).map("".join)
 
-# field -> (YAML text inserted under its section, how to read the value back)
+# field -> (line of VALID to anchor on, what replaces it; {q} is the quoted value)
 FIELDS = {
-    "description": "description",
-    "serving.model": "model",
-    "serving.served_model_name": "served_model_name",
-    "serving.extra_args": "extra_args",
-    "serving.env": "env",
-    "image.labels": "labels",
-    "image.name": "image_name",
-    "image.tags": "tags",
-    "cuda.devel_image": "devel_image",
-    "serving.host": "host",
-    "build.pip_index_url": "pip_index_url",
+    "description": ("name: test\n", "name: test\ndescription: {q}\n"),
+    "serving.model": ("model: /models/m", "model: {q}"),
+    "serving.served_model_name": ("  model: /models/m",
+                                  "  model: /models/m\n  served_model_name: {q}"),
+    "serving.extra_args": ("  model: /models/m", "  model: /models/m\n  extra_args: [{q}]"),
+    "serving.env": ("  model: /models/m", "  model: /models/m\n  env: {{LOG_FMT: {q}}}"),
+    "image.labels": ("  name: registry.example.com/llm/vllm",
+                     "  name: registry.example.com/llm/vllm\n  labels: {{com.x.y: {q}}}"),
+    "image.name": ("  name: registry.example.com/llm/vllm", "  name: {q}"),
+    "image.tags": ("  name: registry.example.com/llm/vllm",
+                   "  name: registry.example.com/llm/vllm\n  tags: [{q}]"),
+    "cuda.devel_image": ("  os: ubuntu22.04", "  os: ubuntu22.04\n  devel_image: {q}"),
+    "serving.host": ("  model: /models/m", "  model: /models/m\n  host: {q}"),
+    "build.pip_index_url": ("  memory_gib: 64", "  memory_gib: 64\n  pip_index_url: {q}"),
 }
 
 
+def _yaml_quoted(value: str) -> str:
+    """A YAML double-quoted scalar that reads back as exactly ``value``.
+
+    Every character but printable ASCII is written as a ``\\UXXXXXXXX`` escape, so YAML's
+    line folding (e.g. of U+0085) and UTF-16 surrogate pairs cannot change the value.
+    """
+    body = "".join(ch if " " <= ch <= "~" and ch not in '"\\' else f"\\U{ord(ch):08X}"
+                   for ch in value)
+    return f'"{body}"'
+
+
 def _profile_text(field: str, value: str) -> str:
-    q = json.dumps(value, ensure_ascii=False)  # JSON strings are YAML double-quoted scalars
-    text = VALID
-    if field == "description":
-        return text.replace("name: test\n", f"name: test\ndescription: {q}\n")
-    if field == "serving.model":
-        return text.replace("model: /models/m", f"model: {q}")
-    if field == "serving.served_model_name":
-        return text.replace("  model: /models/m", f"  model: /models/m\n  served_model_name: {q}")
-    if field == "serving.extra_args":
-        return text.replace("  model: /models/m", f"  model: /models/m\n  extra_args: [{q}]")
-    if field == "serving.env":
-        return text.replace("  model: /models/m", f"  model: /models/m\n  env: {{LOG_FMT: {q}}}")
-    if field == "image.labels":
-        return text.replace("  name: registry.example.com/llm/vllm",
-                            f"  name: registry.example.com/llm/vllm\n  labels: {{com.x.y: {q}}}")
-    if field == "image.name":
-        return text.replace("  name: registry.example.com/llm/vllm", f"  name: {q}")
-    if field == "image.tags":
-        return text.replace("  name: registry.example.com/llm/vllm",
-                            f"  name: registry.example.com/llm/vllm\n  tags: [{q}]")
-    if field == "cuda.devel_image":
-        return text.replace("  os: ubuntu22.04", f"  os: ubuntu22.04\n  devel_image: {q}")
-    if field == "serving.host":
-        return text.replace("  model: /models/m", f"  model: /models/m\n  host: {q}")
-    if field == "build.pip_index_url":
-        return text.replace("  memory_gib: 64", f"  memory_gib: 64\n  pip_index_url: {q}")
-    raise AssertionError(field)
+    anchor, replacement = FIELDS[field]
+    q = _yaml_quoted(value)
+    assert anchor in VALID
+    return VALID.replace(anchor, replacement.format(q=q), 1)
 
 
 def _unquote(word: str) -> str:
