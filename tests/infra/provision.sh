@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Provision what the daemon tests need on a Debian 12 machine (run as root; idempotent):
 # Debian's docker.io engine, two docker-registry instances (anonymous on 127.0.0.1:5000,
-# htpasswd-authenticated on 127.0.0.1:5001) and a debootstrap'ed base image
-# local/debian:bookworm. Prints the environment the tests read (eval it).
+# htpasswd-authenticated on 127.0.0.1:5001), a debootstrap'ed base image
+# local/debian:bookworm, the buildx and compose CLI plugins (static binaries from Debian's
+# trixie suite: Debian 12 packages neither) and promtool/Prometheus. Prints the environment
+# the tests read (eval it).
 set -euo pipefail
 state=${DOCKERGEN_TEST_STATE:-/tmp/dockergen-test}
 mkdir -p "$state"
@@ -12,6 +14,8 @@ command -v dockerd >/dev/null || need+=(docker.io)
 command -v docker-registry >/dev/null || need+=(docker-registry)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v htpasswd >/dev/null || need+=(apache2-utils)
+command -v promtool >/dev/null || need+=(prometheus)
+command -v xz >/dev/null || need+=(xz-utils)
 if ((${#need[@]})); then
   apt-get update -qq >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
@@ -43,14 +47,35 @@ start_registry() {  # name port [htpasswd]
   done
   cat "$state/$name/log" >&2; exit 1
 }
+# buildx and compose: the same Debian mirror's trixie suite carries them as static Go
+# binaries that work with Debian 12's dockerd 20.10 (shared/reference/platform-notes.md).
+# Taken from the suite's signed Packages index (file name and sha256), unpacked with
+# dpkg-deb into the docker CLI's system plugin folder; the system is not upgraded.
+plugins=/usr/local/lib/docker/cli-plugins
+mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)
+mirror=${mirror:-http://deb.debian.org/debian}
+if [[ ! -x $plugins/docker-buildx || ! -x $plugins/docker-compose ]]; then
+  mkdir -p "$plugins" "$state/debs"
+  curl -fsS -o "$state/debs/Packages.xz" "$mirror/dists/trixie/main/binary-amd64/Packages.xz"
+  for pkg in docker-buildx docker-compose; do
+    read -r file sum < <(xz -dc "$state/debs/Packages.xz" | awk -v p="$pkg" '
+      $1 == "Package:" {hit = ($2 == p)} hit && $1 == "Filename:" {f = $2}
+      hit && $1 == "SHA256:" {print f, $2; exit}')
+    curl -fsS -o "$state/debs/$pkg.deb" "$mirror/$file"
+    echo "$sum  $state/debs/$pkg.deb" | sha256sum -c --quiet - >&2
+    rm -rf "$state/debs/$pkg" && dpkg-deb -x "$state/debs/$pkg.deb" "$state/debs/$pkg"
+    install -m 0755 "$state/debs/$pkg/usr/libexec/docker/cli-plugins/$pkg" "$plugins/$pkg"
+  done
+fi
+docker buildx version >&2
+docker compose version >&2
+
 user=dgtest pass=dgtest-secret-pass
 htpasswd -Bbn "$user" "$pass" >"$state/htpasswd"
 start_registry registry-anon 5000
 start_registry registry-auth 5001 "$state/htpasswd"
 
 if ! /usr/bin/docker image inspect local/debian:bookworm >/dev/null 2>&1; then
-  mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)
-  mirror=${mirror:-http://deb.debian.org/debian}
   rm -rf "$state/rootfs"
   debootstrap --variant=minbase bookworm "$state/rootfs" "$mirror" >"$state/debootstrap.log" 2>&1
   tar -C "$state/rootfs" -c . | /usr/bin/docker import - local/debian:bookworm >&2
