@@ -203,6 +203,9 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit",
                         "engines-compat.md §6 pytorch_index"))
     tools = kb.tools
     apt_build = ["ca-certificates", "ccache", "g++", "python3-venv"]
+    fa_source = p.flash_attn.source if p.flash_attn.build == "source" else None
+    if fa_source is not None and fa_source.git is not None:
+        apt_build += ["git"]  # pip clones the pinned commit and its submodules (cutlass)
     if p.build.python_from == "image":
         apt_build += ["python3-dev"]
     base = {
@@ -250,6 +253,14 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit",
                                 "per job" if jobs == "auto" else "set in the profile"),
             "job_gib": fa["job_gib"],
             "nvcc_threads": p.flash_attn.nvcc_threads,
+            # What pip builds: the PyPI sdist of the exact release, or a pinned source
+            # (an archive checked against its sha256 with --require-hashes, or a git commit).
+            "requirement": (f"flash-attn=={p.flash_attn.version}" if fa_source is None else
+                            f"flash-attn @ {fa_source.url} --hash=sha256:{fa_source.sha256}"
+                            if fa_source.url is not None else
+                            f"flash-attn @ git+{fa_source.git}@{fa_source.commit}"),
+            "source_kind": ("pypi" if fa_source is None else
+                            "archive" if fa_source.url is not None else "git"),
             "deps": [f"{k}=={v}" for k, v in sorted(fa["build_deps"].items())],
             "pip": f"pip=={tools['pip']}",
             "venv": VENV,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from packaging.version import Version
 
 from dockergen.errors import SECRET_VALUE, Location, Problem
-from dockergen.knowledge import GpuTarget, Knowledge, cc_tuple, in_range
+from dockergen.knowledge import GpuTarget, Knowledge, cc_tuple, in_range, is_unverified
 from dockergen.loader import LoadedProfile
 from dockergen.profile import Profile
 
@@ -142,13 +142,19 @@ def check_engine(c: Context) -> None:
                     c.kb.engine_versions(p.engine.name)) + " (or add the release with its "
                 "source to dockergen/data/compat.yaml)")
         return
-    if release.get("unverified"):
-        c.warn(("engine", "version"), f"the pins of {p.engine.name} {p.engine.version} are "
-               f"partly unverified ({release['src']})", "confirm them before a long build")
+    mark = release.get("unverified")
+    if mark:
+        what = ("the pins" if mark is True else
+                "the " + ", ".join(f"{f} range" if f == "python" else f for f in mark))
+        c.warn(("engine", "version"), f"{what} of {p.engine.name} {p.engine.version} "
+               f"{'are' if mark is True else 'is'} unverified ({release['src']})",
+               "confirm before a long build")
     if not in_range(p.python + ".0", release["python"]):
-        c.error(("python",), f"{p.engine.name} {p.engine.version} requires Python "
-                f"{release['python']}, but python is {p.python}",
-                "pick a Python version inside that range")
+        report = c.warn if is_unverified(release, "python") else c.error
+        report(("python",), f"{p.engine.name} {p.engine.version} requires Python "
+               f"{release['python']}, but python is {p.python}"
+               + (" (unverified)" if is_unverified(release, "python") else ""),
+               "pick a Python version inside that range")
     major = Version(p.cuda.version).major
     if c.kb.cuda(p.cuda.version) is not None and major != release["cuda_major"]:
         newer_ok = [v for v in c.kb.engine_versions(p.engine.name)
@@ -171,10 +177,15 @@ def check_engine(c: Context) -> None:
         return
     mm = ".".join(p.cuda.version.split(".")[:2])
     if mm not in torch_info["cuda"]:
-        c.error(("cuda", "version"), f"torch {pin} has no wheels for CUDA {mm} "
-                f"(download.pytorch.org/whl/cu{mm.replace('.', '')} does not carry it)",
-                "use a CUDA version whose major.minor is one of: "
-                + ", ".join(torch_info["cuda"]))
+        # The index's contents cannot be read where the knowledge is checked: such a row is
+        # marked unverified and the rule only warns.
+        doubt = is_unverified(torch_info, "cuda")
+        report = c.warn if doubt else c.error
+        report(("cuda", "version"), f"torch {pin} has no wheels for CUDA {mm} "
+               f"(download.pytorch.org/whl/cu{mm.replace('.', '')} does not carry it"
+               + (", unverified)" if doubt else ")"),
+               "use a CUDA version whose major.minor is one of: "
+               + ", ".join(torch_info["cuda"]))
     if not in_range(p.python + ".0", torch_info["python"]):
         c.error(("python",), f"torch {pin} supports Python {torch_info['python']}, "
                 f"but python is {p.python}", "pick a Python version inside that range")
@@ -199,10 +210,16 @@ def check_flash_attn(c: Context) -> None:
     if p.flash_attn.build == "none":
         return
     version = Version(p.flash_attn.version)
-    if p.flash_attn.version not in fa["releases"]:
-        c.error(("flash_attn", "version"), f"flash-attn {p.flash_attn.version} is not in the "
-                "knowledge base", "use one of: " + ", ".join(fa["releases"]))
+    source = p.flash_attn.source
+    release = fa["releases"].get(p.flash_attn.version)
+    if release is None and source is None:
+        c.error(("flash_attn", "version"), f"flash-attn {p.flash_attn.version} is not on PyPI "
+                "or not in the knowledge base (releases carry .postN suffixes)",
+                "use one of: " + ", ".join(fa["releases"]))
         return
+    # A source build names its own version; the newest release's facts stand in for the
+    # ones its setup.py may have changed (only the C++ standard is known to differ).
+    release = release or fa["releases"][max(fa["releases"], key=Version)]
     old = [t for t in c.targets if cc_tuple(t.cc) < cc_tuple(fa["min_cc"])]
     for t in old:
         c.error(("gpu", "targets"), f"FlashAttention-2 needs compute capability >= "
@@ -216,7 +233,7 @@ def check_flash_attn(c: Context) -> None:
                 f"capability {t.cc} ({_describe(t)})",
                 f"set flash_attn.build: none, or drop {t.given}")
     archs: set[str] = {a for t in c.targets if (a := fa_arch_of(t.cc)) is not None}
-    if version < Version(fa["archs_env_since"]):
+    if not release["archs_env"]:
         beyond = sorted(a for a in archs if a not in ("80", "90"))
         if beyond:
             c.error(("flash_attn", "version"), f"flash-attn {version} always builds sm_80 and "
@@ -228,22 +245,25 @@ def check_flash_attn(c: Context) -> None:
                    "builds sm_80 and sm_90", f"use flash-attn >= {fa['archs_env_since']} to "
                    "build only the targets' archs")
     cuda = Version(p.cuda.version)
-    if cuda < Version(fa["nvcc_min"]):
-        c.error(("cuda", "version"), f"flash-attn needs nvcc >= {fa['nvcc_min']}",
-                f"use CUDA >= {fa['nvcc_min']}")
+    if cuda < Version(release["nvcc_min"]):
+        c.error(("cuda", "version"), f"flash-attn {version} needs nvcc >= "
+                f"{release['nvcc_min']}", f"use CUDA >= {release['nvcc_min']}")
     for arch in sorted(archs, key=int):
         need = fa["arch_min_nvcc"][arch]
         if cuda < Version(need):  # flash-attn would silently skip it
             c.error(("cuda", "version"), f"flash-attn skips arch {arch} without an error when "
                     f"nvcc < {need}; CUDA {p.cuda.version} would ship no kernels for it",
                     f"use CUDA >= {need}")
-    if not in_range(p.python + ".0", fa["python"]):
-        c.error(("python",), f"flash-attn {version} requires Python {fa['python']}",
+    if not in_range(p.python + ".0", release["python"]):
+        c.error(("python",), f"flash-attn {version} requires Python {release['python']}",
                 "pick a newer Python")
     pin = torch_pin(p, c.kb)
-    if pin and Version(pin) < Version(fa["torch_min"]):
-        c.error(("engine", "version"), f"flash-attn {version} needs torch >= {fa['torch_min']},"
-                f" but the image gets torch {pin}", "use a newer engine release")
+    if pin and Version(pin) < Version(release["torch_min"]):
+        c.error(("engine", "version"), f"flash-attn {version} needs torch >= "
+                f"{release['torch_min']}, but the image gets torch {pin}",
+                "use a newer engine release")
+    if pin:
+        check_flash_attn_cxx(c, release, pin)
     jobs = p.flash_attn.max_jobs
     need_per_job = fa["job_gib"]
     if isinstance(jobs, int) and jobs * need_per_job > p.build.memory_gib:
@@ -261,6 +281,52 @@ def check_flash_attn(c: Context) -> None:
                "vllm-flash-attn, not this package; this FlashAttention-2 build serves other "
                "code in the image (e.g. transformers attn_implementation=\"flash_attention_2\")",
                "set flash_attn.build: none if nothing else needs it")
+
+
+def check_flash_attn_cxx(c: Context, release: dict[str, object], pin: str) -> None:
+    """fa2-cxx-std: the C++ standard flash-attn forces must be one torch's headers accept.
+
+    flash-attn's setup.py passes -std=c++NN itself, and torch's cpp_extension adds its own
+    only when a package sets none; torch >= 2.14's headers stop with "#error C++20 or later
+    compatible compiler is required to use ATen" under C++17 (compile probe, torch.*.cxx_min).
+    """
+    p = c.p
+    row = c.kb.torch_minor(pin) or {}
+    need = row.get("cxx_min")
+    source = p.flash_attn.source
+    forced = source.cxx_std if source is not None else release.get("cxx_std")
+    if need is None:
+        return
+    if forced is None:
+        c.warn(("flash_attn", "source"), f"the C++ standard this flash-attn source forces is "
+               f"not stated; torch {pin}'s headers need C++{need} or later",
+               "set flash_attn.source.cxx_std to the -std=c++NN its setup.py passes (until "
+               "then the flash-attn stage's first compile tells)")
+        return
+    if int(str(forced)) >= int(need):
+        return
+    where = "flash_attn.source" if source is not None else f"flash-attn {p.flash_attn.version}"
+    fixes = []
+    accepting = [v for v in c.kb.engine_versions(p.engine.name)
+                 if int((c.kb.torch_minor(str(c.kb.engine_release(p.engine.name, v)["torch"]))  # type: ignore[index]
+                         or {}).get("cxx_min", 99)) <= int(str(forced))]
+    if accepting:
+        rel = c.kb.engine_release(p.engine.name, accepting[-1]) or {}
+        fixes.append(f"use engine.version: \"{accepting[-1]}\" (torch {rel.get('torch')}, whose "
+                     f"headers accept C++{forced}; remove engine.torch if set)"
+                     if p.engine.torch else
+                     f"use engine.version: \"{accepting[-1]}\" (torch {rel.get('torch')}, whose "
+                     f"headers accept C++{forced})")
+    fixes.append("set flash_attn.build: none (vLLM's attention uses its own bundled kernels)"
+                 if p.engine.name == "vllm" else "set flash_attn.build: none")
+    fixes.append(f"build a flash-attn source that carries the fix (Dao-AILab/flash-attention "
+                 f"PR #2879/#2899, merged after the last release): flash_attn.source with url + "
+                 f"sha256 (an sdist archive) or git + commit, and cxx_std: {need}")
+    c.error(("flash_attn", "source") if source is not None else ("flash_attn", "version"),
+            f"{where} forces -std=c++{forced}, but the headers of torch {pin} (which the "
+            f"image gets with {p.engine.name} {p.engine.version}) require C++{need} (compile "
+            "probe: \"#error C++20 or later compatible compiler is required to use ATen\"); "
+            "the flash-attn stage would fail at its first compile", ", or ".join(fixes))
 
 
 def check_quantization(c: Context) -> None:

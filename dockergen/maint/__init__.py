@@ -1,0 +1,1 @@
+"""Maintainer tools: keep dockergen's knowledge checked against the real packages."""
