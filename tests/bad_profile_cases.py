@@ -178,7 +178,8 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
  'engine-release-unknown': ['profile.yaml:10:12: engine.version: vllm 0.99.0 is not in the '
                             'knowledge base; use one of: 0.10.2, 0.11.0, 0.12.0, 0.14.1, 0.17.1, '
                             '0.19.1, 0.21.0, 0.24.0, 0.27.1, 0.30.0, 0.31.0, 0.32.0, 0.33.0 (or '
-                            'add the release with its source to dockergen/data/compat.yaml)'],
+                            'add the release with its source to '
+                            'dockergen/components/serving/vllm.yaml)'],
  'engine-torch-pin': ['profile.yaml:11:10: engine.torch: vllm==0.32.0 requires torch==2.13.0, not '
                       '2.14.0; remove engine.torch (it is derived) or change engine.version',
                       'profile.yaml:14:12: flash_attn.version: flash-attn 2.8.3 forces -std=c++17, '

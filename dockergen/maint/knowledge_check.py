@@ -11,6 +11,7 @@ Facts no machine can check from PyPI (the PyPI-hosted metadata does not carry th
 marked ``unverified`` in the knowledge, either as ``unverified: true`` (the whole row) or as a
 list of the row's unverified fields; they are reported, never compared, and rules built on
 them only warn.
+May import: :mod:`dockergen.knowledge` (the facts files), :mod:`dockergen.maint`.
 """
 
 from __future__ import annotations
@@ -46,9 +47,15 @@ class KnowledgeView:
 
     @classmethod
     def load(cls) -> KnowledgeView:
-        from dockergen.knowledge import load_knowledge
+        """The component facts files, in the shape the checker compares."""
+        from dockergen.knowledge import COMPONENTS_DIR, load_facts
 
-        return cls(load_knowledge().data)
+        engines = {}
+        for path in sorted((COMPONENTS_DIR / "serving").glob("*.yaml")):
+            facts = load_facts(f"serving/{path.stem}")
+            engines[str(facts["package"])] = facts
+        return cls({"engines": engines, "torch": load_facts("torch")["releases"],
+                    "flash_attn": load_facts("flash_attn")})
 
     def engines(self) -> dict[str, tuple[str, dict[str, dict[str, Any]]]]:
         """engine name -> (PyPI package, {release: row})."""

@@ -9,6 +9,7 @@
 Everything downloaded is kept under the cache folder (``DOCKERGEN_CACHE_DIR``, default
 ``~/.cache/dockergen``), keyed by the file's sha256 from the index, and verified against it
 where the whole file is read.
+May import: :mod:`dockergen.errors`.
 """
 
 from __future__ import annotations
