@@ -194,6 +194,42 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
                   echo=lambda text: click.echo(text, err=True), out=click.echo)
 
 
+@cli.command("lock")
+@click.argument("profile", type=click.Path(dir_okay=False))
+@click.option("--python", "python_lock", is_flag=True, required=True,
+              help="Resolve the image's Python closure into a hashed lock (uv pip compile).")
+@_set_option
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Lock file (default: PROFILE's name + .python.lock, beside it).")
+@click.option("--check", is_flag=True, help="Only check that the lock matches the profile.")
+@click.option("--python-platform", default="x86_64-manylinux_2_28", show_default=True,
+              help="uv --python-platform to resolve for.")
+@click.option("--torch-index", metavar="URL",
+              help="Resolve the torch family from this index instead of the profile's.")
+def lock(profile: str, python_lock: bool, overrides: tuple[str, ...], output: str | None,
+         check: bool, python_platform: str, torch_index: str | None) -> None:
+    """Resolve PROFILE's Python closure ahead of the build (see dockergen/pylock.py)."""
+    from dockergen import pylock
+
+    path = Path(profile)
+    inp = pylock.inputs_of(path, overrides, platform=python_platform, torch_index=torch_index)
+    target = Path(output) if output else pylock.default_path(path)
+    if check:
+        pylock.check_matches(target, inp, path)
+        click.echo(f"{target}: matches {path}")
+        return
+    text = pylock.compile_lock(inp)
+    bad = pylock.verify_sources(text, inp)
+    if bad:
+        raise pylock.LockError("the resolved closure mixes indexes: " + "; ".join(bad))
+    try:
+        pylock.write_lock(target, text)
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot write: {exc.strerror}") from None
+    count = sum(1 for line in text.splitlines() if "==" in line and not line.startswith("#"))
+    click.echo(f"wrote {target} ({count} packages, torch from {inp.torch_index})")
+
+
 @cli.command("profiles")
 def list_profiles() -> None:
     """List the shipped profiles."""

@@ -59,6 +59,7 @@ ALLOWED: dict[str, set[str]] = {
                                 "dockergen.components.serving.base"},
     "dockergen.cli": {"dockergen", "dockergen.*"},
     "dockergen.__main__": {"dockergen.cli"},
+    "dockergen.pylock": _BASE | {"dockergen.api"},
     # maintainer tools: read the knowledge files and PyPI, never the rendering pipeline
     "dockergen.maint": set(),
     "dockergen.maint.": _BASE | {"dockergen.knowledge", "dockergen.maint",
