@@ -136,6 +136,10 @@ class EngineStage:
     venv: str
     mode: Mode
     flash_attn: bool
+    # Installing from the profile's hashed Python lock (dockergen lock --python): its path in
+    # the image and the install arguments; empty: the engine and torch are resolved in the build.
+    lock: str = ""
+    lock_args: tuple[str, ...] = ()
 
     @property
     def requirement(self) -> str:

@@ -14,7 +14,7 @@ with ``--require-hashes`` cannot get another torch: any other wheel has another 
 The lock starts with one ``# dockergen-python-lock:`` line holding the inputs it was made
 from; :func:`check_matches` compares them with the profile, so a stale lock is an error
 whose fix is ``dockergen lock --python PROFILE``.
-May import: :mod:`dockergen.errors`, :mod:`dockergen.api`.
+May import: :mod:`dockergen.errors`, :mod:`dockergen.loader`, :mod:`dockergen.resolve`.
 """
 
 from __future__ import annotations
@@ -61,9 +61,10 @@ def inputs_of(profile: Path, overrides: tuple[str, ...] = (), *,
               platform: str = DEFAULT_PLATFORM, torch_index: str | None = None,
               main_index: str | None = None) -> LockInputs:
     """The lock inputs of a profile (the only place that reads the resolved profile)."""
-    from dockergen.api import resolve_profile
+    from dockergen.loader import load_profile
+    from dockergen.resolve import resolve
 
-    r = resolve_profile(profile, overrides)
+    r = resolve(load_profile(profile, overrides), python_lock=False)
     res = r.lock["resolved"]
     torch_idx = torch_index or res["torch_index"]
     others = [i for i in res["package_indexes"] if i != res["torch_index"]]

@@ -34,26 +34,32 @@ from dockergen.model import (
 )
 
 
-def checks(loaded: LoadedProfile) -> list[Callable[[Context], None]]:
-    """Every check of a profile, in the order the components depend on each other."""
+def checks(loaded: LoadedProfile, python_lock: bool = True) -> list[Callable[[Context], None]]:
+    """Every check of a profile, in the order the components depend on each other.
+
+    ``python_lock=False`` leaves the profile's Python lock out (``dockergen lock --python``
+    resolves the profile to refresh a lock that may no longer match it).
+    """
     engine = engine_for(loaded.profile.engine.name)
     return [cuda.check_gpus, cuda.check_cuda, engine.check_release, torch.check,
             python.check_python_source, flash_attn.check, engine.check_quantization,
             engine.check_scheduler, engine.check_secrets, image.check_labels, image.check_tags,
-            cuda.check_ca_certificates]
+            cuda.check_ca_certificates,
+            *([engine.check_python_lock] if python_lock else [])]
 
 
-def check(loaded: LoadedProfile) -> Context:
+def check(loaded: LoadedProfile, python_lock: bool = True) -> Context:
     """Run every check; the returned context holds all problems and the GPU targets."""
     ctx = Context(loaded)
-    for rule in checks(loaded):
+    for rule in checks(loaded, python_lock):
         rule(ctx)
     return ctx
 
 
-def resolve(loaded: LoadedProfile, mode: Mode = "buildkit") -> Resolved:
+def resolve(loaded: LoadedProfile, mode: Mode = "buildkit",
+            python_lock: bool = True) -> Resolved:
     """Check a loaded profile and derive everything; raise :class:`ProfileError` on errors."""
-    ctx = check(loaded)
+    ctx = check(loaded, python_lock)
     if any(pr.severity == "error" for pr in ctx.problems):
         raise ProfileError(ctx.problems)
     p = loaded.profile
@@ -132,7 +138,8 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit") -> Resolved:
         profile=p, mode=mode, source_name=loaded.path.name,
         chain=tuple(c.rsplit("/", 1)[-1] for c in loaded.chain),
         targets=tuple(ctx.targets), base=base, flash_attn=fa, engine=stage, runtime=runtime,
-        context_files=MappingProxyType(dict(serving.serve.context_files)), tags=tags,
+        context_files=MappingProxyType({**serving.serve.context_files,
+                                        **serving.context_files}), tags=tags,
         lock=lock, profile_hash=profile_hash, smoke_imports=tuple(smoke),
         derivations=tuple(d),
         warnings=tuple(pr for pr in ctx.problems if pr.severity == "warning"),

@@ -59,7 +59,7 @@ ALLOWED: dict[str, set[str]] = {
                                 "dockergen.components.serving.base"},
     "dockergen.cli": {"dockergen", "dockergen.*"},
     "dockergen.__main__": {"dockergen.cli"},
-    "dockergen.pylock": _BASE | {"dockergen.api"},
+    "dockergen.pylock": _BASE | {"dockergen.loader", "dockergen.resolve"},
     # maintainer tools: read the knowledge files and PyPI, never the rendering pipeline
     "dockergen.maint": set(),
     "dockergen.maint.": _BASE | {"dockergen.knowledge", "dockergen.maint",

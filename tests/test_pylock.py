@@ -162,3 +162,36 @@ def test_uv_of_the_lock_is_the_images_uv() -> None:
 
     assert out.split()[1] == tool("uv")
     assert f'"uv=={tool("uv")}"' in (ROOT / "pyproject.toml").read_text()
+
+
+def test_the_rendered_engine_stage_installs_from_the_lock(tmp_path: Path) -> None:
+    """The new engine stage, as rendered, passes where today's fails (same two indexes)."""
+    profile = tmp_path / "p.yaml"
+    profile.write_text("extends: h100-fp8\nname: locked\n")
+    with two_indexes(tmp_path / "idx") as ix:
+        sets = sum((["--set", o] for o in _overrides(ix)), [])
+        assert run_cli("lock", "--python", str(profile), *sets).rc == 0
+        ctx = tmp_path / "ctx"
+        rendered = run_cli("render", "-q", str(profile), *sets, "-o", str(ctx))
+        assert rendered.rc == 0, rendered.err
+        dockerfile = (ctx / "Dockerfile").read_text()
+        assert "COPY python.lock /opt/dockergen/python.lock" in dockerfile
+        assert (ctx / "python.lock").read_bytes() == (tmp_path / "p.python.lock").read_bytes()
+        argv = engine_stage_install(dockerfile)
+        assert "--require-hashes" in argv and argv[-1] == "/opt/dockergen/python.lock"
+        python = _venv(tmp_path)
+        argv = [pylock.uv() if a == "uv" else str(python) if a == "/opt/venv/bin/python"
+                else str(ctx / "python.lock") if a == "/opt/dockergen/python.lock" else a
+                for a in argv]
+        proc = subprocess.run(argv, capture_output=True, text=True,
+                              env=_uv_env(tmp_path, ix), check=False)
+        assert proc.returncode == 0, proc.stderr
+        cuda = subprocess.run([str(python), "-c", "import torch; print(torch.version.cuda)"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        assert cuda == "13.0"
+        # the profile moves on, the lock does not: render refuses, naming the fix
+        stale = run_cli("render", str(profile), *sets, "--set", "engine.version=0.32.0")
+    assert stale.rc == 2 and stale.out == ""
+    assert "p.python.lock no longer matches the profile (engine: lock 'vllm==0.33.0', " \
+           "profile 'vllm==0.32.0'; torch: lock '2.14.0', profile '2.13.0')" in stale.err
+    assert f"run `dockergen lock --python {profile}` to refresh it, or delete it" in stale.err

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from packaging.version import Version
 
 from dockergen.components import cuda
+from dockergen.components import torch as torch_component
 from dockergen.components.base import Context, describe_all
 from dockergen.errors import SECRET_VALUE
 from dockergen.knowledge import in_range, is_unverified, load_facts
@@ -59,6 +61,14 @@ class ServingPart:
     env: dict[str, str]
     health_cmd: str
     smoke: SmokeImport
+    context_files: Mapping[str, bytes] = field(default_factory=dict)  # e.g. python.lock
+
+
+LOCK_SUFFIX = ".python.lock"  # beside the profile, written by `dockergen lock --python`
+LOCK_MARK = "# dockergen-python-lock: "
+LOCK_IN_CONTEXT = "python.lock"
+LOCK_IN_IMAGE = "/opt/dockergen/python.lock"
+MAIN_INDEX = "https://pypi.org/simple"
 
 
 class ServingEngine:
@@ -193,6 +203,48 @@ class ServingEngine:
                         "would be readable by anyone who pulls the image",
                         "pass it at run time (e.g. the VLLM_API_KEY environment variable)")
 
+    def lock_inputs(self, c: Context) -> dict[str, object]:
+        """What a Python lock of this profile must have been made from (see pylock.py)."""
+        p = c.p
+        indexes = self.indexes(c)
+        return {"engine": self.requirements(c)[0], "torch": c.torch_pin or "",
+                "torch_index": indexes[0], "main_index": p.build.pip_index_url or MAIN_INDEX,
+                "engine_index": indexes[1] if len(indexes) > 1 else None, "python": p.python}
+
+    def check_python_lock(self, c: Context) -> None:
+        """python-lock: a lock beside the profile must match it; the engine stage uses it."""
+        path = c.loaded.path.with_name(c.loaded.path.stem + LOCK_SUFFIX)
+        if c.release is None or not path.is_file():
+            return
+        text = path.read_text(encoding="utf-8")
+        first = text.split("\n", 1)[0]
+        fix = f"run `dockergen lock --python {c.loaded.path}` to refresh it, or delete it"
+        try:
+            had = json.loads(first[len(LOCK_MARK):]) if first.startswith(LOCK_MARK) else None
+        except ValueError:
+            had = None
+        if not isinstance(had, dict):
+            c.error(("engine", "version"), f"{path.name} is not a dockergen Python lock", fix)
+            return
+        want = self.lock_inputs(c)
+        changed = [f"{k}: lock {had.get(k)!r}, profile {v!r}" for k, v in sorted(want.items())
+                   if had.get(k) != v]
+        if changed:
+            c.error(("engine", "version"), f"{path.name} no longer matches the profile ("
+                    + "; ".join(changed) + ")", fix)
+            return
+        c.python_lock = text
+
+    def indexes(self, c: Context) -> list[str]:
+        """The CUDA-matched torch index, then the engine's own index if it has one."""
+        p = c.p
+        out = [torch_component.index_url(p.build.torch_index_url, p.cuda.version)]
+        if p.build.engine_index_url:
+            out.append(p.build.engine_index_url)
+        elif self.facts().get("extra_index_url"):
+            out.append(self.facts()["extra_index_url"])
+        return out
+
     # --- derivations ----------------------------------------------------------------------
     def serve(self, c: Context, d: list[Derivation]) -> ServeCommand:
         """The server command of a checked profile (entrypoint, arguments, option files)."""
@@ -215,9 +267,23 @@ class ServingEngine:
             indexes.append(p.build.engine_index_url)
         elif self.facts().get("extra_index_url"):
             indexes.append(self.facts()["extra_index_url"])
+        lock_args: tuple[str, ...] = ()
+        files: dict[str, bytes] = {}
+        if c.python_lock is not None:
+            # every artifact is pinned by its sha256, so index order decides nothing: the
+            # best-match strategy only lets uv find each pinned file wherever it is served.
+            inputs = self.lock_inputs(c)
+            lock_args = ("--require-hashes", "--no-deps", "--index-strategy",
+                         "unsafe-best-match", "--index-url", str(inputs["main_index"]),
+                         *(a for i in indexes for a in ("--extra-index-url", i)))
+            files[LOCK_IN_CONTEXT] = c.python_lock.encode("utf-8")
+            d.append(Derivation("python lock", LOCK_IN_IMAGE, "the profile's hashed Python "
+                                "lock (dockergen lock --python) matches it",
+                                f"{c.loaded.path.stem}{LOCK_SUFFIX}"))
         stage = EngineStage(name=p.engine.name, requirements=self.requirements(c),
                             torch=torch.version, indexes=tuple(indexes), venv=VENV, mode=mode,
-                            flash_attn=flash_attn)
+                            flash_attn=flash_attn,
+                            lock=LOCK_IN_IMAGE if lock_args else "", lock_args=lock_args)
         serve = self.serve(c, d)
         env = {"HF_HOME": f"{APP_HOME}/.cache/huggingface", "HOME": APP_HOME,
                **self.extra_env(c)}
@@ -231,6 +297,7 @@ class ServingEngine:
             env=env, health_cmd=json.dumps([f"{VENV}/bin/python", "-c", health]),
             smoke=SmokeImport(self.module, self.facts()["package"], p.engine.version,
                               self.imports_need_gpu),
+            context_files=files,
         )
 
 
