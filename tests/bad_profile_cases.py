@@ -145,200 +145,208 @@ CASES: list[tuple[str, list[tuple[str, str]], list[str]]] = [
 
 # The exact error lines of each case (warnings are checked elsewhere).
 EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
- 'abstract-base': ['profile.yaml:1:11: abstract: this profile only provides defaults for others; '
-                   'render a profile that says `extends: profile`'],
- 'batched-tokens-below-len': ['profile.yaml:20:27: serving.max_num_batched_tokens: 2048 is below '
-                              'max_model_len (8192) with chunked prefill disabled; the server '
-                              'refuses to start; raise it to >= max_model_len or enable chunked '
-                              'prefill'],
- 'bf16-on-turing': ['profile.yaml:15:12: quantization.weights: bf16 needs compute capability >= '
-                    '8.0 on vllm, but gpu.targets includes t4 (7.5); use fp16, or drop t4'],
- 'blackwell-on-cuda-12.4': ['profile.yaml:5:12: cuda.version: CUDA 12.4.1 cannot compile for '
-                            'compute capability 10.0, but gpu.targets includes b200 (10.0); use '
-                            'CUDA >= 12.8 (e.g. 13.2.2), or drop b200',
-                            'profile.yaml:5:12: cuda.version: flash-attn skips arch 100 without an '
-                            'error when nvcc < 12.8; CUDA 12.4.1 would ship no kernels for it; use '
-                            'CUDA >= 12.8'],
- 'ca-cert-missing': ['profile.yaml:24:21: build.ca_certificates[0]: corp.crt does not exist next '
-                     'to profile.yaml; give a path relative to the profile file'],
- 'cc-unknown': ['profile.yaml:3:13: gpu.targets[0]: compute capability 8.7 is not in the knowledge '
-                'base; use one of: 7.0, 7.5, 8.0, 8.6, 8.9, 9.0, 10.0, 10.3, 12.0'],
+ 'yaml-syntax-flow': ["profile.yaml:4:5: YAML syntax error: did not find expected ',' or ']'; "
+                      'fix the YAML syntax at this position'],
+ 'yaml-syntax-indent': ['profile.yaml:6:4: YAML syntax error: did not find expected key; fix '
+                        'the YAML syntax at this position'],
+ 'yaml-duplicate-key': ['profile.yaml:8:1: python: duplicate key (first defined on line 7); '
+                        'keep only one of them'],
+ 'yaml-duplicate-nested': ['profile.yaml:17:3: weights: duplicate key (first defined on line '
+                           '15); keep only one of them'],
+ 'yaml-tab': ['profile.yaml:23:1: YAML syntax error: a tab character; indent with spaces; YAML '
+              'does not allow tabs'],
+ 'yaml-control-char': ['profile.yaml:1:10: character U+007F is not allowed in YAML; remove it '
+                       'or write it as an escape in a double-quoted string'],
+ 'text-bidi-override': ['profile.yaml:2:14: description: must be one line of at most 300 '
+                        'printable characters; see `dockergen schema` for the allowed form'],
+ 'yaml-not-mapping': ['profile.yaml:1:1: a profile must be a mapping of keys to values; write '
+                      '`key: value` lines, e.g. `name: h100-fp8`'],
+ 'yaml-empty': ['profile.yaml:1:1: the profile is empty; start from a shipped profile: '
+                'dockergen profiles'],
+ 'unquoted-python-3.10': ['profile.yaml:7:9: python: 3.10 is a number in YAML (read as 3.1), '
+                          'not text; quote it: python: "3.10"'],
+ 'unquoted-cuda': ['profile.yaml:5:12: cuda.version: 13.0 is a number in YAML (read as 13.0), '
+                   'not text; quote it: version: "13.0"'],
+ 'unquoted-engine-version-int': ['profile.yaml:10:12: engine.version: 1 is a number in YAML '
+                                 '(read as 1), not text; quote it: version: "1"'],
+ 'unquoted-flash-attn': ['profile.yaml:13:12: flash_attn.version: 2.8 is a number in YAML '
+                         '(read as 2.8), not text; quote it: version: "2.8"'],
+ 'wrong-type-port': ["profile.yaml:20:9: serving.port: expected a whole number, got '8000'; "
+                     'write a whole number without quotes'],
+ 'wrong-type-bool-yes': ['profile.yaml:20:27: serving.enable_chunked_prefill: expected true or '
+                         'false, got text; write `enable_chunked_prefill: true` or '
+                         '`enable_chunked_prefill: false`'],
+ 'wrong-type-targets-scalar': ['profile.yaml:3:12: gpu.targets: expected a list, got text; '
+                               'write `targets: [a, b]`'],
+ 'wrong-type-section': ['profile.yaml:22:8: build: expected a mapping (indented `key: value` '
+                        'lines), got text; write `build:` followed by indented keys'],
+ 'wrong-type-float-int': ['profile.yaml:19:18: serving.max_model_len: expected a whole number, '
+                          'got 8192.5; write a whole number without quotes'],
+ 'date-as-version': ["profile.yaml:10:12: engine.version: '2024-01-01' is not a release "
+                     'version like "0.33.0"; quote a version like "13.0.2" or "0.33.0"'],
+ 'unknown-key-typo': ["profile.yaml:13:3: flash_attn.verison: unknown key 'verison' (did you "
+                      "mean 'version'?); allowed keys here: build, version, source, max_jobs, "
+                      'nvcc_threads'],
+ 'unknown-top-level': ["profile.yaml:2:1: engnie: unknown key 'engnie' (did you mean "
+                       "'engine'?); allowed keys here: extends, abstract, name, description, "
+                       'gpu, cuda, python, engine, flash_attn, quantization, serving, image, '
+                       'build, runtime, smoke'],
+ 'missing-required': ['profile.yaml:18:3: serving.model: required field is missing; add '
+                      '`model:` under `serving`'],
+ 'missing-section': ['profile.yaml:1:1: image: required field is missing; add `image:` at the '
+                     'top level'],
+ 'unknown-choice': ["profile.yaml:9:9: engine.name: 'vlm' is not one of: vllm, tensorrt-llm, "
+                    "sglang; did you mean 'vllm'?"],
+ 'empty-targets': ['profile.yaml:3:12: gpu.targets: must not be empty; list at least one '
+                   'entry, e.g. [h100]'],
+ 'gpu-mem-util-range': ['profile.yaml:20:27: serving.gpu_memory_utilization: 1.5 is out of '
+                        'range: must be <= 1.0; use a value <= 1.0'],
+ 'port-range': ['profile.yaml:20:9: serving.port: 70000 is out of range: must be <= 65535; use '
+                'a value <= 65535'],
+ 'name-shape': ["profile.yaml:1:7: name: 'Test Profile' is not lowercase letters, digits and "
+                "'-', starting with a letter or digit; e.g. h100-fp8"],
+ 'image-ref-shape': ["profile.yaml:7:16: cuda.devel_image: 'nvidia/cuda:13 ; rm -rf /' is not "
+                     'an image reference like '
+                     '"registry.example.com/cuda:13.0.2-devel-ubuntu22.04@sha256:<64 hex>"; '
+                     'see `dockergen schema` for the allowed form'],
+ 'pip-index-credentials': ['profile.yaml:24:18: build.pip_index_url: '
+                           "'<redacted>pypi.example.com/simple' is not an http(s) URL without "
+                           'credentials, query or spaces; see `dockergen schema` for the '
+                           'allowed form'],
+ 'max-jobs-bad': ['profile.yaml:14:13: flash_attn.max_jobs: expected "auto" or a whole number '
+                  "from 1 to 256, got 'lots'; write max_jobs: auto or a number such as 4"],
+ 'gpu-unknown': ["profile.yaml:3:13: gpu.targets[0]: unknown GPU 'h10'; did you mean 'h100'? "
+                 'use a GPU name (a10, a100, a100-40gb, a10g, b200, b300, h100, h100-nvl, '
+                 'h200, l4, l40s, rtx4090, rtx5090, t4, v100) or a compute capability like '
+                 '"9.0"'],
+ 'cc-unknown': ['profile.yaml:3:13: gpu.targets[0]: compute capability 8.7 is not in the '
+                'knowledge base; use one of: 7.0, 7.5, 8.0, 8.6, 8.9, 9.0, 10.0, 10.3, 12.0'],
+ 'cuda-unknown': ['profile.yaml:5:12: cuda.version: CUDA 13.0.9 is not in the knowledge base; '
+                  'use one of: 12.4.1, 12.6.3, 12.8.1, 12.9.1, 13.0.2, 13.1.1, 13.2.2'],
  'cuda-os': ['profile.yaml:6:7: cuda.os: nvidia/cuda 13.0.2 images are not published for '
              'ubuntu20.04; use one of: ubuntu22.04, ubuntu24.04'],
- 'cuda-unknown': ['profile.yaml:5:12: cuda.version: CUDA 13.0.9 is not in the knowledge base; use '
-                  'one of: 12.4.1, 12.6.3, 12.8.1, 12.9.1, 13.0.2, 13.1.1, 13.2.2'],
- 'date-as-version': ["profile.yaml:10:12: engine.version: '2024-01-01' is not a release version "
-                     'like "0.33.0"; quote a version like "13.0.2" or "0.33.0"'],
- 'empty-targets': ['profile.yaml:3:12: gpu.targets: must not be empty; list at least one entry, '
-                   'e.g. [h100]'],
+ 'blackwell-on-cuda-12.4': ['profile.yaml:5:12: cuda.version: CUDA 12.4.1 cannot compile for '
+                            'compute capability 10.0, but gpu.targets includes b200 (10.0); '
+                            'use CUDA >= 12.8 (e.g. 13.2.2), or drop b200',
+                            'profile.yaml:5:12: cuda.version: flash-attn skips arch 100 '
+                            'without an error when nvcc < 12.8; CUDA 12.4.1 would ship no '
+                            'kernels for it; use CUDA >= 12.8'],
+ 'volta-on-cuda-13': ['profile.yaml:5:12: cuda.version: CUDA 13.0.2 dropped compute capability '
+                      '7.0, but gpu.targets includes v100 (7.0); use CUDA <= 12.9, or drop '
+                      'v100'],
+ 'engine-release-unknown': ['profile.yaml:10:12: engine.version: vllm 0.99.0 is not in the '
+                            'knowledge base; use one of: 0.10.2, 0.11.0, 0.12.0, 0.14.1, '
+                            '0.17.1, 0.19.1, 0.21.0, 0.24.0, 0.27.1, 0.30.0, 0.31.0, 0.32.0, '
+                            '0.33.0 (or add the release with its source to '
+                            'dockergen/components/serving/vllm.yaml)'],
+ 'engine-python': ['profile.yaml:7:9: python: vllm 0.32.0 requires Python >=3.11,<3.15, but '
+                   'python is 3.10; pick a Python version inside that range'],
  'engine-cuda-major': ['profile.yaml:5:12: cuda.version: vllm 0.32.0 wheels are built for CUDA '
                        '13.x, but cuda.version is 12.8.1; use CUDA 13.2.2, or vllm 0.19.1'],
- 'engine-python': ['profile.yaml:7:9: python: vllm 0.32.0 requires Python >=3.11,<3.15, but python '
-                   'is 3.10; pick a Python version inside that range'],
- 'engine-release-unknown': ['profile.yaml:10:12: engine.version: vllm 0.99.0 is not in the '
-                            'knowledge base; use one of: 0.10.2, 0.11.0, 0.12.0, 0.14.1, 0.17.1, '
-                            '0.19.1, 0.21.0, 0.24.0, 0.27.1, 0.30.0, 0.31.0, 0.32.0, 0.33.0 (or '
-                            'add the release with its source to '
-                            'dockergen/components/serving/vllm.yaml)'],
- 'engine-torch-pin': ['profile.yaml:11:10: engine.torch: vllm==0.32.0 requires torch==2.13.0, not '
-                      '2.14.0; remove engine.torch (it is derived) or change engine.version',
-                      'profile.yaml:14:12: flash_attn.version: flash-attn 2.8.3 forces -std=c++17, '
-                      'but the headers of torch 2.14.0 (which the image gets with vllm 0.32.0) '
-                      'require C++20 (compile probe: "#error C++20 or later compatible compiler is '
-                      'required to use ATen"); the flash-attn stage would fail at its first '
-                      'compile; use engine.version: "0.32.0" (torch 2.13.0, whose headers accept '
-                      "C++17; remove engine.torch if set), or set flash_attn.build: none (vLLM's "
-                      'attention uses its own bundled kernels), or build a flash-attn source that '
-                      'carries the fix (Dao-AILab/flash-attention PR #2879/#2899, merged after the '
-                      'last release): flash_attn.source with url + sha256 (an sdist archive) or '
-                      'git + commit, and cxx_std: 20'],
- 'extends-missing': ["profile.yaml:1:10: extends: no profile named 'nothere' next to profile.yaml "
-                     'or among the shipped profiles; use one of: a100-bf16, a100-h100, base, '
-                     'h100-fp8, h100-trtllm-fp8, l40s-awq'],
- 'fa2-cxx-std-torch-2.14': ['profile.yaml:13:12: flash_attn.version: flash-attn 2.8.3 forces '
-                            '-std=c++17, but the headers of torch 2.14.0 (which the image gets '
-                            'with vllm 0.33.0) require C++20 (compile probe: "#error C++20 or '
-                            'later compatible compiler is required to use ATen"); the flash-attn '
-                            'stage would fail at its first compile; use engine.version: "0.32.0" '
-                            '(torch 2.13.0, whose headers accept C++17), or set flash_attn.build: '
-                            "none (vLLM's attention uses its own bundled kernels), or build a "
-                            'flash-attn source that carries the fix (Dao-AILab/flash-attention PR '
-                            '#2879/#2899, merged after the last release): flash_attn.source with '
-                            'url + sha256 (an sdist archive) or git + commit, and cxx_std: 20'],
- 'fa2-memory': ['profile.yaml:14:13: flash_attn.max_jobs: 16 jobs need about 144 GiB (9 GiB per '
-                'flash-attn compile job at NVCC_THREADS=4), but build.memory_gib is 64; use '
-                'max_jobs: auto (= 7) or raise build.memory_gib'],
+ 'engine-torch-pin': ['profile.yaml:11:10: engine.torch: vllm==0.32.0 requires torch==2.13.0, '
+                      'not 2.14.0; remove engine.torch (it is derived) or change '
+                      'engine.version',
+                      'profile.yaml:14:12: flash_attn.version: flash-attn 2.8.3 forces '
+                      '-std=c++17, but the headers of torch 2.14.0 (which the image gets with '
+                      'vllm 0.32.0) require C++20 (compile probe: "#error C++20 or later '
+                      'compatible compiler is required to use ATen"); the flash-attn stage '
+                      'would fail at its first compile; use engine.version: "0.32.0" (torch '
+                      '2.13.0, whose headers accept C++17; remove engine.torch if set), or set '
+                      "flash_attn.build: none (vLLM's attention uses its own bundled kernels), "
+                      'or build a flash-attn source that carries the fix '
+                      '(Dao-AILab/flash-attention PR #2879/#2899, merged after the last '
+                      'release): flash_attn.source with url + sha256 (an sdist archive) or git '
+                      '+ commit, and cxx_std: 20'],
+ 'fa2-on-turing': ['profile.yaml:3:12: gpu.targets: FlashAttention-2 needs compute capability '
+                   '>= 8.0 (Ampere or newer), but gpu.targets includes t4 (7.5); set '
+                   'flash_attn.build: none, or drop t4'],
+ 'fa2-version-unknown': ['profile.yaml:13:12: flash_attn.version: flash-attn 2.9.0 is not on '
+                         'PyPI or not in the knowledge base (releases carry .postN suffixes); '
+                         'use one of: 2.6.3, 2.7.0.post2, 2.7.1.post4, 2.7.2.post1, 2.7.3, '
+                         '2.7.4.post1, 2.8.0.post2, 2.8.1, 2.8.2, 2.8.3, 2.8.3.post1, '
+                         '2.8.3.post2'],
  'fa2-old-cannot-build-blackwell': ['profile.yaml:13:12: flash_attn.version: flash-attn '
                                     '2.7.2.post1 always builds sm_80 and sm_90 only and cannot '
                                     'build 100; use flash-attn >= 2.7.3'],
- 'fa2-on-turing': ['profile.yaml:3:12: gpu.targets: FlashAttention-2 needs compute capability >= '
-                   '8.0 (Ampere or newer), but gpu.targets includes t4 (7.5); set '
-                   'flash_attn.build: none, or drop t4'],
+ 'fa2-cxx-std-torch-2.14': ['profile.yaml:13:12: flash_attn.version: flash-attn 2.8.3 forces '
+                            '-std=c++17, but the headers of torch 2.14.0 (which the image gets '
+                            'with vllm 0.33.0) require C++20 (compile probe: "#error C++20 or '
+                            'later compatible compiler is required to use ATen"); the '
+                            'flash-attn stage would fail at its first compile; use '
+                            'engine.version: "0.32.0" (torch 2.13.0, whose headers accept '
+                            "C++17), or set flash_attn.build: none (vLLM's attention uses its "
+                            'own bundled kernels), or build a flash-attn source that carries '
+                            'the fix (Dao-AILab/flash-attention PR #2879/#2899, merged after '
+                            'the last release): flash_attn.source with url + sha256 (an sdist '
+                            'archive) or git + commit, and cxx_std: 20'],
+ 'fa2-version-not-on-pypi': ['profile.yaml:13:12: flash_attn.version: flash-attn 2.7.4 is not '
+                             'on PyPI or not in the knowledge base (releases carry .postN '
+                             'suffixes); use one of: 2.6.3, 2.7.0.post2, 2.7.1.post4, '
+                             '2.7.2.post1, 2.7.3, 2.7.4.post1, 2.8.0.post2, 2.8.1, 2.8.2, '
+                             '2.8.3, 2.8.3.post1, 2.8.3.post2'],
  'fa2-source-still-cxx17': ['profile.yaml:14:11: flash_attn.source: flash_attn.source forces '
                             '-std=c++17, but the headers of torch 2.14.0 (which the image gets '
                             'with vllm 0.33.0) require C++20 (compile probe: "#error C++20 or '
-                            'later compatible compiler is required to use ATen"); the flash-attn '
-                            'stage would fail at its first compile; use engine.version: "0.32.0" '
-                            '(torch 2.13.0, whose headers accept C++17), or set flash_attn.build: '
-                            "none (vLLM's attention uses its own bundled kernels), or build a "
-                            'flash-attn source that carries the fix (Dao-AILab/flash-attention PR '
-                            '#2879/#2899, merged after the last release): flash_attn.source with '
-                            'url + sha256 (an sdist archive) or git + commit, and cxx_std: 20'],
+                            'later compatible compiler is required to use ATen"); the '
+                            'flash-attn stage would fail at its first compile; use '
+                            'engine.version: "0.32.0" (torch 2.13.0, whose headers accept '
+                            "C++17), or set flash_attn.build: none (vLLM's attention uses its "
+                            'own bundled kernels), or build a flash-attn source that carries '
+                            'the fix (Dao-AILab/flash-attention PR #2879/#2899, merged after '
+                            'the last release): flash_attn.source with url + sha256 (an sdist '
+                            'archive) or git + commit, and cxx_std: 20'],
  'fa2-source-two-kinds': ['profile.yaml:14:11: flash_attn.source: give either url + sha256 (an '
-                          'archive) or git + commit; see `dockergen schema` for the allowed form'],
- 'fa2-version-not-on-pypi': ['profile.yaml:13:12: flash_attn.version: flash-attn 2.7.4 is not on '
-                             'PyPI or not in the knowledge base (releases carry .postN suffixes); '
-                             'use one of: 2.6.3, 2.7.0.post2, 2.7.1.post4, 2.7.2.post1, 2.7.3, '
-                             '2.7.4.post1, 2.8.0.post2, 2.8.1, 2.8.2, 2.8.3, 2.8.3.post1, '
-                             '2.8.3.post2'],
- 'fa2-version-unknown': ['profile.yaml:13:12: flash_attn.version: flash-attn 2.9.0 is not on PyPI '
-                         'or not in the knowledge base (releases carry .postN suffixes); use one '
-                         'of: 2.6.3, 2.7.0.post2, 2.7.1.post4, 2.7.2.post1, 2.7.3, 2.7.4.post1, '
-                         '2.8.0.post2, 2.8.1, 2.8.2, 2.8.3, 2.8.3.post1, 2.8.3.post2'],
- 'fp8-trtllm-ampere': ['profile.yaml:15:12: quantization.weights: fp8 needs compute capability >= '
-                       '8.9 on tensorrt-llm, but gpu.targets includes a100 (8.0); use bf16 or '
-                       'int8, or drop a100'],
- 'gpu-mem-util-range': ['profile.yaml:20:27: serving.gpu_memory_utilization: 1.5 is out of range: '
-                        'must be <= 1.0; use a value <= 1.0'],
- 'gpu-unknown': ["profile.yaml:3:13: gpu.targets[0]: unknown GPU 'h10'; did you mean 'h100'? use a "
-                 'GPU name (a10, a100, a100-40gb, a10g, b200, b300, h100, h100-nvl, h200, l4, '
-                 'l40s, rtx4090, rtx5090, t4, v100) or a compute capability like "9.0"'],
- 'image-ref-shape': ["profile.yaml:7:16: cuda.devel_image: 'nvidia/cuda:13 ; rm -rf /' is not an "
-                     'image reference like '
-                     '"registry.example.com/cuda:13.0.2-devel-ubuntu22.04@sha256:<64 hex>"; see '
-                     '`dockergen schema` for the allowed form'],
- 'kv-int8-vllm': ['profile.yaml:16:13: quantization.kv_cache: vllm has no int8 KV cache; use one '
-                  'of: auto, fp8'],
+                          'archive) or git + commit; see `dockergen schema` for the allowed '
+                          'form'],
+ 'fa2-memory': ['profile.yaml:14:13: flash_attn.max_jobs: 16 jobs need about 144 GiB (9 GiB '
+                'per flash-attn compile job at NVCC_THREADS=4), but build.memory_gib is 64; '
+                'use max_jobs: auto (= 7) or raise build.memory_gib'],
+ 'fp8-trtllm-ampere': ['profile.yaml:15:12: quantization.weights: fp8 needs compute capability '
+                       '>= 8.9 on tensorrt-llm, but gpu.targets includes a100 (8.0); use bf16 '
+                       'or int8, or drop a100'],
+ 'bf16-on-turing': ['profile.yaml:15:12: quantization.weights: bf16 needs compute capability '
+                    '>= 8.0 on vllm, but gpu.targets includes t4 (7.5); use fp16, or drop t4'],
+ 'kv-int8-vllm': ['profile.yaml:16:13: quantization.kv_cache: vllm has no int8 KV cache; use '
+                  'one of: auto, fp8'],
+ 'batched-tokens-below-len': ['profile.yaml:20:27: serving.max_num_batched_tokens: 2048 is '
+                              'below max_model_len (8192) with chunked prefill disabled; the '
+                              'server refuses to start; raise it to >= max_model_len or enable '
+                              'chunked prefill'],
+ 'python-from-image': ['profile.yaml:24:16: build.python_from: ubuntu22.04 ships Python 3.10, '
+                       'but python is 3.12; use build.python_from: uv, or python: "3.10"'],
+ 'secret-env-name': ['profile.yaml:21:15: serving.env.HF_TOKEN: HF_TOKEN looks like a secret '
+                     'and would be readable by anyone who pulls the image; pass it when the '
+                     'container starts (docker run -e HF_TOKEN) instead'],
+ 'secret-env-value': ['profile.yaml:21:15: serving.env.LOG_SINK: the value looks like a '
+                      'credential and would be readable by anyone who pulls the image; pass it '
+                      'when the container starts (docker run -e LOG_SINK) instead'],
+ 'tag-placeholder': ['profile.yaml:22:10: image.tags[0]: unknown placeholder '
+                     "'{engine.versoin}'; use {name}, {engine.name}, {engine.version}, "
+                     '{cuda.version}, {cuda.major_minor}, {python}, {quantization.weights}, '
+                     '{quantization.kv_cache}'],
+ 'ca-cert-missing': ['profile.yaml:24:21: build.ca_certificates[0]: corp.crt does not exist '
+                     'next to profile.yaml; give a path relative to the profile file'],
+ 'extends-missing': ["profile.yaml:1:10: extends: no profile named 'nothere' next to "
+                     'profile.yaml or among the shipped profiles; use one of: a100-bf16, '
+                     'a100-h100, base, h100-fp8, h100-sglang-fp8, h100-trtllm-fp8, l40s-awq'],
+ 'abstract-base': ['profile.yaml:1:11: abstract: this profile only provides defaults for '
+                   'others; render a profile that says `extends: profile`'],
  'many-at-once': ['profile.yaml:7:9: python: 3.10 is a number in YAML (read as 3.1), not text; '
                   'quote it: python: "3.10"',
-                  "profile.yaml:9:9: engine.name: 'vlm' is not one of: vllm, tensorrt-llm; did you "
-                  "mean 'vllm'?"],
- 'max-jobs-bad': ['profile.yaml:14:13: flash_attn.max_jobs: expected "auto" or a whole number from '
-                  "1 to 256, got 'lots'; write max_jobs: auto or a number such as 4"],
- 'missing-required': ['profile.yaml:18:3: serving.model: required field is missing; add `model:` '
-                      'under `serving`'],
- 'missing-section': ['profile.yaml:1:1: image: required field is missing; add `image:` at the top '
-                     'level'],
- 'name-shape': ["profile.yaml:1:7: name: 'Test Profile' is not lowercase letters, digits and '-', "
-                'starting with a letter or digit; e.g. h100-fp8'],
- 'pip-index-credentials': ['profile.yaml:24:18: build.pip_index_url: '
-                           "'<redacted>pypi.example.com/simple' is not an http(s) URL without "
-                           'credentials, query or spaces; see `dockergen schema` for the allowed '
-                           'form'],
- 'port-range': ['profile.yaml:20:9: serving.port: 70000 is out of range: must be <= 65535; use a '
-                'value <= 65535'],
- 'python-from-image': ['profile.yaml:24:16: build.python_from: ubuntu22.04 ships Python 3.10, but '
-                       'python is 3.12; use build.python_from: uv, or python: "3.10"'],
- 'secret-env-name': ['profile.yaml:21:15: serving.env.HF_TOKEN: HF_TOKEN looks like a secret and '
-                     'would be readable by anyone who pulls the image; pass it when the container '
-                     'starts (docker run -e HF_TOKEN) instead'],
- 'secret-env-value': ['profile.yaml:21:15: serving.env.LOG_SINK: the value looks like a credential '
-                      'and would be readable by anyone who pulls the image; pass it when the '
-                      'container starts (docker run -e LOG_SINK) instead'],
- 'set-bad-value': ["--set serving.port: serving.port: expected a whole number, got 'http'; write a "
-                   'whole number without quotes'],
- 'set-malformed': ['--set serving.port: expected FIELD.PATH=VALUE; e.g. --set '
-                   'serving.max_model_len=16384'],
- 'set-rule': ['--set gpu.targets: gpu.targets: FlashAttention-2 needs compute capability >= 8.0 '
-              '(Ampere or newer), but gpu.targets includes t4 (7.5); set flash_attn.build: none, '
-              'or drop t4',
-              'profile.yaml:15:12: quantization.weights: bf16 needs compute capability >= 8.0 on '
-              'vllm, but gpu.targets includes t4 (7.5); use fp16, or drop t4'],
+                  "profile.yaml:9:9: engine.name: 'vlm' is not one of: vllm, tensorrt-llm, "
+                  "sglang; did you mean 'vllm'?"],
+ 'set-bad-value': ["--set serving.port: serving.port: expected a whole number, got 'http'; "
+                   'write a whole number without quotes'],
  'set-unknown-field': ['--set serving.max_model_lenn: serving.max_model_lenn: unknown key '
                        "'max_model_lenn' (did you mean 'max_model_len'?); allowed keys here: "
                        'model, served_model_name, host, port, max_model_len, '
                        'gpu_memory_utilization, max_num_batched_tokens, max_num_seqs, '
                        'enable_chunked_prefill, tensor_parallel_size, extra_args, env, '
                        'health_start_period_s'],
- 'tag-placeholder': ["profile.yaml:22:10: image.tags[0]: unknown placeholder '{engine.versoin}'; "
-                     'use {name}, {engine.name}, {engine.version}, {cuda.version}, '
-                     '{cuda.major_minor}, {python}, {quantization.weights}, '
-                     '{quantization.kv_cache}'],
- 'text-bidi-override': ['profile.yaml:2:14: description: must be one line of at most 300 printable '
-                        'characters; see `dockergen schema` for the allowed form'],
- 'unknown-choice': ["profile.yaml:9:9: engine.name: 'vlm' is not one of: vllm, tensorrt-llm; did "
-                    "you mean 'vllm'?"],
- 'unknown-key-typo': ["profile.yaml:13:3: flash_attn.verison: unknown key 'verison' (did you mean "
-                      "'version'?); allowed keys here: build, version, source, max_jobs, "
-                      'nvcc_threads'],
- 'unknown-top-level': ["profile.yaml:2:1: engnie: unknown key 'engnie' (did you mean 'engine'?); "
-                       'allowed keys here: extends, abstract, name, description, gpu, cuda, '
-                       'python, engine, flash_attn, quantization, serving, image, build, runtime, '
-                       'smoke'],
- 'unquoted-cuda': ['profile.yaml:5:12: cuda.version: 13.0 is a number in YAML (read as 13.0), not '
-                   'text; quote it: version: "13.0"'],
- 'unquoted-engine-version-int': ['profile.yaml:10:12: engine.version: 1 is a number in YAML (read '
-                                 'as 1), not text; quote it: version: "1"'],
- 'unquoted-flash-attn': ['profile.yaml:13:12: flash_attn.version: 2.8 is a number in YAML (read as '
-                         '2.8), not text; quote it: version: "2.8"'],
- 'unquoted-python-3.10': ['profile.yaml:7:9: python: 3.10 is a number in YAML (read as 3.1), not '
-                          'text; quote it: python: "3.10"'],
- 'volta-on-cuda-13': ['profile.yaml:5:12: cuda.version: CUDA 13.0.2 dropped compute capability '
-                      '7.0, but gpu.targets includes v100 (7.0); use CUDA <= 12.9, or drop v100'],
- 'wrong-type-bool-yes': ['profile.yaml:20:27: serving.enable_chunked_prefill: expected true or '
-                         'false, got text; write `enable_chunked_prefill: true` or '
-                         '`enable_chunked_prefill: false`'],
- 'wrong-type-float-int': ['profile.yaml:19:18: serving.max_model_len: expected a whole number, got '
-                          '8192.5; write a whole number without quotes'],
- 'wrong-type-port': ["profile.yaml:20:9: serving.port: expected a whole number, got '8000'; write "
-                     'a whole number without quotes'],
- 'wrong-type-section': ['profile.yaml:22:8: build: expected a mapping (indented `key: value` '
-                        'lines), got text; write `build:` followed by indented keys'],
- 'wrong-type-targets-scalar': ['profile.yaml:3:12: gpu.targets: expected a list, got text; write '
-                               '`targets: [a, b]`'],
- 'yaml-control-char': ['profile.yaml:1:10: character U+007F is not allowed in YAML; remove it or '
-                       'write it as an escape in a double-quoted string'],
- 'yaml-duplicate-key': ['profile.yaml:8:1: python: duplicate key (first defined on line 7); keep '
-                        'only one of them'],
- 'yaml-duplicate-nested': ['profile.yaml:17:3: weights: duplicate key (first defined on line 15); '
-                           'keep only one of them'],
- 'yaml-empty': ['profile.yaml:1:1: the profile is empty; start from a shipped profile: dockergen '
-                'profiles'],
- 'yaml-not-mapping': ['profile.yaml:1:1: a profile must be a mapping of keys to values; write '
-                      '`key: value` lines, e.g. `name: h100-fp8`'],
- 'yaml-syntax-flow': ["profile.yaml:4:5: YAML syntax error: did not find expected ',' or ']'; fix "
-                      'the YAML syntax at this position'],
- 'yaml-syntax-indent': ['profile.yaml:6:4: YAML syntax error: did not find expected key; fix the '
-                        'YAML syntax at this position'],
- 'yaml-tab': ['profile.yaml:23:1: YAML syntax error: a tab character; indent with spaces; YAML '
-              'does not allow tabs']}
+ 'set-malformed': ['--set serving.port: expected FIELD.PATH=VALUE; e.g. --set '
+                   'serving.max_model_len=16384'],
+ 'set-rule': ['--set gpu.targets: gpu.targets: FlashAttention-2 needs compute capability >= '
+              '8.0 (Ampere or newer), but gpu.targets includes t4 (7.5); set flash_attn.build: '
+              'none, or drop t4',
+              'profile.yaml:15:12: quantization.weights: bf16 needs compute capability >= 8.0 '
+              'on vllm, but gpu.targets includes t4 (7.5); use fp16, or drop t4']}

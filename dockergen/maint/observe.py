@@ -166,6 +166,13 @@ def observe_engine(pages: Pages, package: str, version: str) -> dict[str, Any] |
         "file": source.filename, "sha256": source.sha256,
     }
     python = spec(_field(meta, "Requires-Python"))
+    tags = sorted({(int(m.group(1)), int(m.group(2))) for f in files
+                   if (m := re.search(r"-cp(\d)(\d+)-cp\d+-manylinux[^-]*x86_64\.whl$",
+                                      f.filename))})
+    if wheel is not None and tags:
+        # one wheel per CPython (no abi3): the installable range is what the tags cover
+        (lo_major, lo), (hi_major, hi) = tags[0], tags[-1]
+        python = spec(f">={lo_major}.{lo},<{hi_major}.{hi + 1}")
     out["python" if wheel is not None else "python_stub"] = python
     return out
 
