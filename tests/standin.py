@@ -334,8 +334,8 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
 
     ``fa_archs`` are the FLASH_ATTN_CUDA_ARCHS values the flash-attn sdist honours; a mirror
     serving a patched build that knows fewer is what the arch audit must catch.
-    ``broken_libs`` puts :func:`broken_libraries` into the vllm 0.33.0 wheel: what the
-    whole-image audit must catch.
+    ``broken_libs`` puts :func:`broken_libraries` into every vllm wheel (the test profile's
+    release among them): what the whole-image audit must catch.
     """
     files = root / "files"
     files.mkdir(parents=True, exist_ok=True)
@@ -345,7 +345,7 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
     for version, torch in (("0.27.1", "2.13.0"), ("0.30.0", "2.13.0"), ("0.33.0", "2.14.0")):
         vllm: dict[str, str | bytes] = {"vllm/__init__.py": VLLM_INIT.format(version=version),
                                         "vllm/cli.py": VLLM_CLI}
-        if broken_libs and version == "0.33.0":
+        if broken_libs:
             vllm.update(broken_libraries(root / "broken"))
         _wheel(files, "vllm", version, vllm, requires=[f"torch=={torch}"],
                scripts={"vllm": "vllm.cli:main"})
