@@ -202,12 +202,13 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Lock file (default: PROFILE's name + .python.lock, beside it).")
 @click.option("--check", is_flag=True, help="Only check that the lock matches the profile.")
-@click.option("--python-platform", default="x86_64-manylinux_2_28", show_default=True,
-              help="uv --python-platform to resolve for.")
+@click.option("--python-platform", metavar="PLATFORM",
+              help="uv --python-platform to resolve for (default: from cuda.os, e.g. "
+                   "x86_64-manylinux_2_35 for ubuntu22.04).")
 @click.option("--torch-index", metavar="URL",
               help="Resolve the torch family from this index instead of the profile's.")
 def lock(profile: str, python_lock: bool, overrides: tuple[str, ...], output: str | None,
-         check: bool, python_platform: str, torch_index: str | None) -> None:
+         check: bool, python_platform: str | None, torch_index: str | None) -> None:
     """Resolve PROFILE's Python closure ahead of the build (see dockergen/pylock.py)."""
     from dockergen import pylock
 

@@ -33,7 +33,12 @@ from dockergen.errors import DockergenError, ExitCode, MissingToolError
 
 PYPI = "https://pypi.org/simple"
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
-DEFAULT_PLATFORM = "x86_64-manylinux_2_28"
+DEFAULT_PLATFORM = "x86_64-manylinux_2_28"  # an image whose OS dockergen cannot see
+# glibc of the base OS -> the manylinux wheels it can install (uv --python-platform).
+# src: Ubuntu focal 2.31, jammy 2.35, noble 2.39; Debian bookworm 2.36 (libc6 packages).
+# SGLang 0.5.23 publishes manylinux_2_34 wheels only, so 2_28 would find none.
+OS_PLATFORM = {"ubuntu20.04": "x86_64-manylinux_2_31", "ubuntu22.04": "x86_64-manylinux_2_35",
+               "ubuntu24.04": "x86_64-manylinux_2_39", "debian12": "x86_64-manylinux_2_36"}
 MARK = "# dockergen-python-lock: "
 _UV_TIMEOUT_S = 900
 
@@ -58,7 +63,7 @@ class LockInputs:
 
 
 def inputs_of(profile: Path, overrides: tuple[str, ...] = (), *,
-              platform: str = DEFAULT_PLATFORM, torch_index: str | None = None,
+              platform: str | None = None, torch_index: str | None = None,
               main_index: str | None = None) -> LockInputs:
     """The lock inputs of a profile (the only place that reads the resolved profile)."""
     from dockergen.loader import load_profile
@@ -71,7 +76,13 @@ def inputs_of(profile: Path, overrides: tuple[str, ...] = (), *,
     return LockInputs(engine=res["engine"], torch=res["torch"], torch_index=torch_idx,
                       main_index=main_index or r.profile.build.pip_index_url or PYPI,
                       engine_index=others[0] if others else None, python=r.profile.python,
-                      platform=platform)
+                      platform=platform or _platform(r.profile.cuda.os,
+                                                     r.profile.cuda.devel_image))
+
+
+def _platform(os_name: str, devel_image: str | None) -> str:
+    """The wheels the image's OS can install (an explicit devel image: the safe minimum)."""
+    return DEFAULT_PLATFORM if devel_image else OS_PLATFORM.get(os_name, DEFAULT_PLATFORM)
 
 
 def uv() -> str:
