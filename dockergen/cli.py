@@ -209,7 +209,7 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
               help="Write to this file (with --all: a folder, OUTPUT/<name>/FILE).")
 @click.option("--all", "deploy_all", is_flag=True, help="Every shipped profile (examples).")
 @click.option("--opt-in", "opt_in", multiple=True, type=click.Choice(["ipc-host",
-              "host-network"]), help="Allow a host-sharing setting (prints a warning).")
+              "host-network", "memlock-unlimited"]), help="Allow a host-sharing setting (prints a warning).")
 @click.option("--gpu-ids", help="Compose: explicit GPU ids or UUIDs, comma-separated "
               "(default: a count of tensor_parallel_size).")
 @click.option("--bind", "bind_address", default="127.0.0.1", show_default=True,

@@ -58,7 +58,9 @@ def test_compose_hardening(tmp_path: Path) -> None:
     assert svc["read_only"] is True and svc["cap_drop"] == ["ALL"]
     assert svc["security_opt"] == ["no-new-privileges:true"]
     assert svc["shm_size"] == "4gb" and "ipc" not in svc  # 1 GiB + 1 per extra rank
-    assert svc["ulimits"] == {"memlock": {"soft": -1, "hard": -1}, "stack": 67108864}
+    assert svc["ulimits"] == {"stack": 67108864}  # memlock=-1 is an opt-in
+    rdma = yaml.safe_load(_deploy("a100-bf16", "compose", "--opt-in", "memlock-unlimited").out)
+    assert rdma["services"]["a100-bf16"]["ulimits"]["memlock"] == {"soft": -1, "hard": -1}
     (device,) = svc["deploy"]["resources"]["reservations"]["devices"]
     assert device == {"driver": "nvidia", "count": 4, "capabilities": ["gpu"]}
     assert svc["ports"] == [{"target": 8000, "published": "8000", "host_ip": "127.0.0.1",

@@ -36,8 +36,7 @@ def compose_dict(f: DeployFacts, o: DeployOptions) -> dict[str, Any]:
         "security_opt": ["no-new-privileges:true"],
         "tmpfs": tmpfs,
         "environment": sorted(environment),
-        "ulimits": {"memlock": {"soft": ULIMITS["memlock"], "hard": ULIMITS["memlock"]},
-                    "stack": ULIMITS["stack"]},
+        "ulimits": {"stack": ULIMITS["stack"]},
         "pids_limit": 8192,
         "restart": "on-failure:5",
         "stop_grace_period": "30s",
@@ -50,6 +49,8 @@ def compose_dict(f: DeployFacts, o: DeployOptions) -> dict[str, Any]:
         },
         "deploy": {"resources": {"reservations": {"devices": [device]}}},
     }
+    if "memlock-unlimited" in o.opt_in:
+        service["ulimits"]["memlock"] = {"soft": ULIMITS["memlock"], "hard": ULIMITS["memlock"]}
     if "ipc-host" in o.opt_in:
         service["ipc"] = "host"
     else:
@@ -83,7 +84,8 @@ def _header(f: DeployFacts, o: DeployOptions) -> str:
         "#   secrets (HF_TOKEN) passed by name from the caller's environment, never as values.",
         f"# shm_size {f.shm_gib}gb for tensor_parallel_size {f.tensor_parallel} "
         f"(src: {SHM_SRC}).",
-        f"# ulimits memlock=-1 stack=67108864 (src: {ULIMITS_SRC}).",
+        f"# ulimits stack=67108864; memlock=-1 only with --opt-in memlock-unlimited "
+        f"(src: {ULIMITS_SRC}).",
         f"# health: {f.run.health_path} (src: {f.run.health_src})",
         "# Writable tmpfs mounts (everything else is read-only):",
     ]

@@ -88,8 +88,10 @@ SHM_PER_EXTRA_RANK_GIB = 1
 SHM_SRC = ("NGC: --shm-size=1g (awslabs/benchmark-ai#17); vLLM docs/deployment/k8s.md: 2Gi "
            "memory emptyDir at /dev/shm; dockergen: 1 GiB + 1 GiB per extra TP rank")
 
-# NCCL-friendly ulimits (NGC banner: --ulimit memlock=-1 --ulimit stack=67108864; memlock
-# matters for RDMA/InfiniBand transports).
+# NCCL-friendly ulimits (NGC banner: --ulimit memlock=-1 --ulimit stack=67108864). memlock
+# matters only for RDMA/InfiniBand transports, and raising it fails on engines that may not
+# raise RLIMIT_MEMLOCK (rootless Docker; measured here: "error setting rlimit type 8:
+# operation not permitted" with dockerd's hard limit at 8 MiB), so it is an opt-in.
 ULIMITS = {"memlock": -1, "stack": 67108864}
 ULIMITS_SRC = "NGC banner quoted in awslabs/benchmark-ai#17 (NVIDIA DGX user guide)"
 
@@ -103,6 +105,8 @@ GFD_DRIVER_MAJOR = "nvidia.com/cuda.driver.major"
 OPT_INS: dict[str, str] = {
     "ipc-host": "shares the host's IPC namespace (CIS Docker 5.17; Pod Security baseline "
                 "forbids hostIPC); use only where /dev/shm sizing is not enough",
+    "memlock-unlimited": "ulimit memlock=-1 for RDMA/InfiniBand NCCL transports; the engine "
+                         "must be allowed to raise RLIMIT_MEMLOCK (fails on rootless Docker)",
     "host-network": "shares the host's network namespace (CIS Docker 5.10; Pod Security "
                     "baseline forbids hostNetwork); e.g. for multi-node NCCL over the host NIC",
 }
