@@ -112,12 +112,13 @@ def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], quiet: bool)
             problems.extend(exc.problems)
             continue
         _warn([str(w) for w in resolved.warnings], quiet)
-        try:  # the capacity check runs when the profile names its model (serving.hf_config)
+        if resolved.profile.serving.hf_config:  # it names its model: check that it fits
             from dockergen.plan import validate_capacity
-            validate_capacity(Path(path), overrides)
-        except ProfileError as exc:
-            problems.extend(exc.problems)
-            continue
+            try:
+                validate_capacity(Path(path), overrides)
+            except ProfileError as exc:
+                problems.extend(exc.problems)
+                continue
         click.echo(f"{path}: ok")
     if problems:
         raise ProfileError(problems)
@@ -208,8 +209,9 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
 @click.option("-o", "--output", type=click.Path(),
               help="Write to this file (with --all: a folder, OUTPUT/<name>/FILE).")
 @click.option("--all", "deploy_all", is_flag=True, help="Every shipped profile (examples).")
-@click.option("--opt-in", "opt_in", multiple=True, type=click.Choice(["ipc-host",
-              "host-network", "memlock-unlimited"]), help="Allow a host-sharing setting (prints a warning).")
+@click.option("--opt-in", "opt_in", multiple=True,
+              type=click.Choice(["ipc-host", "host-network", "memlock-unlimited"]),
+              help="Allow a host-sharing or raised-limit setting (prints a warning).")
 @click.option("--gpu-ids", help="Compose: explicit GPU ids or UUIDs, comma-separated "
               "(default: a count of tensor_parallel_size).")
 @click.option("--bind", "bind_address", default="127.0.0.1", show_default=True,
@@ -270,17 +272,17 @@ def deploy(profile: str | None, fmt: str, record: str | None, output: str | None
 def plan(profile: str, model_config: str | None, model_dir: str | None, overhead_gib: float,
          as_json: bool, overrides: tuple[str, ...]) -> None:
     """Capacity plan: weights, KV cache per token, tokens per GPU, max concurrency."""
-    from dockergen.plan import check_fit, format_table, plan_profile, profile_source
+    from dockergen.plan import check_fit, format_table, plan_profile
 
     if model_config and model_dir:
         raise click.UsageError("give --model-config or --model-dir, not both")
-    result = plan_profile(Path(profile), overrides, model_config,
-                          Path(model_dir) if model_dir else None, overhead_gib)
+    result, at = plan_profile(Path(profile), overrides, model_config,
+                              Path(model_dir) if model_dir else None, overhead_gib)
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2, sort_keys=True))
     else:
         click.echo(format_table(result), nl=False)
-    check_fit(result, profile_source(Path(profile), overrides).max_model_len_at)
+    check_fit(result, at)  # the plan is printed first: it shows what would fit
 
 
 @cli.command("profiles")

@@ -545,11 +545,9 @@ def profile_source(path: Path, overrides: tuple[str, ...] = ()) -> ProfilePlanSo
     s = p.serving
     config = s.hf_config
     if config is not None and config not in builtin_models():
-        config = str((path.parent / config))
+        config = str(path.parent / config)
     loaded = load_profile(path, overrides)
-    at = loaded.at("serving", "max_model_len")
-    if not at.line:
-        at = loaded.at("serving")
+    at = loaded.at("serving", "max_model_len")  # or its nearest parent when inherited
     return ProfilePlanSource(
         inputs=PlanInputs(
             engine=p.engine.name, gpu_names=tuple(g["target"] for g in
@@ -563,8 +561,9 @@ def profile_source(path: Path, overrides: tuple[str, ...] = ()) -> ProfilePlanSo
 
 def plan_profile(path: Path, overrides: tuple[str, ...] = (), model_config: str | None = None,
                  model_dir: Path | None = None,
-                 overhead_gib: float = DEFAULT_OVERHEAD_GIB) -> Plan:
-    """The plan of a profile with a model from the options or ``serving.hf_config``."""
+                 overhead_gib: float = DEFAULT_OVERHEAD_GIB) -> tuple[Plan, Location]:
+    """The plan of a profile (model from the options or ``serving.hf_config``), and where
+    the profile sets max_model_len (for :func:`check_fit`)."""
     src = profile_source(path, overrides)
     if model_config is None and model_dir is None:
         model_config = src.model_config
@@ -574,7 +573,7 @@ def plan_profile(path: Path, overrides: tuple[str, ...] = (), model_config: str 
     if model_dir is not None:
         weights = safetensors_bytes(model_dir)
         weight_source = f"exact, from the safetensors headers in {model_dir}"
-    return make_plan(shape, src.inputs, weights, weight_source, overhead_gib)
+    return make_plan(shape, src.inputs, weights, weight_source, overhead_gib), src.max_model_len_at
 
 
 def validate_capacity(path: Path, overrides: tuple[str, ...] = ()) -> Plan | None:

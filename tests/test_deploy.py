@@ -76,9 +76,7 @@ def test_compose_hardening(tmp_path: Path) -> None:
                                  "serving.tensor_parallel_size=2").out)
     (device,) = ids["services"]["a100-bf16"]["deploy"]["resources"]["reservations"]["devices"]
     assert device["device_ids"] == ["GPU-a", "GPU-b"] and "count" not in device
-    wrong = run_cli("deploy", str(PROFILES / "a100-bf16.yaml"), "--format", "compose",
-                    "--gpu-ids", "0")  # TP 1 but... one id: fine; two ids for TP 1: error
-    assert wrong.rc == 0
+    # one device per tensor-parallel rank: two ids for tensor_parallel_size 1 are refused
     wrong = run_cli("deploy", str(PROFILES / "a100-bf16.yaml"), "--format", "compose",
                     "--gpu-ids", "0,1")
     assert wrong.rc == 2 and "give exactly 1" in wrong.err

@@ -224,3 +224,10 @@ def test_validate_runs_the_capacity_check_when_the_profile_names_its_model(
     assert ok.rc == 0, ok.err
     # without serving.hf_config validate does not plan (shipped profiles stay valid)
     assert run_cli("validate", str(PROFILES / "h100-fp8.yaml")).rc == 0
+
+
+def test_plan_without_a_model_says_how_to_name_one() -> None:
+    out = run_cli("plan", str(PROFILES / "h100-fp8.yaml"))
+    assert out.rc == 2 and "Traceback" not in out.err
+    assert "give --model-config" in out.err and "llama-3-8b" in out.err
+    assert "serving.hf_config" in out.err

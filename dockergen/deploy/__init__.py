@@ -125,8 +125,8 @@ def _image_ref(repo: str, tags: list[str], record: dict[str, Any] | None,
                         f"using the tag {repo}:{hash_tag}, which a registry can move; "
                         "push and pass the new record to pin by digest")
         return f"{repo}:{hash_tag}", False
-    warnings.append(f"warning: no --record: image {repo}:{hash_tag} is a tag, not a digest; pass the "
-                    "build-record.json of `dockergen build --push` to pin it")
+    warnings.append(f"warning: no --record: image {repo}:{hash_tag} is a tag, not a digest; "
+                    "pass the build-record.json of `dockergen build --push` to pin it")
     return f"{repo}:{hash_tag}", False
 
 

@@ -67,11 +67,11 @@ def manifests(f: DeployFacts, o: DeployOptions) -> list[dict[str, Any]]:
         volumes.append({"name": "model", "persistentVolumeClaim": {
             "claimName": o.model_claim or f"{f.name}-model", "readOnly": True}})
         mounts.append({"name": "model", "mountPath": f.model_dir, "readOnly": True})
-    env = [{"name": n, "value": v} for n, v, _ in f.env()]
+    env: list[dict[str, Any]] = [{"name": n, "value": v} for n, v, _ in f.env()]
     env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
         "name": o.hf_secret, "key": "token", "optional": True}}})
     resources = {"cpu": str(o.cpus), "memory": f"{o.memory_gib}Gi"}
-    container = {
+    container: dict[str, Any] = {
         "name": "server",
         "image": f.image,
         "imagePullPolicy": "Always",
