@@ -528,17 +528,16 @@ class ProfilePlanSource:
 def profile_source(path: Path, overrides: tuple[str, ...] = ()) -> ProfilePlanSource:
     """Resolve the profile and pick out the plan inputs (the only place that reads it)."""
     from dockergen.api import resolve_profile
-    from dockergen.knowledge import load_knowledge
+    from dockergen.components.cuda import gpu_mem_gib
     from dockergen.loader import load_profile
 
     resolved = resolve_profile(path, overrides)
     p = resolved.profile
-    kb = load_knowledge()
     mems = []
-    for gpu in resolved.lock["resolved"]["gpu"]:
-        mem = kb.gpu_mem_gib(gpu["target"])
+    for target in resolved.targets:
+        mem = gpu_mem_gib(target.name) if target.name else None
         if mem is None:
-            raise PlanError(f"{path}: gpu.targets: {gpu['target']} has no known memory size; "
+            raise PlanError(f"{path}: gpu.targets: {target.given} has no known memory size; "
                             "name the GPU model (e.g. h100, a100-40gb) instead of a compute "
                             "capability")
         mems.append(float(mem))
@@ -550,8 +549,7 @@ def profile_source(path: Path, overrides: tuple[str, ...] = ()) -> ProfilePlanSo
     at = loaded.at("serving", "max_model_len")  # or its nearest parent when inherited
     return ProfilePlanSource(
         inputs=PlanInputs(
-            engine=p.engine.name, gpu_names=tuple(g["target"] for g in
-                                                  resolved.lock["resolved"]["gpu"]),
+            engine=p.engine.name, gpu_names=tuple(t.given for t in resolved.targets),
             gpu_mem_gib=min(mems), weights=p.quantization.weights,
             kv_cache=p.quantization.kv_cache, tensor_parallel=s.tensor_parallel_size,
             max_model_len=s.max_model_len, gpu_memory_utilization=s.gpu_memory_utilization,

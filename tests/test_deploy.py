@@ -255,3 +255,14 @@ def test_examples_are_what_deploy_generates(tmp_path: Path) -> None:
 @pytest.mark.parametrize("fmt", ["compose", "k8s"])
 def test_deterministic(fmt: str) -> None:
     assert _deploy("a100-h100", fmt).out == _deploy("a100-h100", fmt).out
+
+
+def test_every_engine_has_run_facts_matching_its_image() -> None:
+    """A new serving engine needs a row in deploy/facts.py ENGINES; its health path is the
+    one the image's HEALTHCHECK probes."""
+    from dockergen.components.serving import ENGINES as IMAGE_ENGINES
+    from dockergen.deploy.facts import ENGINES as RUN_ENGINES
+
+    assert set(IMAGE_ENGINES) <= set(RUN_ENGINES)
+    for name, engine in IMAGE_ENGINES.items():
+        assert RUN_ENGINES[name].health_path == engine.health_path, name

@@ -46,8 +46,8 @@ class DeployOptions:
 class DeployFacts:
     """Everything the writers need, read from the resolved profile in one place.
 
-    This adapter is the only code that touches the resolved profile
-    (:func:`dockergen.api.resolve_profile`); re-point it when that model changes.
+    :func:`facts_from_profile` is the only code that reads the resolved model
+    (:class:`dockergen.model.Resolved`); re-point it when that model changes.
     """
 
     name: str
@@ -134,7 +134,6 @@ def facts_from_profile(path: Path, overrides: tuple[str, ...],
                        options: DeployOptions) -> DeployFacts:
     """Resolve the profile (and record) into :class:`DeployFacts`."""
     from dockergen.api import resolve_profile
-    from dockergen.resolve import APP_HOME, VENV
 
     resolved = resolve_profile(path, overrides)
     p = resolved.profile
@@ -154,17 +153,16 @@ def facts_from_profile(path: Path, overrides: tuple[str, ...],
                           f"{p.serving.tensor_parallel_size}; give exactly "
                           f"{p.serving.tensor_parallel_size}")
     record = _read_record(options.record, resolved.profile_hash) if options.record else None
-    lock = resolved.lock["resolved"]
     image, pinned = _image_ref(p.image.name, list(resolved.tags), record, warnings)
-    health = (f"import urllib.request; urllib.request.urlopen("
-              f"'http://127.0.0.1:{p.serving.port}{run.health_path}', timeout=5)")
+    rt = resolved.runtime  # the image's own user, HOME, port and HEALTHCHECK command
     return DeployFacts(
         name=p.name, profile_hash=resolved.profile_hash, image=image, pinned=pinned,
-        uid=p.runtime.uid, home=APP_HOME, port=p.serving.port,
+        uid=rt.uid, home=rt.home, port=rt.port,
         tensor_parallel=p.serving.tensor_parallel_size, model=p.serving.model,
-        start_period_s=p.serving.health_start_period_s, engine=p.engine.name, run=run,
-        ccs=tuple(sorted({g["cc"] for g in lock["gpu"]})), min_driver=lock["min_driver"],
-        health_cmd=(f"{VENV}/bin/python", "-c", health), warnings=warnings)
+        start_period_s=rt.health_start_period, engine=p.engine.name, run=run,
+        ccs=tuple(sorted({t.cc for t in resolved.targets})),
+        min_driver=str(resolved.lock["resolved"]["min_driver"]),
+        health_cmd=tuple(json.loads(rt.health_cmd)), warnings=warnings)
 
 
 @dataclass(frozen=True)
