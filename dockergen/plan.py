@@ -17,6 +17,8 @@ max_num_batched_tokens, max_model_len)`` tokens (+1 block), while ``FullAttentio
 max_memory_usage_bytes`` grows with ``max_model_len``.
 
 Library code: raises :class:`PlanError` / :class:`ProfileError`, never prints.
+May import: :mod:`dockergen.api` and :mod:`dockergen.loader` (the profile),
+:mod:`dockergen.components.cuda` (GPU memory sizes), :mod:`dockergen.errors`.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Written from the same profile as the image, and from the build record when given
 image is then pinned by the pushed digest). Python decides here and in
 :mod:`dockergen.deploy.facts`; :mod:`.compose` and :mod:`.kubernetes` only lay the decided
 values out. Library code: raises :class:`DeployError`, never prints.
+May import: :mod:`dockergen.api` (the resolved model), :mod:`dockergen.errors` and the
+modules of this package.
 """
 
 from __future__ import annotations

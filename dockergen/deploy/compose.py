@@ -1,4 +1,7 @@
-"""The Compose file of ``dockergen deploy --format compose`` (layout only; facts decide)."""
+"""The Compose file of ``dockergen deploy --format compose`` (layout only; facts decide).
+
+May import: :mod:`dockergen.deploy` and :mod:`dockergen.deploy.facts`.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Run-time facts per engine, each with its source: health endpoint, writable caches, shm.
 
 A table keyed by ``engine.name`` so adding an engine (e.g. SGLang) is one row.
+May import: nothing of dockergen.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ The pod meets the Pod Security Standards "restricted" profile (src:
 kubernetes.io/docs/concepts/security/pod-security-standards/): runAsNonRoot, a non-zero
 runAsUser, allowPrivilegeEscalation false, capabilities drop ALL, seccomp RuntimeDefault,
 only emptyDir/persistentVolumeClaim/secret volumes, no host namespaces (unless opted in).
+May import: :mod:`dockergen.deploy` and :mod:`dockergen.deploy.facts`.
 """
 
 from __future__ import annotations

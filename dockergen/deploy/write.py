@@ -1,4 +1,7 @@
-"""Atomic writes of generated run configurations (all or nothing)."""
+"""Atomic writes of generated run configurations (all or nothing).
+
+May import: :mod:`dockergen.errors`.
+"""
 
 from __future__ import annotations
 
