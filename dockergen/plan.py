@@ -581,6 +581,12 @@ def validate_capacity(path: Path, overrides: tuple[str, ...] = ()) -> Plan | Non
     src = profile_source(path, overrides)
     if src.model_config is None:
         return None
-    plan = make_plan(load_shape(src.model_config), src.inputs)
+    try:
+        plan = make_plan(load_shape(src.model_config), src.inputs)
+    except PlanError as exc:  # a bad hf_config is a profile problem at that field
+        from dockergen.loader import load_profile
+
+        where = load_profile(path, overrides).at("serving", "hf_config")
+        raise ProfileError([Problem(where, "serving.hf_config", str(exc))]) from None
     check_fit(plan, src.max_model_len_at)
     return plan

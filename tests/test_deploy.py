@@ -266,3 +266,14 @@ def test_every_engine_has_run_facts_matching_its_image() -> None:
     assert set(IMAGE_ENGINES) <= set(RUN_ENGINES)
     for name, engine in IMAGE_ENGINES.items():
         assert RUN_ENGINES[name].health_path == engine.health_path, name
+
+
+def test_shm_covers_vllms_own_shared_memory_queues() -> None:
+    """/dev/shm holds at least vLLM's message queues (160 MiB + 240 MiB per rank, read from
+    the 0.33.0 wheel) for every tensor-parallel size, and is never Docker's 64 MB default."""
+    from dockergen.deploy.facts import VLLM_SHM_QUEUES_MIB, shm_gib
+
+    broadcast, per_rank = VLLM_SHM_QUEUES_MIB
+    for tp in (1, 2, 4, 8, 16):
+        assert shm_gib(tp) * 1024 >= broadcast + per_rank * tp, tp
+    assert shm_gib(1) * 1024 > 64

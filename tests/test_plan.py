@@ -231,3 +231,12 @@ def test_plan_without_a_model_says_how_to_name_one() -> None:
     assert out.rc == 2 and "Traceback" not in out.err
     assert "give --model-config" in out.err and "llama-3-8b" in out.err
     assert "serving.hf_config" in out.err
+
+
+def test_validate_names_a_missing_hf_config_at_its_line(tmp_path: Path) -> None:
+    profile = tmp_path / "p.yaml"
+    profile.write_text("extends: h100-fp8\nname: p\nserving:\n  hf_config: nope.json\n")
+    out = run_cli("validate", str(profile))
+    assert out.rc == 2 and "Traceback" not in out.err
+    assert f"{profile}:4:14: serving.hf_config: {tmp_path / 'nope.json'}: no such file" in (
+        out.err)

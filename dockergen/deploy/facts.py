@@ -81,13 +81,21 @@ ENGINES: dict[str, EngineRun] = {
 
 # /dev/shm: Docker's default is 64 MB; NVIDIA recommends --shm-size=1g for NGC containers
 # (NGC banner quoted in awslabs/benchmark-ai#17), vLLM's Kubernetes example mounts a 2Gi
-# memory emptyDir for tensor parallelism (vllm docs/deployment/k8s.md). dockergen sizes
-# 1 GiB plus 1 GiB per additional tensor-parallel rank (PyTorch/NCCL exchange data between
-# the rank processes through /dev/shm; an estimate that covers both examples).
+# memory emptyDir for tensor parallelism (vllm docs/deployment/k8s.md). vLLM's own
+# shared-memory queues need 160 MiB + 240 MiB per rank (below); PyTorch and NCCL's SHM
+# transport use /dev/shm on top. dockergen sizes 1 GiB plus 1 GiB per additional
+# tensor-parallel rank, which covers both examples and the queues with room to spare.
 SHM_BASE_GIB = 1
 SHM_PER_EXTRA_RANK_GIB = 1
 SHM_SRC = ("NGC: --shm-size=1g (awslabs/benchmark-ai#17); vLLM docs/deployment/k8s.md: 2Gi "
-           "memory emptyDir at /dev/shm; dockergen: 1 GiB + 1 GiB per extra TP rank")
+           "memory emptyDir at /dev/shm; vLLM queues 160 MiB + 240 MiB per rank; dockergen: "
+           "1 GiB + 1 GiB per extra TP rank")
+# vLLM 0.33.0 wheel: vllm/v1/executor/multiproc_executor.py rpc_broadcast_mq =
+# MessageQueue(..., max_chunk_bytes=VLLM_MQ_MAX_CHUNK_BYTES_MB (16, vllm/envs.py) MiB) and
+# one worker_response_mq = MessageQueue(1, 1) per rank; vllm/distributed/
+# device_communicators/shm_broadcast.py MessageQueue defaults max_chunk_bytes 24 MiB,
+# max_chunks 10; each ring buffer is max_chunks x max_chunk_bytes of shared memory.
+VLLM_SHM_QUEUES_MIB = (16 * 10, 24 * 10)  # (broadcast queue, per-rank response queue)
 
 # NCCL-friendly ulimits (NGC banner: --ulimit memlock=-1 --ulimit stack=67108864). memlock
 # matters only for RDMA/InfiniBand transports, and raising it fails on engines that may not
