@@ -82,6 +82,14 @@ def test_compose_hardening(tmp_path: Path) -> None:
     assert wrong.rc == 2 and "give exactly 1" in wrong.err
 
 
+def test_a_hub_model_id_mounts_no_model_folder_and_warns() -> None:
+    out = _deploy("h100-fp8", "compose", "--set", "serving.model=meta-llama/Meta-Llama-3-8B")
+    assert "volumes" not in yaml.safe_load(out.out)["services"]["h100-fp8"]
+    assert "is a Hugging Face Hub id" in out.err
+    k8s = _docs(_deploy("h100-fp8", "k8s", "--set", "serving.model=org/model").out)
+    assert "model" not in {v["name"] for v in k8s[0]["spec"]["template"]["spec"]["volumes"]}
+
+
 def test_secrets_never_reach_the_output() -> None:
     token = "hf_" + "Q" * 30
     for fmt in ("compose", "k8s"):

@@ -154,6 +154,10 @@ def facts_from_profile(path: Path, overrides: tuple[str, ...],
                           f"{len(options.gpu_ids)} device(s) for tensor_parallel_size "
                           f"{p.serving.tensor_parallel_size}; give exactly "
                           f"{p.serving.tensor_parallel_size}")
+    if not p.serving.model.startswith("/"):
+        warnings.append(f"warning: serving.model {p.serving.model} is a Hugging Face Hub id: "
+                        "the download lands in the ~/.cache tmpfs/emptyDir (memory, size-capped) "
+                        "on every start; serve a local folder (mounted read-only) instead")
     record = _read_record(options.record, resolved.profile_hash) if options.record else None
     image, pinned = _image_ref(p.image.name, list(resolved.tags), record, warnings)
     rt = resolved.runtime  # the image's own user, HOME, port and HEALTHCHECK command
