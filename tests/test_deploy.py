@@ -214,7 +214,7 @@ def test_generated_manifests_pass_kubernetes_validate_and_checkov(tmp_path: Path
     report = json.loads(ck.stdout)
     summary = report["summary"] if isinstance(report, dict) else report[0]["summary"]
     assert summary["failed"] == 0, ck.stdout[:4000]
-    assert summary["passed"] > 80 * len(files) // 2
+    assert summary["passed"] >= 80 * len(files)  # ~90 checks per manifest: all were scanned
     assert ck.returncode == 0
     # the checker does fail where it should: a root, privileged pod
     bad = _docs(files[0].read_text())
