@@ -388,6 +388,16 @@ def _plan(m: ModelShape, inp: PlanInputs, tp: int, weight_total: int | None,
         budget = int((mem - w_gpu - overhead) * util)
         budget_rule = ("TensorRT-LLM: kv_cache_free_gpu_memory_fraction x (GPU memory - "
                        "weights - overhead)")
+    elif inp.engine == "sglang":
+        # --mem-fraction-static: "the fraction of the memory used for static allocation
+        # (model weights and KV cache memory pool)" (sglang 0.5.23 wheel
+        # srt/arg_groups/fields/schedule.py); activations and CUDA graphs use the rest.
+        # Unset, SGLang reserves memory by a heuristic (srt/arg_groups/memory_hook.py
+        # reserved_mem); dockergen reserves its overhead estimate instead.
+        if inp.gpu_memory_utilization is None:
+            util = round((mem - overhead) / mem, 4)
+        budget = int(mem * util) - w_gpu
+        budget_rule = "SGLang: GPU memory x mem_fraction_static - weights"
     else:
         budget = int(mem * util) - w_gpu - overhead
         budget_rule = "vLLM: GPU memory x gpu_memory_utilization - weights - overhead"

@@ -273,7 +273,12 @@ def test_every_engine_has_run_facts_matching_its_image() -> None:
 
     assert set(IMAGE_ENGINES) <= set(RUN_ENGINES)
     for name, engine in IMAGE_ENGINES.items():
-        assert RUN_ENGINES[name].health_path == engine.health_path, name
+        image_health = engine.facts().get("health_path", engine.health_path)
+        assert RUN_ENGINES[name].health_path == image_health, name
+    sglang = _docs(_deploy("h100-sglang-fp8", "k8s").out)[0]["spec"]["template"]["spec"]
+    (c,) = sglang["containers"]
+    assert c["ports"][0]["containerPort"] == 30000
+    assert c["startupProbe"]["httpGet"] == {"path": "/health", "port": "http"}
 
 
 def test_shm_covers_vllms_own_shared_memory_queues() -> None:

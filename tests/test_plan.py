@@ -240,3 +240,15 @@ def test_validate_names_a_missing_hf_config_at_its_line(tmp_path: Path) -> None:
     assert out.rc == 2 and "Traceback" not in out.err
     assert f"{profile}:4:14: serving.hf_config: {tmp_path / 'nope.json'}: no such file" in (
         out.err)
+
+
+def test_sglang_budget_is_the_static_fraction_minus_weights() -> None:
+    m = shape_from_config(LLAMA3_8B, "llama", "test")
+    plan = make_plan(m, _inputs(engine="sglang", weights="fp8", kv_cache="fp8",
+                                gpu_memory_utilization=0.85))
+    # mem_fraction_static covers weights + KV pool; activations live outside it
+    assert plan.kv_budget_bytes_per_gpu == int(80 * GIB * 0.85) - 8_030_261_248
+    unset = make_plan(m, _inputs(engine="sglang", weights="fp8", kv_cache="fp8",
+                                 gpu_memory_utilization=None))
+    # unset: the 2 GiB overhead estimate is what stays outside the static pool
+    assert abs(unset.kv_budget_bytes_per_gpu - (78 * GIB - 8_030_261_248)) < 80 * GIB * 1e-4

@@ -53,6 +53,15 @@ _CONFIG = CacheDir(
     "XDG config root: vLLM writes VLLM_CONFIG_ROOT ~/.config/vllm (usage-stats marker)",
     "vllm 0.33.0 wheel vllm/envs.py get_default_config_root / VLLM_CONFIG_ROOT")
 
+_CACHE_SGLANG = CacheDir(
+    "cache", "{home}/.cache",
+    "HF_HOME (huggingface); SGLang's SGLANG_CACHE_DIR ~/.cache/sglang (DeepGEMM and JIT "
+    "kernel caches); FlashInfer JIT (~/.cache/flashinfer)",
+    "huggingface_hub 2.4.0 wheel constants.py HF_HOME; sglang 0.5.23 wheel "
+    "sglang/srt/environ.py SGLANG_CACHE_DIR = expanduser('~/.cache/sglang'), "
+    "SGLANG_DG_CACHE_DIR / SGLANG_JIT_CACHE_DIR under it; flashinfer-python wheel "
+    "flashinfer/jit/env.py FLASHINFER_CACHE_DIR")
+
 ENGINES: dict[str, EngineRun] = {
     "vllm": EngineRun(
         health_path="/health",
@@ -76,6 +85,13 @@ ENGINES: dict[str, EngineRun] = {
         env=(("XDG_CACHE_HOME", "{home}/.cache", "pin the cache root to the mounted folder"),
              ("XDG_CONFIG_HOME", "{home}/.config", "pin the config root to the mounted "
                                                    "folder")),
+    ),
+    "sglang": EngineRun(
+        health_path="/health",
+        health_src="sglang 0.5.23 wheel srt/entrypoints/http_server.py:721 (one-token "
+                   "generation; 503 while loading); dockergen/components/serving/sglang.yaml",
+        caches=(_TMP, _CACHE_SGLANG, _TRITON),
+        env=(("XDG_CACHE_HOME", "{home}/.cache", "pin the cache root to the mounted folder"),),
     ),
 }
 
