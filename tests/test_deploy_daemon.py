@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from tests.test_build_daemon import ANON, PROFILE, docker_client, index  # noqa: F401
+from tests.test_build_daemon import ANON, PROFILE
 
 pytestmark = pytest.mark.daemon
 
@@ -59,7 +59,7 @@ def project(tmp_path: Path) -> Iterator[tuple[str, list[Path], dict[str, str]]]:
 
 
 def test_compose_runs_healthy_with_the_hardening_in_force(
-        index: str, docker_client, project, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+        index: str, docker_client, project, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     name, files, env = project
     sets = ("--set", f"build.pip_index_url={index}/simple", "--set",
             f"build.torch_index_url={index}", "--set", f"image.name={REPO}")
@@ -114,7 +114,7 @@ def test_compose_runs_healthy_with_the_hardening_in_force(
 
 
 def test_compose_wait_fails_when_the_health_check_fails(
-        index: str, docker_client, project, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+        index: str, docker_client, project, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The healthy verdict above is real: a server that fails its check is reported."""
     name, files, env = project
     sets = ("--set", f"build.pip_index_url={index}/simple", "--set",
