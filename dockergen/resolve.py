@@ -78,7 +78,9 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit") -> Resolved:
     release_tags = image.tags(p)
     stage = serving.stage
     lock_core: dict[str, Any] = {
-        "profile": p.model_dump(mode="json", exclude={"extends", "abstract"}),
+        # serving.hf_config only feeds `plan`/`validate`: not an image input, not hashed.
+        "profile": p.model_dump(mode="json", exclude={"extends": True, "abstract": True,
+                                                      "serving": {"hf_config"}}),
         "resolved": {
             "gpu": [{"target": t.given, "cc": t.cc} for t in ctx.targets],
             "torch_cuda_arch_list": cuda_part.arch_list,
