@@ -298,7 +298,9 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit",
 
     fa_archs_label = fa_slice["archs"] if fa_slice else "none"
     lock_core: dict[str, Any] = {
-        "profile": p.model_dump(mode="json", exclude={"extends", "abstract"}),
+        # observe: only monitoring (dockergen observe); an alert budget must not change the
+        # image, its hash or its tags.
+        "profile": p.model_dump(mode="json", exclude={"extends", "abstract", "observe"}),
         "resolved": {
             "gpu": [{"target": t.given, "cc": t.cc} for t in targets],
             "torch_cuda_arch_list": arch_list,
