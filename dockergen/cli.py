@@ -216,7 +216,6 @@ def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monit
             quiet: bool) -> None:
     """Write Prometheus scrape config, recording and alert rules and a Grafana dashboard
     whose queries use the metric names of PROFILE's engine release."""
-    import re
 
     from dockergen.api import shipped_renderable
     from dockergen.observe import observe_profile, write_output

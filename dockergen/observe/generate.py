@@ -58,7 +58,8 @@ def target_from_profile(path: Path, overrides: tuple[str, ...] = ()) -> Target:
     p = r.profile
     resolved = r.lock["resolved"]
     return Target(
-        source=str(path) if not path.is_absolute() else path.name, name=p.name, engine=p.engine.name, release=p.engine.version,
+        source=str(path) if not path.is_absolute() else path.name, name=p.name,
+        engine=p.engine.name, release=p.engine.version,
         gpu_targets=tuple(g["target"] for g in resolved["gpu"]), port=p.serving.port,
         cmd=tuple(resolved.get("cmd") or ()), profile_hash=r.profile_hash,
         observe=p.observe)
@@ -122,7 +123,7 @@ def _check_settings(t: Target, s: Settings) -> None:
 
 
 def _yaml(data: Any, header: str) -> bytes:
-    body = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100,
+    body: str = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100,
                           allow_unicode=True)
     return (header + body).encode()
 

@@ -120,8 +120,8 @@ def alert_rules(m: EngineMetrics, s: Settings) -> list[dict[str, Any]]:
               f"instance:dockergen_kv_cache_usage:ratio{sel} > {threshold} and on (job, "
               f"instance) instance:dockergen_requests_waiting:sum{sel} > 0",
               s.kv_cache_for, "warning",
-              f"KV cache of {{{{ $labels.instance }}}} is {{{{ $value | humanizePercentage }}}} "
-              f"full while requests wait",
+              "KV cache of {{ $labels.instance }} is {{ $value | humanizePercentage }} "
+              "full while requests wait",
               "Requests queue for KV-cache blocks: add replicas, lower serving.max_model_len "
               "or max_num_seqs, or use an fp8 KV cache (quantization.kv_cache: fp8)."),
         alert("DockergenServerDown", f"up{sel} == 0", s.down_for, "critical",
