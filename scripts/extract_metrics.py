@@ -78,42 +78,44 @@ class _Extractor(ast.NodeVisitor):
         self.scopes.pop()
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        labels = self._labels(node.value)
-        if labels is not None:
+        # Only literal lists can be label-name variables; anything else is not recorded.
+        if isinstance(node.value, (ast.List, ast.Tuple, ast.BinOp)):
+            labels = self._labels(node.value)
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     self.scopes[-1][target.id] = labels
         self.generic_visit(node)
 
     def _lookup(self, name: str) -> list[str] | None:
+        """A label-name list assigned to ``name`` in this or an enclosing scope."""
         for scope in reversed(self.scopes):
             if name in scope:
                 return scope[name]
         return None
 
-    def _labels(self, node: ast.expr | None) -> list[str] | None:
-        """Label names of a literal list/tuple, a known variable, or a + of those."""
+    def _labels(self, node: ast.expr | None) -> list[str]:
+        """Label names: literals, known variables and ``+`` / ``*`` of those resolved;
+        a part only known at run time (sglang's ``labels.keys()``) kept as ``<source>``."""
         if node is None:
             return []
         if isinstance(node, (ast.List, ast.Tuple)):
             out: list[str] = []
             for elt in node.elts:
                 if isinstance(elt, ast.Starred):
-                    inner = self._labels(elt.value)
-                    if inner is None:
-                        return None
-                    out.extend(inner)
+                    out.extend(self._labels(elt.value))
                 elif (text := _const_str(elt)) is not None:
                     out.append(text)
                 else:
-                    return None
+                    out.append(f"<{ast.unparse(elt)}>")
             return out
-        if isinstance(node, ast.Name):
-            return self._lookup(node.id)
+        if isinstance(node, ast.Name) and (known := self._lookup(node.id)) is not None:
+            return known
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-            left, right = self._labels(node.left), self._labels(node.right)
-            return None if left is None or right is None else left + right
-        return None
+            return self._labels(node.left) + self._labels(node.right)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("list", "tuple") and len(node.args) == 1):
+            return self._labels(node.args[0])
+        return [f"<{ast.unparse(node)}>"]
 
     def visit_Call(self, node: ast.Call) -> None:
         kind = _callee_type(node.func)
@@ -124,15 +126,7 @@ class _Extractor(ast.NodeVisitor):
             if name and name.startswith(self.prefix):
                 family = name[: -len("_total")] if kind == "counter" and name.endswith(
                     "_total") else name
-                label_node = kw.get("labelnames")
-                labels = self._labels(label_node)
-                entry = {
-                    "type": kind,
-                    # None: built at run time (e.g. sglang's labels.keys()); the source
-                    # text is kept so a reader can follow it.
-                    "labels": labels if labels is not None else
-                    [f"<{ast.unparse(label_node)}>"] if label_node is not None else [],
-                }
+                entry = {"type": kind, "labels": self._labels(kw.get("labelnames"))}
                 # A name defined twice (e.g. per engine index) must agree on its type.
                 previous = self.found.get(family)
                 if previous and previous["type"] != kind:
