@@ -8,6 +8,8 @@ It is its own command rather than part of ``deploy``: monitoring is loaded into 
 Prometheus/Grafana that exists independently of how the server is deployed (compose, k8s,
 bare docker), it is re-generated when alert budgets change without touching the
 deployment, and it needs the Grafana SDK that no other command should import.
+
+May import: dockergen.observe.generate.
 """
 
 from __future__ import annotations

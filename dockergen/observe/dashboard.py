@@ -4,6 +4,8 @@ One row per concern (throughput, latency, queue, KV cache); every panel queries 
 recording rules of :mod:`dockergen.observe.rules`, so the dashboard is the same for every
 engine and release and only the rules know the engine's metric names. The SDK is imported
 here, lazily from the ``observe`` command, so other commands do not pay for it.
+
+May import: dockergen.observe.rules (and the Grafana SDK, only here).
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 All access to the resolved profile goes through :func:`target_from_profile` (one adapter,
 so the resolved model can be re-pointed without touching the generators).
+
+May import: dockergen.api (resolve_profile), errors, and the observe modules.
 """
 
 from __future__ import annotations

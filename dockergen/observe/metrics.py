@@ -4,6 +4,8 @@ The rows were read from the released wheels (``scripts/extract_metrics.py``; the
 ``data/metrics_snapshot.json`` is what it extracted) and carry their ``src:``. A profile's
 engine and release pick the names; a release nobody read is an error, never a guess, since
 a wrong name gives a dashboard that silently shows nothing.
+
+May import: nothing of dockergen (data files only).
 """
 
 from __future__ import annotations

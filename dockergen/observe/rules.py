@@ -4,6 +4,8 @@ Python decides every expression here from the engine release's metric names
 (:mod:`dockergen.observe.metrics`); the YAML emitter only formats. Recording rules give
 engine-independent names (``job:dockergen_...``) so the dashboard and the alerts read the
 same series whatever the engine, and only these rules know the engine's own names.
+
+May import: dockergen.observe.metrics.
 """
 
 from __future__ import annotations
