@@ -70,6 +70,7 @@ class Live:
     api: str
     standin_url: str
     recorded: list[str]
+    panels: list[str]  # the dashboard's queries, variables filled in as Grafana would
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         data = _get(f"{self.api}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
@@ -169,7 +170,10 @@ def live(tmp_path: Path, prometheus_bin: str) -> Iterator[Any]:
                         + (out.parent / "prometheus.log").read_text()[-2000:])
         recorded = [r["record"] for r in yaml.safe_load(
             (out / "recording-rules.yaml").read_text())["groups"][0]["rules"]]
-        return Live(api, f"http://127.0.0.1:{port}", recorded)
+        dashboard = json.loads((out / "dashboard.json").read_text())
+        panels = [t["expr"].replace("$job", manifest["job"]).replace("$instance", ".*")
+                  for p in dashboard["panels"] for t in p.get("targets", [])]
+        return Live(api, f"http://127.0.0.1:{port}", recorded, panels)
 
     yield start
     for stop in reversed(started):
@@ -210,6 +214,10 @@ def _every_rule_then_alert(live: Live) -> None:
         p99 = float(live.query("job:dockergen_e2e_latency_seconds:p99")[0]["value"][1])
         assert p99 < 0.5, p99
         assert live.alert_state(LATENCY_ALERT) is None
+        # every dashboard panel shows data (its query, as Grafana sends it with the
+        # default variables)
+        empty = [e for e in live.panels if not live.query(e)]
+        assert empty == []
         # slow down: ~0.3 s to first token + 7 x 0.06 s > the 0.5 s budget
         _post(f"{live.standin_url}/control", {"ttft": 0.3, "itl": 0.06})
         state = live.wait_for(lambda: live.alert_state(LATENCY_ALERT) == "firing", 45)
