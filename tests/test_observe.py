@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +142,40 @@ def test_k8s_format(tmp_path: Path, promtool: str) -> None:
                       "--monitor", "ServiceMonitor", "--port-name", "metrics")
     sm = yaml.safe_load((svc / "servicemonitor.yaml").read_text())
     assert sm["kind"] == "ServiceMonitor" and sm["spec"]["endpoints"][0]["port"] == "metrics"
+
+
+def crd_problems(doc: dict[str, Any]) -> list[str]:
+    """Check a Prometheus Operator object against the CRD schema (models generated from
+    prometheus-operator v0.80.1's CRDs): types and enums by validation, unknown keys by
+    round-trip (the models drop keys the CRD does not define)."""
+    from cloudcoil.models.prometheus_operator import v1
+    from pydantic import ValidationError
+
+    model = {"PodMonitor": v1.PodMonitor, "ServiceMonitor": v1.ServiceMonitor,
+             "PrometheusRule": v1.PrometheusRule}[doc["kind"]]
+    try:
+        obj = model.model_validate(doc)
+    except ValidationError as exc:
+        return [str(e["loc"]) + ": " + e["msg"] for e in exc.errors()]
+    back = obj.model_dump(by_alias=True, exclude_unset=True, mode="json")
+    return [] if back == doc else [f"not in the CRD schema: {doc} != {back}"]
+
+
+@pytest.mark.parametrize("monitor", ["PodMonitor", "ServiceMonitor"])
+def test_k8s_objects_match_the_operator_crds(monitor: str, tmp_path: Path) -> None:
+    out = observe_dir(tmp_path, str(PROFILES / "h100-fp8.yaml"), "--format", "k8s",
+                      "--monitor", monitor)
+    for name in (f"{monitor.lower()}.yaml", "prometheusrule.yaml"):
+        doc = yaml.safe_load((out / name).read_text())
+        assert crd_problems(doc) == [], name
+    # the check fails where the operator would reject the object
+    doc = yaml.safe_load((out / f"{monitor.lower()}.yaml").read_text())
+    key = "podMetricsEndpoints" if monitor == "PodMonitor" else "endpoints"
+    doc["spec"][key][0]["relabelings"][0]["action"] = "rename"
+    assert crd_problems(doc)
+    doc = yaml.safe_load((out / f"{monitor.lower()}.yaml").read_text())
+    doc["spec"][key][0]["metricsPath"] = "/metrics"
+    assert crd_problems(doc)
 
 
 def _exprs(out: Path) -> dict[str, str]:
@@ -304,3 +339,21 @@ def test_examples_are_current(tmp_path: Path) -> None:
 
 def test_ci_regenerates_observe_examples() -> None:
     assert "dockergen observe --all -q -o examples/observe" in (ROOT / ".ci/run").read_text()
+
+
+def test_grafana_sdk_is_imported_by_observe_only(tmp_path: Path) -> None:
+    """Other commands stay fast: only `observe` loads grafana-foundation-sdk."""
+    probe = (
+        "import sys\n"
+        "from dockergen.cli import main\n"
+        "try:\n"
+        "    main(['{cmd}', 'profiles/h100-fp8.yaml', '-q'{extra}])\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 0, exc.code\n"
+        "print('grafana_foundation_sdk' in sys.modules)\n")
+    for cmd, extra, loaded in (("render", "", "False"), ("validate", "", "False"),
+                               ("observe", ", '-o', sys.argv[1]", "True")):
+        out = subprocess.run([sys.executable, "-c", probe.format(cmd=cmd, extra=extra),
+                              str(tmp_path / cmd)], cwd=ROOT,
+                             capture_output=True, text=True, check=False)
+        assert out.stdout.strip().splitlines()[-1] == loaded, (cmd, out.stdout, out.stderr)
