@@ -3,7 +3,8 @@
 All access to the resolved profile goes through :func:`target_from_profile` (one adapter,
 so the resolved model can be re-pointed without touching the generators).
 
-May import: dockergen.api (resolve_profile), errors, and the observe modules.
+May import: dockergen.api (resolve_profile), errors, profile (the Observe section) and the
+observe modules.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dockergen.observe.rules import (
     recording_rules,
     scrape_config,
 )
+from dockergen.profile import Observe
 
 Format = Literal["prometheus", "k8s"]
 MANIFEST = "dockergen-observe.json"
@@ -49,7 +51,7 @@ class Target:
     port: int
     cmd: tuple[str, ...]
     profile_hash: str
-    observe: Any  # dockergen.profile.Observe
+    observe: Observe
 
 
 def target_from_profile(path: Path, overrides: tuple[str, ...] = ()) -> Target:
