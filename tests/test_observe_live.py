@@ -27,8 +27,6 @@ from typing import Any
 import pytest
 import yaml
 
-from dockergen.observe.generate import Target, generate, write_output
-from dockergen.profile import Observe
 from tests.conftest import PROFILES, run_cli
 from tests.metrics_standin import Standin, start_server
 
@@ -194,12 +192,9 @@ def _vllm_files(tmp_path: Path, *extra: str) -> Path:
 
 def _sglang_files(tmp_path: Path) -> Path:
     out = tmp_path / "monitoring"
-    observe = Observe(scrape_interval="1s", rate_window="5s", latency_for="2s",
-                      e2e_p99_budget_s=0.5)
-    target = Target(source="sglang.yaml", name="h100-sglang", engine="sglang",
-                    release="0.5.23", gpu_targets=("h100",), port=30000,
-                    cmd=("--enable-metrics",), profile_hash="sha256:0", observe=observe)
-    write_output(out, generate(target).files)
+    run = run_cli("observe", str(PROFILES / "h100-sglang-fp8.yaml"), "-o", str(out), "-q",
+                  *_overrides())
+    assert run.rc == 0, run.err
     return out
 
 
