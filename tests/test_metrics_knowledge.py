@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -154,3 +156,16 @@ def test_snapshot_entries_are_script_output() -> None:
             assert entry["wheel"].startswith(f"{engine}-{version}-")
             assert len(entry["module_sha256"]) == 64
             assert entry["metrics"], f"{engine} {version}: nothing extracted"
+
+
+def test_snapshot_matches_a_fresh_extraction_from_pypi() -> None:
+    """The machine check, online: the script downloads a real wheel from PyPI (pip, no
+    deps) and extracts the same families, module hash and wheel the snapshot holds. SGLang's
+    wheel (~40 MB) keeps this quick; vLLM's (250-500 MB) are re-checked the same way by
+    `python scripts/extract_metrics.py vllm==X` when a release is added."""
+    run = subprocess.run([sys.executable, str(ROOT / "scripts/extract_metrics.py"),
+                          "sglang==0.5.23"], capture_output=True, text=True, check=False,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    fresh = json.loads(run.stdout)["sglang"]["0.5.23"]
+    assert fresh == SNAPSHOT["sglang"]["0.5.23"]
