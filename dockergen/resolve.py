@@ -135,6 +135,7 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit") -> Resolved:
         targets=tuple(ctx.targets), base=base, flash_attn=fa, engine=stage, runtime=runtime,
         context_files=MappingProxyType(dict(serving.serve.context_files)), tags=tags,
         lock=lock, profile_hash=profile_hash, smoke_imports=tuple(smoke),
+        arch_scopes=serving.arch_scopes,
         derivations=tuple(d),
         warnings=tuple(pr for pr in ctx.problems if pr.severity == "warning"),
     )
