@@ -65,6 +65,10 @@ _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
     "git_commit": (re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}"),
                    "a full git commit id: 40 (or 64) lowercase hex digits"),
     "file_path": (re.compile(r"[A-Za-z0-9._/-]{1,255}"), "a relative or absolute file path"),
+    "duration": (re.compile(r"[1-9][0-9]{0,4}(ms|s|m|h)"),
+                 "a Prometheus duration like \"30s\", \"5m\" or \"1h\""),
+    "scrape_target": (re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}:\d{1,5}"),
+                      "a host:port scrape target like \"vllm-0.example.internal:8000\""),
 }
 
 # Printable text (labels, description): no control, format (e.g. bidi overrides), separator
@@ -110,6 +114,8 @@ LabelKey = Annotated[str, _shaped("label_key")]
 TagTemplate = Annotated[str, _shaped("tag_template")]
 Url = Annotated[str, _shaped("url")]
 FilePath = Annotated[str, _shaped("file_path")]
+Duration = Annotated[str, _shaped("duration")]
+ScrapeTarget = Annotated[str, _shaped("scrape_target")]
 Text = Annotated[str, AfterValidator(_text)]
 
 
@@ -233,6 +239,10 @@ class Serving(_Section):
         default_factory=dict, description="Non-secret runtime environment (never tokens).")
     health_start_period_s: int = Field(600, ge=0, le=7200,
                                        description="HEALTHCHECK --start-period (model load).")
+    hf_config: FilePath | None = Field(
+        None, description="The model's Hugging Face config.json (relative to the profile "
+                          "file) or a built-in model name (dockergen plan); validate then "
+                          "checks that max_model_len fits. Not part of the image.")
 
 
 class Image(_Section):
@@ -296,6 +306,31 @@ class Smoke(_Section):
     timeout_s: int = Field(300, ge=5, le=3600)
 
 
+class Observe(_Section):
+    """Monitoring written by ``dockergen observe``: scrape targets, alert budgets, timings."""
+
+    job: Name | None = Field(
+        None, description="Prometheus job name of the server; default dockergen-<name>.")
+    targets: tuple[ScrapeTarget, ...] = Field(
+        (), description="host:port of each server replica; default localhost:<serving.port>.")
+    scrape_interval: Duration = "15s"
+    rate_window: Duration = Field(
+        "5m", description="Window of rate() and histogram quantiles in the recording rules; "
+                          "at least 4x scrape_interval.")
+    e2e_p99_budget_s: float = Field(
+        30.0, gt=0, le=86400,
+        description="Alert when P99 end-to-end request latency stays above this (seconds).")
+    kv_cache_usage_threshold: float = Field(
+        0.95, gt=0, le=1,
+        description="Alert when KV-cache usage (0..1) stays above this while requests wait.")
+    latency_for: Duration = Field("10m", description="for: of the latency alert.")
+    kv_cache_for: Duration = Field("5m", description="for: of the KV-cache alert.")
+    down_for: Duration = Field("2m", description="for: of the server-down alerts.")
+    stalled_for: Duration = Field("5m", description="for: of the no-tokens-generated alert.")
+    runbook_url: Url | None = Field(
+        None, description="Base URL of your runbook; each alert links <url>#<alert name>.")
+
+
 class Profile(_Section):
     """A deployment profile: what to deploy; everything derivable is derived."""
 
@@ -318,6 +353,7 @@ class Profile(_Section):
     build: Build = Build()
     runtime: Runtime = Runtime()
     smoke: Smoke = Smoke()
+    observe: Observe = Observe()
 
 
 def json_schema() -> dict[str, Any]:

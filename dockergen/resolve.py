@@ -85,7 +85,11 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit",
     release_tags = image.tags(p)
     stage = serving.stage
     lock_core: dict[str, Any] = {
-        "profile": p.model_dump(mode="json", exclude={"extends", "abstract"}),
+        # serving.hf_config only feeds `plan`/`validate` and observe: only monitoring
+        # (dockergen observe): neither is an image input, so neither changes the hash or tags.
+        "profile": p.model_dump(mode="json", exclude={"extends": True, "abstract": True,
+                                                      "observe": True,
+                                                      "serving": {"hf_config"}}),
         "resolved": {
             "gpu": [{"target": t.given, "cc": t.cc} for t in ctx.targets],
             "torch_cuda_arch_list": cuda_part.arch_list,
@@ -141,6 +145,7 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit",
         context_files=MappingProxyType({**serving.serve.context_files,
                                         **serving.context_files}), tags=tags,
         lock=lock, profile_hash=profile_hash, smoke_imports=tuple(smoke),
+        arch_scopes=serving.arch_scopes,
         derivations=tuple(d),
         warnings=tuple(pr for pr in ctx.problems if pr.severity == "warning"),
     )
