@@ -60,6 +60,12 @@ _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
     "url": (re.compile(r"https?://[A-Za-z0-9.-]+(:\d{1,5})?(/[A-Za-z0-9._~/-]*)?"),
             "an http(s) URL without credentials, query or spaces"),
     "file_path": (re.compile(r"[A-Za-z0-9._/-]{1,255}"), "a relative or absolute file path"),
+    # An image reference whose tag may hold tag-template placeholders (image.cache_ref);
+    # the expanded result is checked against image_ref again (dockergen/fleet/bake.py).
+    "ref_template": (re.compile(r"[a-z0-9][a-z0-9._/:-]*(:[A-Za-z0-9_{}.-]{1,128})?"),
+                     "an image reference like \"registry.example.com/cache/vllm:{name}\""),
+    "field_path": (re.compile(r"[a-z_]+(\.[a-z_]+){0,3}"),
+                   "a dotted profile field like quantization.weights"),
 }
 
 # Printable text (labels, description): no control, format (e.g. bidi overrides), separator
@@ -105,6 +111,8 @@ LabelKey = Annotated[str, _shaped("label_key")]
 TagTemplate = Annotated[str, _shaped("tag_template")]
 Url = Annotated[str, _shaped("url")]
 FilePath = Annotated[str, _shaped("file_path")]
+RefTemplate = Annotated[str, _shaped("ref_template")]
+FieldPathText = Annotated[str, _shaped("field_path")]
 Text = Annotated[str, AfterValidator(_text)]
 
 
@@ -206,6 +214,13 @@ class Image(_Section):
     name: ImageRepo
     tags: tuple[TagTemplate, ...] = ("{engine.version}-cu{cuda.major_minor}-{name}",)
     labels: dict[LabelKey, Text] = Field(default_factory=dict)
+    cache_ref: RefTemplate | None = Field(
+        None, description="Registry build-cache ref of the bake target (cache-from/cache-to, "
+                          "mode=max); placeholders as in tags. Default: "
+                          "<image.name>:buildcache-{name}. One ref per target.")
+    attest: tuple[Literal["provenance", "sbom"], ...] = Field(
+        (), description="Build attestations the bake target asks for (opt-in): provenance "
+                        "(mode=max) and/or sbom.")
 
 
 class Build(_Section):
@@ -261,6 +276,19 @@ class Smoke(_Section):
     timeout_s: int = Field(300, ge=5, le=3600)
 
 
+class Matrix(_Section):
+    """Axes expanded into one variant per point (``render --all``, ``validate``)."""
+
+    axes: dict[FieldPathText, list[Any] | dict[Name, Any]] = Field(
+        min_length=1,
+        description="Field path -> values: a list (variant names use the values) or a "
+                    "mapping name -> value (variant names use the names). Points are the "
+                    "cartesian product in the order written.")
+    exclude: tuple[dict[FieldPathText, Any], ...] = Field(
+        (), description="Points to leave out: each entry matches points whose axes have "
+                        "all the given values (a value or its name).")
+
+
 class Profile(_Section):
     """A deployment profile: what to deploy; everything derivable is derived."""
 
@@ -283,6 +311,9 @@ class Profile(_Section):
     build: Build = Build()
     runtime: Runtime = Runtime()
     smoke: Smoke = Smoke()
+    matrix: Matrix | None = Field(
+        None, description="Expand this profile into variants, one per point of the axes "
+                          "(each named <name>-<value>-...); see `dockergen validate`.")
 
 
 def json_schema() -> dict[str, Any]:

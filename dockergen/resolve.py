@@ -298,7 +298,11 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit",
 
     fa_archs_label = fa_slice["archs"] if fa_slice else "none"
     lock_core: dict[str, Any] = {
-        "profile": p.model_dump(mode="json", exclude={"extends", "abstract"}),
+        # matrix: variants are resolved with it removed; cache_ref/attest only steer the
+        # bake target, not the image content, so they leave the hash (and dg- tag) alone.
+        "profile": p.model_dump(mode="json", exclude={
+            "extends": True, "abstract": True, "matrix": True,
+            "image": {"cache_ref", "attest"}}),
         "resolved": {
             "gpu": [{"target": t.given, "cc": t.cc} for t in targets],
             "torch_cuda_arch_list": arch_list,
