@@ -131,6 +131,25 @@ MaxJobs = Annotated[
                                                   "maximum": 256}]}),
 ]
 
+def _axis_values(value: Any) -> tuple[Any, ...] | dict[str, Any]:
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    if isinstance(value, dict):
+        regex, what = _PATTERNS["name"]
+        for key in value:
+            if not isinstance(key, str) or not regex.fullmatch(key):
+                raise ValueError(f"value name {key!r} is not {what}")
+        return dict(value)
+    raise ValueError("expected a list of values or a mapping NAME: VALUE")
+
+
+AxisValues = Annotated[
+    Any,
+    PlainValidator(_axis_values),
+    WithJsonSchema({"anyOf": [{"type": "array", "minItems": 1},
+                              {"type": "object", "minProperties": 1}]}),
+]
+
 WeightQuant = Literal["auto", "fp16", "bf16", "fp8", "int8", "int4-awq", "gptq"]
 KvQuant = Literal["auto", "fp8", "int8"]
 
@@ -279,7 +298,7 @@ class Smoke(_Section):
 class Matrix(_Section):
     """Axes expanded into one variant per point (``render --all``, ``validate``)."""
 
-    axes: dict[FieldPathText, list[Any] | dict[Name, Any]] = Field(
+    axes: dict[FieldPathText, AxisValues] = Field(
         min_length=1,
         description="Field path -> values: a list (variant names use the values) or a "
                     "mapping name -> value (variant names use the names). Points are the "
