@@ -176,11 +176,11 @@ def update_lock(lock_file: Path, images: list[str], *, update: bool,
             echo(f"kept   {ref} {old['digest']}")
             continue
         res = client.resolve(mirror or ref)
+        via = f" (via {mirror})" if mirror else ""
         if old is not None and old.get("digest") == res.digest and old.get("mirror") == mirror:
-            echo(f"same   {ref} {res.digest}")
+            echo(f"same   {ref} {res.digest}{via}")
             continue
         entries[ref] = _entry(res, mirror, _now())
-        via = f" (via {mirror})" if mirror else ""
         if old is None:
             echo(f"locked {ref} {res.digest}{via}")
         else:
