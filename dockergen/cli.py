@@ -136,8 +136,9 @@ def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], strict: bool
             problems.extend(exc.problems)
             continue
         dropped += [d for _, d in fleet.dropped]
-        if not strict:
-            _warn(fleet.dropped_lines(), quiet)
+        if strict and fleet.dropped:
+            continue  # reported as errors below
+        _warn(fleet.dropped_lines(), quiet)
         _warn(fleet.warnings(), quiet)
         if fleet.matrices:
             names = next(iter(fleet.matrices.values()))

@@ -56,6 +56,12 @@ def read_raw(path: Path) -> RawProfile:
     return RawProfile(resolved, data, pos, chain)
 
 
+def is_matrix(raw: RawProfile, overrides: tuple[str, ...]) -> bool:
+    """Whether the profile, after ``--set`` overrides, declares a matrix."""
+    data = apply_overrides(copy.deepcopy(raw.data), copy_positions(raw.positions), overrides)
+    return bool(data.get("matrix"))
+
+
 def is_field(path: FieldPath) -> bool:
     """Whether a dotted profile field exists in the model."""
     return _field_annotation(path) is not None

@@ -210,8 +210,3 @@ def to_hcl(data: dict[str, Any], sources: Iterable[str] = ()) -> str:
         lines += [f"  {key} = {_hcl_value(value, '  ')}" for key, value in body.items()]
         lines += ["}", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def to_json(data: dict[str, Any]) -> str:
-    """``docker-bake.json`` text (bake reads either form)."""
-    return json.dumps(data, indent=2, sort_keys=True) + "\n"

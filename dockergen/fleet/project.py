@@ -71,7 +71,7 @@ def lock_overrides(path: Path, overrides: tuple[str, ...] = (),
                    mode: Mode = "buildkit") -> tuple[str, ...]:
     """Overrides pinning a (matrix-free) profile's base images from its lock (or none)."""
     raw = adapter.read_raw(path)
-    if raw.data.get("matrix"):
+    if adapter.is_matrix(raw, overrides):
         return ()  # a matrix profile is refused by the loader with its own message
     loaded = adapter.load_data(raw, copy.deepcopy(raw.data),
                                adapter.copy_positions(raw.positions), overrides)
@@ -93,7 +93,7 @@ def collect(paths: list[Path], overrides: tuple[str, ...] = (), mode: Mode = "bu
         try:
             raw = adapter.read_raw(path)
             pins = _pinner(raw) if pin else None
-            if raw.data.get("matrix"):
+            if adapter.is_matrix(raw, overrides):
                 exp = expand(path, overrides, mode, pins=pins)
                 fleet.matrices[raw.display] = [v.point.name for v in exp.variants]
                 fleet.dropped += [(raw.display, d) for d in exp.dropped]
