@@ -62,7 +62,7 @@ _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
     "file_path": (re.compile(r"[A-Za-z0-9._/-]{1,255}"), "a relative or absolute file path"),
     # An image reference whose tag may hold tag-template placeholders (image.cache_ref);
     # the expanded result is checked against image_ref again (dockergen/fleet/bake.py).
-    "ref_template": (re.compile(r"[a-z0-9][a-z0-9._/:-]*(:[A-Za-z0-9_{}.-]{1,128})?"),
+    "ref_template": (re.compile(r"[a-z0-9{][A-Za-z0-9._/:{}-]{0,254}"),
                      "an image reference like \"registry.example.com/cache/vllm:{name}\""),
     "field_path": (re.compile(r"[a-z_]+(\.[a-z_]+){0,3}"),
                    "a dotted profile field like quantization.weights"),

@@ -93,8 +93,12 @@ def move_positions(pos: Positions, source: FieldPath, target: FieldPath) -> None
 def load_data(raw: RawProfile, data: dict[str, Any], pos: Positions,
               overrides: tuple[str, ...]) -> LoadedProfile:
     """Validate profile data (``--set`` overrides applied first) like ``load_profile``."""
-    data = apply_overrides(data, pos, overrides)
+    if data.get("abstract") is True:  # the same refusal as loader.load_profile
+        raise ProfileError([Problem(pos.of(("abstract",)), "abstract",
+                                    "this profile only provides defaults for others",
+                                    f"render a profile that says `extends: {raw.path.stem}`")])
     data.pop("abstract", None)
+    data = apply_overrides(data, pos, overrides)
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
