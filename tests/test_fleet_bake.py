@@ -17,7 +17,7 @@ import dockerfile
 import pytest
 
 from dockergen.api import resolve_profile, shipped_renderable
-from tests.conftest import EXAMPLES, PROFILES, hadolint, run_cli  # noqa: F401 - fixture
+from tests.conftest import EXAMPLES, PROFILES, lint, run_cli
 
 # The shipped matrix, written out by hand: variant -> the --set values of its point.
 FLEET = {
@@ -188,7 +188,6 @@ def test_checkov_accepts_digest_pinned_from_lines(checkov: str, tmp_path: Path) 
 
 def test_matrix_variants_parse_and_lint_clean(hadolint: str) -> None:
     """The shipped matrix's variants get the hadolint/BuildKit checks the other profiles get."""
-    from tests.conftest import lint
 
     for name in FLEET:
         text = (EXAMPLES / name / "Dockerfile").read_text()
