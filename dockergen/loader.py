@@ -2,6 +2,8 @@
 
 Every problem found is collected and raised at once as a :class:`ProfileError` whose
 lines read ``FILE:LINE:COL: field.path: what is wrong; what to do``.
+May import: :mod:`dockergen.errors`, :mod:`dockergen.profile`, :mod:`dockergen.resources`,
+:mod:`dockergen.yamlsource`.
 """
 
 from __future__ import annotations

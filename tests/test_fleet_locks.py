@@ -238,7 +238,7 @@ def test_unreachable_registry_and_unknown_tag(bases, tmp_path: Path) -> None:  #
     result = run_cli("lock", str(closed))
     assert result.rc == 3
     assert result.err.splitlines()[-1] == (
-        "localhost:5999/x/cuda: cannot reach the registry (ConnectionError); check the "
+        "localhost:5999/x/cuda: cannot reach the registry (ConnectionRefusedError); check the "
         "network or the registry address")
     missing = _profile(tmp_path, f"{bases['repo']}:no-such-tag", bases["runtime"])
     result = run_cli("lock", str(missing))

@@ -4,6 +4,9 @@ Issue 8 restructures the loader and the resolved model; everything the fleet mod
 (bake, matrix, locks) need from them goes through this adapter so that only this file has
 to be re-pointed. It reads a resolved profile only through ``.profile``, ``.tags``,
 ``.profile_hash``, ``.warnings`` and ``.lock["resolved"][KEY]``.
+
+May import: errors, loader (its internals, on purpose), model, profile, resolve, render,
+yamlsource, components.image (tag placeholders).
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from dockergen.loader import (
     apply_overrides,
     problems_from_validation,
 )
+from dockergen.model import Mode, Resolved
 from dockergen.profile import Profile
-from dockergen.resolve import Mode, Resolved, resolve
+from dockergen.resolve import resolve
 from dockergen.yamlsource import FieldPath, Positions
 
 
@@ -142,7 +146,7 @@ class TargetView:
 
 def view(loaded: LoadedProfile, resolved: Resolved) -> TargetView:
     """The fleet view of a resolved profile (the only reader of the resolved model)."""
-    from dockergen.rules import tag_values
+    from dockergen.components.image import tag_values
 
     p = resolved.profile
     r = resolved.lock["resolved"]

@@ -18,6 +18,8 @@ export (each ``mode=max`` export replaces the whole ref), so a shared ref is an 
 
 HCL strings are written with JSON escapes plus HCL's template escapes (``$${`` and
 ``%%{``), so no value can start an interpolation.
+
+May import: errors, profile (its reference pattern), fleet.adapter (TargetView).
 """
 
 from __future__ import annotations

@@ -12,7 +12,10 @@ Authentication follows what ``docker pull`` does with the user's docker config
 credentials if there are any, anonymously otherwise).
 src: distribution/distribution docs/spec/auth/token.md.
 
-Credentials never appear in messages or return values.
+Credentials never appear in messages or return values. HTTP goes through the standard
+library (urllib): the architecture rule gives ``requests`` one owner, the daemon adapter.
+
+May import: errors; the standard library's urllib for HTTP.
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ import json
 import os
 import re
 import subprocess
+import urllib.error
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
+from email.message import Message
 from pathlib import Path
 from typing import Any
-
-import requests
 
 from dockergen.errors import DockergenError, ExitCode
 
@@ -151,24 +156,44 @@ def _challenge(header: str) -> tuple[str, dict[str, str]]:
     return scheme.lower(), dict(re.findall(r'(\w+)="([^"]*)"', params))
 
 
+@dataclass(frozen=True)
+class _Response:
+    status: int
+    headers: Message
+    content: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
+class _NoRedirectAuth(urllib.request.HTTPRedirectHandler):
+    """Follow redirects (blob storage) but never carry our Authorization header along."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None:
+            new.remove_header("Authorization")
+        return new
+
+
 class RegistryClient:
     """A small registry API v2 client: manifests and blobs, basic and bearer auth."""
 
     def __init__(self, timeout: float = 30.0) -> None:
-        self.session = requests.Session()
         self.timeout = timeout
+        self._opener = urllib.request.build_opener(_NoRedirectAuth())
         self._auth: dict[str, dict[str, str]] = {}  # host -> headers that worked
 
     def _url(self, ref: Reference, path: str) -> str:
         scheme = "http" if _is_loopback(ref.registry) else "https"
         return f"{scheme}://{ref.api_host}/v2/{ref.repository}/{path}"
 
-    def _get(self, ref: Reference, path: str, accept: str) -> requests.Response:
+    def _get(self, ref: Reference, path: str, accept: str) -> _Response:
         url = self._url(ref, path)
         shown = f"{ref.registry}/{ref.repository}"
         headers = {"Accept": accept, **self._auth.get(ref.registry, {})}
         response = self._send(url, headers, shown)
-        if response.status_code == 401:
+        if response.status == 401:
             scheme, params = _challenge(response.headers.get("WWW-Authenticate", ""))
             creds = _credentials(ref.registry)
             if scheme == "bearer" and params.get("realm"):
@@ -182,50 +207,58 @@ class RegistryClient:
                     f"{shown}: the registry needs credentials and the docker config has "
                     f"none for {ref.registry}; log in first: docker login {ref.registry}")
             response = self._send(url, {**headers, **auth}, shown)
-            if response.status_code == 401:
+            if response.status == 401:
                 raise RegistryError(
                     f"{shown}: the registry refused the credentials for {ref.registry} "
                     f"(401); log in again: docker login {ref.registry}")
             self._auth[ref.registry] = auth
-        if response.status_code == 404:
+        if response.status == 404:
             what = ref.tag if path.startswith("manifests/") else path.rsplit("/", 1)[-1]
             raise RegistryError(f"{shown}:{what}: not found in the registry (404); check the "
                                 "image name and tag")
-        if response.status_code == 403:
+        if response.status == 403:
             raise RegistryError(f"{shown}: access denied (403); check that your account may "
                                 f"pull it: docker login {ref.registry}")
-        if response.status_code != 200:
-            raise RegistryError(f"{shown}: registry answered HTTP {response.status_code}; "
+        if response.status != 200:
+            raise RegistryError(f"{shown}: registry answered HTTP {response.status}; "
                                 "try again later")
         return response
 
-    def _send(self, url: str, headers: dict[str, str], shown: str) -> requests.Response:
+    def _send(self, url: str, headers: dict[str, str], shown: str,
+              what: str = "the registry") -> _Response:
+        request = urllib.request.Request(url, headers=headers)
         try:
-            return self.session.get(url, headers=headers, timeout=self.timeout)
-        except requests.RequestException as exc:
-            raise RegistryError(f"{shown}: cannot reach the registry "
-                                f"({type(exc).__name__}); check the network or the "
+            with self._opener.open(request, timeout=self.timeout) as reply:
+                return _Response(reply.status, reply.headers, reply.read())
+        except urllib.error.HTTPError as exc:  # 4xx/5xx: a response, not a failure to talk
+            with exc:
+                return _Response(exc.code, exc.headers, exc.read())
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise RegistryError(f"{shown}: cannot reach {what} "
+                                f"({type(reason).__name__}); check the network or the "
                                 "registry address") from None
 
     def _token(self, params: dict[str, str], ref: Reference,
                creds: tuple[str, str] | None, shown: str) -> str:
-        query = {"service": params.get("service", ""),
-                 "scope": params.get("scope", f"repository:{ref.repository}:pull")}
-        try:
-            response = self.session.get(params["realm"], params=query, auth=creds,
-                                        timeout=self.timeout)
-        except requests.RequestException as exc:
-            raise RegistryError(f"{shown}: cannot reach the token service "
-                                f"({type(exc).__name__})") from None
-        if response.status_code in (401, 403):
+        query = urllib.parse.urlencode(
+            {"service": params.get("service", ""),
+             "scope": params.get("scope", f"repository:{ref.repository}:pull")})
+        headers = {}
+        if creds:
+            raw = base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
+            headers["Authorization"] = f"Basic {raw}"
+        response = self._send(f"{params['realm']}?{query}", headers, shown,
+                              "the token service")
+        if response.status in (401, 403):
             raise RegistryError(
                 f"{shown}: the token service refused "
                 + ("the credentials" if creds else "anonymous access")
-                + f" ({response.status_code}); log in first: docker login {ref.registry}")
+                + f" ({response.status}); log in first: docker login {ref.registry}")
         try:
             body = response.json()
             return str(body.get("token") or body["access_token"])
-        except (ValueError, KeyError):
+        except (ValueError, KeyError, AttributeError):
             raise RegistryError(f"{shown}: the token service sent no token") from None
 
     def resolve(self, image: str, platform: str = "linux/amd64") -> Resolution:
@@ -243,8 +276,8 @@ class RegistryClient:
         except ValueError:
             raise RegistryError(f"{image}: the registry sent a manifest that is not "
                                 "JSON") from None
-        media_type = manifest.get("mediaType") or response.headers.get(
-            "Content-Type", "").split(";")[0]
+        media_type = manifest.get("mediaType") or (
+            response.headers.get("Content-Type") or "").split(";")[0]
         os_name, _, arch = platform.partition("/")
         if media_type in INDEX_TYPES or "manifests" in manifest:
             for entry in manifest.get("manifests", []):

@@ -18,6 +18,8 @@ File layout (JSON, sorted keys, so diffs stay small)::
 Other sections (a Python closure lock, say) can live beside ``images``; this module keeps
 any key it does not own. ``locked_at`` honours ``SOURCE_DATE_EPOCH`` (reproducible runs)
 and only changes when the digest does.
+
+May import: errors, fleet.digests.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ take the point's values (mappings merge into the section, as ``extends`` does; l
 scalars replace). Every variant is validated and resolved exactly like a profile file;
 a point that fails is *dropped* with the very problems ``validate`` reports, and
 ``--strict`` turns a dropped point into an error.
+
+May import: errors, loader, model, profile, fleet.adapter.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from dockergen.errors import Location, Problem, ProfileError
 from dockergen.fleet import adapter
 from dockergen.loader import LoadedProfile, apply_overrides, problems_from_validation
+from dockergen.model import Mode, Resolved
 from dockergen.profile import Matrix
-from dockergen.resolve import Mode, Resolved
 
 # Fields an axis may not vary: the variant name is derived, the rest is file structure.
 _FIXED = {"name", "extends", "abstract", "matrix"}

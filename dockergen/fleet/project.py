@@ -3,6 +3,8 @@
 This is what ``render``, ``validate`` and ``lock`` run: each profile file is either one
 target or, with ``matrix:``, one target per valid point; base images are pinned from the
 lock beside the profile; the bake file lists every target.
+
+May import: errors, loader, model, the other fleet modules.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dockergen.errors import OutputError, Problem, ProfileError
 from dockergen.fleet import adapter, bake, locks
 from dockergen.fleet.matrix import Dropped, Point, expand
 from dockergen.loader import LoadedProfile
-from dockergen.resolve import Mode, Resolved
+from dockergen.model import Mode, Resolved
 
 
 @dataclass
