@@ -87,11 +87,12 @@ def move_positions(pos: Positions, source: FieldPath, target: FieldPath) -> None
     A matrix value written under ``matrix.axes.X[i]`` becomes field ``X`` of a variant;
     problems about it must name the line of that value.
     """
-    values, keys, raws = pos._values, pos._keys, pos._raw  # noqa: SLF001 - see module doc
     n = len(source)
-    for table in (values, keys, raws):
+    for table in (pos._values, pos._keys):  # noqa: SLF001 - see module doc
         for k in [k for k in list(table) if k[:n] == source]:
-            table[target + k[n:]] = table[k]  # type: ignore[index]
+            table[target + k[n:]] = table[k]
+    for k in [k for k in list(pos._raw) if k[:n] == source]:  # noqa: SLF001
+        pos._raw[target + k[n:]] = pos._raw[k]  # noqa: SLF001
 
 
 def load_data(raw: RawProfile, data: dict[str, Any], pos: Positions,

@@ -83,7 +83,7 @@ def read_lock(path: Path) -> dict[str, Any] | None:
         raise OutputError(f"{path}: cannot read: {exc.strerror}") from None
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise ProfileError([Problem(Location(str(path), exc.lineno, exc.colno), "",
                                     "the lock file is not valid JSON",
                                     "regenerate it: dockergen lock --update PROFILE")]) from None

@@ -203,7 +203,8 @@ def expand(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "buildkit",
     except ValidationError as exc:
         raise ProfileError(problems_from_validation(exc, pos)) from None
     axes, problems = _axes(raw, matrix.model_dump())
-    base_name = data.get("name") if isinstance(data.get("name"), str) else ""
+    name = data.get("name")
+    base_name = name if isinstance(name, str) else ""
     for i, entry in enumerate(matrix.exclude):
         for key, want in entry.items():
             row = next((r for r in axes if r and r[0].axis == key), None)
