@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from dockergen.components import flash_attn
+from dockergen.components import flash_attn, python
 from dockergen.components.serving.base import SECRET_NAME
 from dockergen.daemon import ContainerDaemon, DaemonError
 from dockergen.errors import SECRET_VALUE, DockergenError, ExitCode
@@ -136,7 +136,10 @@ def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
         ("runs as the non-root uid", ["id", "-u"],
          lambda code, out: (code == 0 and out.strip() == str(uid), out.strip())),
     ]
-    if not r.profile.runtime.jit_toolchain:
+    if r.runtime.jit_c_compiler:  # the engine compiles at run time: prove it can
+        jit = python.jit_check(r.runtime.venv)
+        checks.append((jit.name, list(jit.command), jit.verify))
+    elif not r.profile.runtime.jit_toolchain:
         probe = "for c in " + " ".join(COMPILERS) + "; do command -v $c; done; true"
         checks.append(("no compilers in the runtime image", ["sh", "-c", probe],
                        lambda code, out: (out.strip() == "", out.strip() or "none")))

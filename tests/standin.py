@@ -5,7 +5,11 @@
   (plain Debian), both derived from the debootstrap'ed ``local/debian:bookworm``.
 - A PEP 503 package index on 127.0.0.1 serving small real packages under the names the
   templates install: ``torch`` (2.13.0, 2.14.0), ``vllm`` (0.27.1, 0.30.0, 0.33.0; its
-  ``vllm serve`` answers /health), and a ``flash-attn`` 2.8.3 *sdist* whose setup.py, like
+  ``vllm serve`` answers /health), ``sglang`` 0.5.23 (its ``sglang serve`` accepts exactly the
+  flags of the real release's wheel, rejects any other as argparse does, and compiles a C
+  launcher with the system compiler before serving, as Triton does at its first kernel)
+  with ``sglang-kernel`` and ``flashinfer-python`` pinned as the real metadata pins them,
+  and a ``flash-attn`` 2.8.3 *sdist* whose setup.py, like
   the real one, imports the venv's torch (--no-build-isolation), reads
   FLASH_ATTN_CUDA_ARCHS, silently skips values it does not know, and compiles a CUDA kernel
   with nvcc (through PYTORCH_NVCC, i.e. ccache). Build tools (uv, pip, setuptools, wheel,
@@ -20,6 +24,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import os
 import subprocess
 import sys
@@ -31,6 +36,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 CACHE = Path(os.environ.get("DOCKERGEN_TEST_CACHE", "/tmp/dockergen-test-cache"))
+ROOT = Path(__file__).resolve().parent.parent
 DEVEL = "local/standin-devel:bookworm"
 RUNTIME = "local/standin-runtime:bookworm"
 BASE = "local/debian:bookworm"
@@ -104,6 +110,82 @@ def main() -> None:
     HTTPServer((host, port), Handler).serve_forever()
 '''
 
+SGLANG_CLI = '''"""`sglang serve`: the real release's flags, Triton's launcher build, /health."""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from importlib import resources
+
+LAUNCHER = ('#include <Python.h>\\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, '
+            '"launcher", NULL, -1, NULL};\\nPyMODINIT_FUNC PyInit_launcher(void) '
+            '{ return PyModule_Create(&m); }\\n')
+
+
+def parser() -> argparse.ArgumentParser:
+    """Every option string of the real `sglang serve` (sglang_flags.json); values optional."""
+    p = argparse.ArgumentParser(prog="sglang serve")
+    flags = json.loads(resources.files("sglang").joinpath("flags.json").read_text())
+    for flag in flags:
+        p.add_argument(flag, nargs="?", const=True, default=None)
+    return p
+
+
+def triton_launcher() -> None:
+    """What triton/runtime/build.py does at the first kernel launch."""
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        raise SystemExit("RuntimeError: Failed to find C compiler. Please specify via CC "
+                         "environment variable or set triton.knobs.build.impl.")
+    d = tempfile.mkdtemp()
+    with open(os.path.join(d, "launcher.c"), "w") as fh:
+        fh.write(LAUNCHER)
+    subprocess.check_call([cc, os.path.join(d, "launcher.c"), "-O1", "-shared", "-fPIC",
+                           "-I" + sysconfig.get_paths()["include"], "-o",
+                           os.path.join(d, "launcher" + sysconfig.get_config_var("EXT_SUFFIX"))])
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    if not argv or argv[0] != "serve":
+        print("usage: sglang serve --model-path MODEL ...", file=sys.stderr)
+        sys.exit(2)
+    args = vars(parser().parse_args(argv[1:]))  # unknown flags: exit 2, as argparse does
+    model = args.get("model_path")
+    if not isinstance(model, str):
+        parser().error("the following arguments are required: --model-path")
+    served = args.get("served_model_name") or model
+    triton_launcher()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", 0))
+            request = json.loads(self.rfile.read(length) or b"{}")
+            ok = self.path == "/v1/completions" and request.get("model") == served
+            self.send_response(200 if ok else 404)
+            self.end_headers()
+            if ok:
+                self.wfile.write(json.dumps({"choices": [{"text": "!"}]}).encode())
+
+        def do_GET(self) -> None:
+            body = {"/health": b"", "/v1/models": json.dumps(
+                {"data": [{"id": served}]}).encode()}.get(self.path)
+            self.send_response(200 if body is not None else 404)
+            self.end_headers()
+            self.wfile.write(body or b"")
+
+        def log_message(self, format: str, *a: object) -> None:  # noqa: A002
+            pass
+
+    HTTPServer((args.get("host") or "127.0.0.1", int(args.get("port") or 30000)),
+               Handler).serve_forever()
+'''
+
 FA_SETUP = '''"""Stand-in flash-attn build: the real one's contract, a tiny kernel."""
 import os
 import subprocess
@@ -145,11 +227,13 @@ FA_KERNEL = "__global__ void flash_fwd(float *o, const float *q) { o[threadIdx.x
 
 
 def _wheel(out: Path, name: str, version: str, files: dict[str, str],
-           requires: list[str] = (), scripts: dict[str, str] | None = None) -> None:  # type: ignore[assignment]
+           requires: list[str] = (), scripts: dict[str, str] | None = None,  # type: ignore[assignment]
+           extras: tuple[str, ...] = (), python: str = ">=3.9") -> None:
     """Write a minimal, valid pure-Python wheel."""
     dist = f"{name}-{version}.dist-info"
     meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}",
-            "Requires-Python: >=3.9"] + [f"Requires-Dist: {r}" for r in requires]
+            f"Requires-Python: {python}"] + [f"Provides-Extra: {e}" for e in extras] + [
+                f"Requires-Dist: {r}" for r in requires]
     contents = dict(files)
     contents[f"{dist}/METADATA"] = "\n".join(meta) + "\n"
     contents[f"{dist}/WHEEL"] = ("Wheel-Version: 1.0\nGenerator: dockergen-tests\n"
@@ -191,7 +275,7 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
     """
     files = root / "files"
     files.mkdir(parents=True, exist_ok=True)
-    for version in ("2.9.0", "2.13.0", "2.14.0"):
+    for version in ("2.9.0", "2.13.0", "2.14.0", "2.14.1"):
         _wheel(files, "torch", version, {"torch/__init__.py": TORCH_INIT.format(
             version=version)})
     for version, torch in (("0.27.1", "2.13.0"), ("0.30.0", "2.13.0"), ("0.33.0", "2.14.0")):
@@ -204,6 +288,20 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
                 "model = args[1]", "model = args[0]").replace("args = sys.argv[1:]",
                                                               "args = sys.argv[1:]")},
            requires=["torch==2.9.0"], scripts={"trtllm-serve": "tensorrt_llm.serve:main"})
+    # sglang 0.5.23 as its real metadata pins it (Requires-Python >=3.11, torch==2.14.1,
+    # sglang-kernel==0.4.10, flashinfer_python[cu13]==0.7.2), serving the real flag list
+    flags = json.loads((ROOT / "dockergen/components/serving/sglang_flags.json").read_text())
+    _wheel(files, "sglang", "0.5.23",
+           {"sglang/__init__.py": '__version__ = "0.5.23"\nimport torch  # noqa: F401\n',
+            "sglang/cli.py": SGLANG_CLI,
+            "sglang/flags.json": json.dumps(flags["releases"]["0.5.23"])},
+           requires=["torch==2.14.1", "sglang-kernel==0.4.10",
+                     "flashinfer_python[cu13]==0.7.2"],
+           scripts={"sglang": "sglang.cli:main"}, python=">=3.11")
+    _wheel(files, "sglang_kernel", "0.4.10", {"sgl_kernel/__init__.py": '__version__ = "0.4.10"\n'},
+           requires=["torch==2.14.1"])
+    _wheel(files, "flashinfer_python", "0.7.2",
+           {"flashinfer/__init__.py": '__version__ = "0.7.2"\n'}, extras=("cu13",))
     _sdist(files, fa_archs)
     wheels = CACHE / "wheels"
     if not all(any(wheels.glob(f"{w.split('==')[0].replace('-', '_')}-{w.split('==')[1]}-*"))
