@@ -38,7 +38,8 @@ def client():  # type: ignore[no-untyped-def]
         c.ping()
     except Exception as exc:  # noqa: BLE001 - any failure means "no engine here"
         pytest.skip(f"no Docker engine: {exc} (run tests/infra/provision.sh)")
-    return c
+    yield c
+    c.close()  # an unclosed client's socket would warn in some later test
 
 
 @pytest.fixture(scope="module")

@@ -39,7 +39,8 @@ def client():  # type: ignore[no-untyped-def]
         c.ping()
     except Exception as exc:  # noqa: BLE001 - any failure means "no engine here"
         pytest.skip(f"no Docker engine: {exc} (run tests/infra/provision.sh)")
-    return c
+    yield c
+    c.close()  # an unclosed client's socket would warn in some later test
 
 
 def _push(client, ref: str, auth: dict[str, str] | None = None) -> str:  # type: ignore[no-untyped-def]
@@ -130,6 +131,11 @@ def test_lock_pins_check_detects_drift_and_update_moves_the_pin(
         f"FROM {bases['devel']}@{d1} AS build-base", "FROM build-base AS flash-attn",
         "FROM build-base AS engine", f"FROM {bases['runtime']}@{idx} AS runtime"]
     assert run_cli("lock", "--check", str(profile)).out == f"{lock_file}: ok (2 images)\n"
+    plan = run_cli("build", str(profile), "--dry-run", "-q",
+                   env={"DOCKER_HOST": "tcp://127.0.0.1:9"})  # build pulls the same pins
+    assert plan.rc == 0, plan.err
+    assert f"  {bases['devel']}@{d1}" in plan.out.splitlines()
+    assert f"  {bases['runtime']}@{idx}" in plan.out.splitlines()
 
     # the registry's tag moves: a changed image pushed under the same tag
     _changed_image(client, bases["devel"])
