@@ -187,8 +187,8 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                       '`model:` under `serving`'],
  'missing-section': ['profile.yaml:1:1: image: required field is missing; add `image:` at the '
                      'top level'],
- 'unknown-choice': ["profile.yaml:9:9: engine.name: 'vlm' is not one of: vllm, tensorrt-llm, sglang; "
-                    "did you mean 'vllm'?"],
+ 'unknown-choice': ["profile.yaml:9:9: engine.name: 'vlm' is not one of: vllm, tensorrt-llm, "
+                    "sglang; did you mean 'vllm'?"],
  'empty-targets': ['profile.yaml:3:12: gpu.targets: must not be empty; list at least one '
                    'entry, e.g. [h100]'],
  'gpu-mem-util-range': ['profile.yaml:20:27: serving.gpu_memory_utilization: 1.5 is out of '
@@ -293,8 +293,8 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                    'others; render a profile that says `extends: profile`'],
  'many-at-once': ['profile.yaml:7:9: python: 3.10 is a number in YAML (read as 3.1), not text; '
                   'quote it: python: "3.10"',
-                  "profile.yaml:9:9: engine.name: 'vlm' is not one of: vllm, tensorrt-llm, sglang; did "
-                  "you mean 'vllm'?"],
+                  "profile.yaml:9:9: engine.name: 'vlm' is not one of: vllm, tensorrt-llm, "
+                  "sglang; did you mean 'vllm'?"],
  'set-bad-value': ["--set serving.port: serving.port: expected a whole number, got 'http'; "
                    'write a whole number without quotes'],
  'set-unknown-field': ['--set serving.max_model_lenn: serving.max_model_lenn: unknown key '

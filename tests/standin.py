@@ -26,6 +26,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -188,6 +189,7 @@ def main() -> None:
 
 FA_SETUP = '''"""Stand-in flash-attn build: the real one's contract, a tiny kernel."""
 import os
+import shutil
 import subprocess
 
 import torch  # noqa: F401 - like flash-attn: needs the venv's torch (--no-build-isolation)
@@ -226,7 +228,7 @@ setup(name="flash_attn", version="2.8.3", packages=["flash_attn"],
 FA_KERNEL = "__global__ void flash_fwd(float *o, const float *q) { o[threadIdx.x] = q[0]; }\n"
 
 
-def _wheel(out: Path, name: str, version: str, files: dict[str, str],
+def _wheel(out: Path, name: str, version: str, files: dict[str, str | bytes],
            requires: list[str] = (), scripts: dict[str, str] | None = None,  # type: ignore[assignment]
            extras: tuple[str, ...] = (), python: str = ">=3.9") -> None:
     """Write a minimal, valid pure-Python wheel."""
@@ -234,7 +236,7 @@ def _wheel(out: Path, name: str, version: str, files: dict[str, str],
     meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}",
             f"Requires-Python: {python}"] + [f"Provides-Extra: {e}" for e in extras] + [
                 f"Requires-Dist: {r}" for r in requires]
-    contents = dict(files)
+    contents: dict[str, str | bytes] = dict(files)
     contents[f"{dist}/METADATA"] = "\n".join(meta) + "\n"
     contents[f"{dist}/WHEEL"] = ("Wheel-Version: 1.0\nGenerator: dockergen-tests\n"
                                  "Root-Is-Purelib: true\nTag: py3-none-any\n")
@@ -243,8 +245,9 @@ def _wheel(out: Path, name: str, version: str, files: dict[str, str],
             f"{k} = {v}\n" for k, v in scripts.items())
     record = []
     for path, text in contents.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
-        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+        raw = text if isinstance(text, bytes) else text.encode()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(raw).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={digest.decode()},{len(raw)}")
     record.append(f"{dist}/RECORD,,")
     contents[f"{dist}/RECORD"] = "\n".join(record) + "\n"
     with zipfile.ZipFile(out / f"{name}-{version}-py3-none-any.whl", "w") as zf:
@@ -267,11 +270,36 @@ def _sdist(out: Path, known: tuple[str, ...]) -> None:
     (out / "flash_attn-2.8.3.tar.gz").write_bytes(buf.getvalue())
 
 
-def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120")) -> Path:
+def broken_libraries(work: Path) -> dict[str, bytes]:
+    """Two shared objects the whole-image audit must reject, built with the real compilers.
+
+    ``_ext_missing_dep.so`` needs ``libdgmissing.so.1``, which no image has (linked against a
+    throw-away copy); ``_C_sm80.so`` carries CUDA code for sm_80 only, so an H100 (9.0) has
+    nothing to run.
+    """
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "missing.c").write_text("int dg_missing(void) { return 1; }\n")
+    (work / "ext.c").write_text("int dg_missing(void);\nint ext(void) { return dg_missing(); }\n")
+    (work / "k.cu").write_text(FA_KERNEL)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libdgmissing.so.1", "-o",
+                    str(work / "libdgmissing.so.1"), str(work / "missing.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(work / "ext.so"), str(work / "ext.c"),
+                    str(work / "libdgmissing.so.1")], check=True)
+    nvcc = "nvcc" if shutil.which("nvcc") else "/usr/local/cuda/bin/nvcc"
+    subprocess.run([nvcc, "-shared", "-Xcompiler", "-fPIC", "-o", str(work / "sm80.so"),
+                    str(work / "k.cu"), "-gencode", "arch=compute_80,code=sm_80"], check=True)
+    return {"vllm/_ext_missing_dep.so": (work / "ext.so").read_bytes(),
+            "vllm/_C_sm80.so": (work / "sm80.so").read_bytes()}
+
+
+def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120"),
+                broken_libs: bool = False) -> Path:
     """Create the stand-in package index under ``root``; return the files folder.
 
     ``fa_archs`` are the FLASH_ATTN_CUDA_ARCHS values the flash-attn sdist honours; a mirror
     serving a patched build that knows fewer is what the arch audit must catch.
+    ``broken_libs`` puts :func:`broken_libraries` into the vllm 0.33.0 wheel: what the
+    whole-image audit must catch.
     """
     files = root / "files"
     files.mkdir(parents=True, exist_ok=True)
@@ -279,9 +307,12 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
         _wheel(files, "torch", version, {"torch/__init__.py": TORCH_INIT.format(
             version=version)})
     for version, torch in (("0.27.1", "2.13.0"), ("0.30.0", "2.13.0"), ("0.33.0", "2.14.0")):
-        _wheel(files, "vllm", version, {"vllm/__init__.py": VLLM_INIT.format(version=version),
-                                        "vllm/cli.py": VLLM_CLI},
-               requires=[f"torch=={torch}"], scripts={"vllm": "vllm.cli:main"})
+        vllm: dict[str, str | bytes] = {"vllm/__init__.py": VLLM_INIT.format(version=version),
+                                        "vllm/cli.py": VLLM_CLI}
+        if broken_libs and version == "0.33.0":
+            vllm.update(broken_libraries(root / "broken"))
+        _wheel(files, "vllm", version, vllm, requires=[f"torch=={torch}"],
+               scripts={"vllm": "vllm.cli:main"})
     _wheel(files, "tensorrt_llm", "1.1.0",
            {"tensorrt_llm/__init__.py": '__version__ = "1.1.0"\n',
             "tensorrt_llm/serve.py": VLLM_CLI.replace('args[0] != "serve"', "False").replace(
