@@ -80,9 +80,10 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit") -> Resolved:
     lock_core: dict[str, Any] = {
         # matrix: variants are resolved with it removed; cache_ref/attest only steer the
         # bake target, not the image content, so they leave the hash (and dg- tag) alone.
+        # serving.hf_config only feeds `plan`/`validate`: not an image input, not hashed.
         "profile": p.model_dump(mode="json", exclude={
             "extends": True, "abstract": True, "matrix": True,
-            "image": {"cache_ref", "attest"}}),
+            "image": {"cache_ref", "attest"}, "serving": {"hf_config"}}),
         "resolved": {
             "gpu": [{"target": t.given, "cc": t.cc} for t in ctx.targets],
             "torch_cuda_arch_list": cuda_part.arch_list,
@@ -137,6 +138,7 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit") -> Resolved:
         targets=tuple(ctx.targets), base=base, flash_attn=fa, engine=stage, runtime=runtime,
         context_files=MappingProxyType(dict(serving.serve.context_files)), tags=tags,
         lock=lock, profile_hash=profile_hash, smoke_imports=tuple(smoke),
+        arch_scopes=serving.arch_scopes,
         derivations=tuple(d),
         warnings=tuple(pr for pr in ctx.problems if pr.severity == "warning"),
     )

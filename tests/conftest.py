@@ -43,9 +43,9 @@ def a_pem_certificate() -> str:
 
 def shipped_names() -> list[str]:
     """Shipped profiles that are one image each (matrix profiles: tests/test_fleet_*.py)."""
-    from dockergen.api import shipped_renderable
+    from dockergen.api import shipped_single_images
 
-    return [p.stem for p in shipped_renderable() if "\nmatrix:" not in p.read_text()]
+    return [p.stem for p in shipped_single_images()]
 
 
 @pytest.fixture(scope="session")

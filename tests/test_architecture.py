@@ -66,6 +66,12 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.fleet.": _BASE | {"dockergen.fleet", "dockergen.fleet.*", "dockergen.loader",
                                  "dockergen.model", "dockergen.profile"},
     "dockergen.fleet": set(),
+    # run configurations read the resolved model through api; facts of their own
+    "dockergen.deploy": _BASE | {"dockergen.api", "dockergen.deploy.compose",
+                                 "dockergen.deploy.facts", "dockergen.deploy.kubernetes"},
+    "dockergen.deploy.": _BASE | {"dockergen.deploy", "dockergen.deploy.facts"},
+    # GPU memory sizes are CUDA-component facts the resolved model does not carry
+    "dockergen.plan": _BASE | {"dockergen.api", "dockergen.loader", "dockergen.components.cuda"},
     "dockergen.cli": {"dockergen", "dockergen.*"},
     "dockergen.__main__": {"dockergen.cli"},
 }

@@ -143,6 +143,7 @@ class TargetView:
     runtime_image: str
     tag_values: dict[str, str]
     warnings: tuple[Problem, ...]
+    hf_config: bool = False  # serving.hf_config names a model: `validate` checks capacity
 
 
 def view(loaded: LoadedProfile, resolved: Resolved) -> TargetView:
@@ -159,4 +160,5 @@ def view(loaded: LoadedProfile, resolved: Resolved) -> TargetView:
         user_labels=dict(p.image.labels), cache_ref_template=p.image.cache_ref,
         cache_ref_at=loaded.at("image", "cache_ref"), attest=tuple(p.image.attest),
         devel_image=r["devel_image"], runtime_image=r["runtime_image"],
-        tag_values=tag_values(p), warnings=tuple(resolved.warnings))
+        tag_values=tag_values(p), warnings=tuple(resolved.warnings),
+        hf_config=bool(getattr(p.serving, "hf_config", None)))

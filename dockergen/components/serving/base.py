@@ -60,6 +60,8 @@ class ServingPart:
     health_cmd: str
     smoke: SmokeImport
     c_compiler: bool  # the engine compiles C at run time (Triton's launcher)
+    # libraries the engine loads on some compute capabilities only: (glob, ccs)
+    arch_scopes: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 class ServingEngine:
@@ -73,6 +75,9 @@ class ServingEngine:
     # Why the engine does (or does not) want a FlashAttention-2 build; shown beside a
     # valid flash-attn build as a warning, None when there is nothing to say.
     flash_attn_note: ClassVar[str | None] = None
+    # How to hand the server a credential instead of baking it into the image.
+    secret_hint: ClassVar[str] = ("pass it at run time (an environment variable or a mounted "
+                                  "secret)")
 
     # --- facts ----------------------------------------------------------------------------
     def facts(self) -> dict[str, Any]:
@@ -190,8 +195,7 @@ class ServingEngine:
         for i, arg in enumerate(s.extra_args):
             if SECRET_VALUE.search(arg) or re.match(r"--(api-key|hf-token|token)\b", arg):
                 c.error(("serving", "extra_args", i), "a credential in the server arguments "
-                        "would be readable by anyone who pulls the image",
-                        "pass it at run time (e.g. the VLLM_API_KEY environment variable)")
+                        "would be readable by anyone who pulls the image", self.secret_hint)
 
     # --- derivations ----------------------------------------------------------------------
     def serve(self, c: Context, d: list[Derivation]) -> ServeCommand:
@@ -238,6 +242,8 @@ class ServingEngine:
             env=env, health_cmd=json.dumps([f"{VENV}/bin/python", "-c", health]),
             smoke=SmokeImport(self.module, facts["package"], p.engine.version,
                               bool(facts.get("import_needs_gpu", self.imports_need_gpu))),
+            arch_scopes=tuple((glob, tuple(ccs)) for glob, ccs in sorted(
+                facts.get("arch_scoped_libraries", {}).items())),
         )
 
 

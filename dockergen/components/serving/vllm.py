@@ -28,6 +28,8 @@ class Vllm(ServingEngine):
         "FlashAttention-2 build serves other code in the image (e.g. transformers "
         "attn_implementation=\"flash_attention_2\")")
 
+    secret_hint = "pass it at run time (e.g. the VLLM_API_KEY environment variable)"
+
     def extra_env(self, c: Context) -> dict[str, str]:
         return {"VLLM_NO_USAGE_STATS": "1"}  # air-gapped fleets: no usage-stats phone-home
 
