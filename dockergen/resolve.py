@@ -80,9 +80,10 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit") -> Resolved:
     lock_core: dict[str, Any] = {
         # matrix: variants are resolved with it removed; cache_ref/attest only steer the
         # bake target, not the image content, so they leave the hash (and dg- tag) alone.
-        # serving.hf_config only feeds `plan`/`validate`: not an image input, not hashed.
+        # serving.hf_config only feeds `plan`/`validate` and observe: only monitoring
+        # (dockergen observe): neither is an image input, so neither changes the hash or tags.
         "profile": p.model_dump(mode="json", exclude={
-            "extends": True, "abstract": True, "matrix": True,
+            "extends": True, "abstract": True, "matrix": True, "observe": True,
             "image": {"cache_ref", "attest"}, "serving": {"hf_config"}}),
         "resolved": {
             "gpu": [{"target": t.given, "cc": t.cc} for t in ctx.targets],
