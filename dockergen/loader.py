@@ -318,6 +318,12 @@ def load_profile(path: str | Path, overrides: tuple[str, ...] = ()) -> LoadedPro
                                     f"render a profile that says `extends: {file.stem}`")])
     data.pop("abstract", None)
     data = apply_overrides(data, pos, overrides)
+    if data.get("matrix"):  # variants are expanded by dockergen/fleet/matrix.py
+        raise ProfileError([Problem(pos.of(("matrix",)), "matrix",
+                                    "this profile is a matrix of variants",
+                                    "write them all with `dockergen render PROFILE -o DIR` and "
+                                    "build with `docker buildx bake`, or build the profile "
+                                    "without its matrix: --set matrix=null")])
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
