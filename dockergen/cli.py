@@ -117,6 +117,29 @@ def render(profile: str | None, output: str | None, render_all: bool,
     click.echo(f"wrote {output}", err=True)
 
 
+def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
+                 python_platform: str | None, torch_index: str | None) -> None:
+    """`dockergen lock --python`: write or check one profile's hashed Python lock."""
+    from dockergen import pylock
+
+    inp = pylock.inputs_of(path, overrides, platform=python_platform, torch_index=torch_index)
+    target = pylock.default_path(path)
+    if check:
+        pylock.check_matches(target, inp, path)
+        click.echo(f"{target}: matches {path}")
+        return
+    text = pylock.compile_lock(inp)
+    bad = pylock.verify_sources(text, inp)
+    if bad:
+        raise pylock.LockError("the resolved closure mixes indexes: " + "; ".join(bad))
+    try:
+        pylock.write_lock(target, text)
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot write: {exc.strerror}") from None
+    count = sum(1 for line in text.splitlines() if "==" in line and not line.startswith("#"))
+    click.echo(f"wrote {target} ({count} packages, torch from {inp.torch_index})")
+
+
 @cli.command()
 @click.argument("profiles", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @_set_option
@@ -173,13 +196,30 @@ def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], strict: bool
 @click.option("--mirror", "mirrors", multiple=True, metavar="SRC=DST",
               help="Resolve and pull images of repository SRC from DST instead, e.g. "
                    "nvidia/cuda=registry.example.com/mirror/cuda (repeatable).")
+@click.option("--python", "python_lock", is_flag=True,
+              help="Instead: resolve each PROFILE's Python closure into a hashed "
+                   "PROFILE.python.lock (uv pip compile; the torch family only from the "
+                   "CUDA-matched index). With --check: the lock still matches the profile.")
+@click.option("--python-platform", metavar="PLATFORM",
+              help="With --python: uv --python-platform (default: from cuda.os, e.g. "
+                   "x86_64-manylinux_2_35 for ubuntu22.04).")
+@click.option("--torch-index", metavar="URL",
+              help="With --python: resolve the torch family from this index instead.")
 def lock(profiles: tuple[str, ...], overrides: tuple[str, ...], check: bool, remote: bool,
-         update: bool, mirrors: tuple[str, ...]) -> None:
+         update: bool, mirrors: tuple[str, ...], python_lock: bool,
+         python_platform: str | None, torch_index: str | None) -> None:
     """Pin the base images of PROFILE... by digest in PROFILE.lock.json (registry API v2).
 
     Credentials come from your docker config (docker login). render then writes
     FROM repo:tag@sha256:... lines. Without --update, images already locked keep their pin.
+    With --python: the Python closure instead, in PROFILE.python.lock (dockergen/pylock.py).
     """
+    if python_lock:
+        if remote or update or mirrors:
+            raise click.UsageError("--python goes with --check only")
+        for path in profiles:
+            _python_lock(Path(path), overrides, check, python_platform, torch_index)
+        return
     from dockergen.fleet import locks
     from dockergen.fleet.project import collect
 

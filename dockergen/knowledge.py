@@ -43,6 +43,15 @@ def load_facts(name: str) -> dict[str, Any]:
     return data
 
 
+def is_unverified(row: dict[str, Any], field_name: str) -> bool:
+    """Whether a fact of a knowledge row is marked unverified (rules on it only warn).
+
+    ``unverified: true`` marks the whole row; ``unverified: [field, ...]`` only those fields.
+    """
+    mark = row.get("unverified", False)
+    return mark is True or (isinstance(mark, list) and field_name in mark)
+
+
 def newest(versions: list[str]) -> str:
     """The highest version of a list."""
     return max(versions, key=Version)

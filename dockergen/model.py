@@ -118,6 +118,10 @@ class FlashAttnStage:
     venv: str
     mode: Mode
     audit_script: str
+    # What pip builds: "flash-attn==V" (the PyPI sdist), "flash-attn @ URL --hash=sha256:H"
+    # (a pinned archive, installed with --require-hashes) or "flash-attn @ git+URL@COMMIT".
+    requirement: str = ""
+    source_kind: str = "pypi"  # pypi | archive | git
 
 
 # --- engine stage -------------------------------------------------------------------------
@@ -132,6 +136,10 @@ class EngineStage:
     venv: str
     mode: Mode
     flash_attn: bool
+    # Installing from the profile's hashed Python lock (dockergen lock --python): its path in
+    # the image and the install arguments; empty: the engine and torch are resolved in the build.
+    lock: str = ""
+    lock_args: tuple[str, ...] = ()
 
     @property
     def requirement(self) -> str:

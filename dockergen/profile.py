@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     PlainValidator,
     WithJsonSchema,
+    model_validator,
 )
 
 # --- string shapes ------------------------------------------------------------------
@@ -60,6 +61,9 @@ _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
                      "a tag like \"{engine.version}-cu{cuda.major_minor}\""),
     "url": (re.compile(r"https?://[A-Za-z0-9.-]+(:\d{1,5})?(/[A-Za-z0-9._~/-]*)?"),
             "an http(s) URL without credentials, query or spaces"),
+    "sha256": (re.compile(r"[0-9a-f]{64}"), "a sha256 digest: 64 lowercase hex digits"),
+    "git_commit": (re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}"),
+                   "a full git commit id: 40 (or 64) lowercase hex digits"),
     "file_path": (re.compile(r"[A-Za-z0-9._/-]{1,255}"), "a relative or absolute file path"),
     # An image reference whose tag may hold tag-template placeholders (image.cache_ref);
     # the expanded result is checked against image_ref again (dockergen/fleet/bake.py).
@@ -197,11 +201,41 @@ class Engine(_Section):
         None, description="Override the torch pin derived from the engine release.")
 
 
+class FlashAttnSource(_Section):
+    """A pinned flash-attn source built instead of the PyPI sdist of ``version``.
+
+    For fixes merged upstream but not released (e.g. Dao-AILab/flash-attention PR #2879/#2899:
+    C++20 for torch >= 2.14): an sdist-like archive (with csrc/cutlass) at ``url`` checked
+    against ``sha256``, or a git repository at ``commit`` (pip checks out the submodules).
+    """
+
+    url: Annotated[str, _shaped("url")] | None = None
+    sha256: Annotated[str, _shaped("sha256")] | None = None
+    git: Annotated[str, _shaped("url")] | None = None
+    commit: Annotated[str, _shaped("git_commit")] | None = None
+    cxx_std: Literal[17, 20, 23] | None = Field(
+        None, description="The C++ standard this source's setup.py forces (-std=c++NN); "
+        "checked against the torch headers. Unset: unknown until the build.")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> FlashAttnSource:
+        archive = self.url is not None or self.sha256 is not None
+        git = self.git is not None or self.commit is not None
+        if archive == git:
+            raise ValueError("give either url + sha256 (an archive) or git + commit")
+        if archive and (self.url is None or self.sha256 is None):
+            raise ValueError("an archive source needs both url and sha256")
+        if git and (self.git is None or self.commit is None):
+            raise ValueError("a git source needs both git and commit")
+        return self
+
+
 class FlashAttn(_Section):
     """FlashAttention-2, compiled from source for exactly the target GPUs."""
 
     build: Literal["source", "none"] = "source"
-    version: PackageVersion = "2.8.3"
+    version: PackageVersion = "2.8.3.post2"
+    source: FlashAttnSource | None = None
     max_jobs: MaxJobs = Field("auto", description="ninja jobs; auto = build.memory_gib / 9 GiB.")
     nvcc_threads: int = Field(4, ge=1, le=32)
 

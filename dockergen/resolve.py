@@ -34,26 +34,32 @@ from dockergen.model import (
 )
 
 
-def checks(loaded: LoadedProfile) -> list[Callable[[Context], None]]:
-    """Every check of a profile, in the order the components depend on each other."""
+def checks(loaded: LoadedProfile, python_lock: bool = True) -> list[Callable[[Context], None]]:
+    """Every check of a profile, in the order the components depend on each other.
+
+    ``python_lock=False`` leaves the profile's Python lock out (``dockergen lock --python``
+    resolves the profile to refresh a lock that may no longer match it).
+    """
     engine = engine_for(loaded.profile.engine.name)
     return [cuda.check_gpus, cuda.check_cuda, engine.check_release, torch.check,
             python.check_python_source, flash_attn.check, engine.check_quantization,
             engine.check_scheduler, engine.check_server_args, engine.check_secrets,
-            image.check_labels, image.check_tags, cuda.check_ca_certificates]
+            image.check_labels, image.check_tags, cuda.check_ca_certificates,
+            *([engine.check_python_lock] if python_lock else [])]
 
 
-def check(loaded: LoadedProfile) -> Context:
+def check(loaded: LoadedProfile, python_lock: bool = True) -> Context:
     """Run every check; the returned context holds all problems and the GPU targets."""
     ctx = Context(loaded)
-    for rule in checks(loaded):
+    for rule in checks(loaded, python_lock):
         rule(ctx)
     return ctx
 
 
-def resolve(loaded: LoadedProfile, mode: Mode = "buildkit") -> Resolved:
+def resolve(loaded: LoadedProfile, mode: Mode = "buildkit",
+            python_lock: bool = True) -> Resolved:
     """Check a loaded profile and derive everything; raise :class:`ProfileError` on errors."""
-    ctx = check(loaded)
+    ctx = check(loaded, python_lock)
     if any(pr.severity == "error" for pr in ctx.problems):
         raise ProfileError(ctx.problems)
     p = loaded.profile
@@ -68,7 +74,8 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit") -> Resolved:
 
     base = BuildBase(
         cuda=CudaBase(image=cuda_part.base.image,
-                      apt=tuple(sorted(cuda_part.base.apt + python_part.build_apt)),
+                      apt=tuple(sorted(cuda_part.base.apt + python_part.build_apt
+                                        + flash_attn.build_apt(ctx))),
                       ca_certificates=cuda_part.base.ca_certificates,
                       cert_dir=cuda_part.base.cert_dir),
         python=python_part.setup, torch=torch_install)
@@ -137,7 +144,8 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit") -> Resolved:
         profile=p, mode=mode, source_name=loaded.path.name,
         chain=tuple(c.rsplit("/", 1)[-1] for c in loaded.chain),
         targets=tuple(ctx.targets), base=base, flash_attn=fa, engine=stage, runtime=runtime,
-        context_files=MappingProxyType(dict(serving.serve.context_files)), tags=tags,
+        context_files=MappingProxyType({**serving.serve.context_files,
+                                        **serving.context_files}), tags=tags,
         lock=lock, profile_hash=profile_hash, smoke_imports=tuple(smoke),
         arch_scopes=serving.arch_scopes,
         derivations=tuple(d),

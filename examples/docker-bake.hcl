@@ -22,10 +22,10 @@ target "_common" {
 target "a100-bf16" {
   inherits = ["_common"]
   context = "a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-b298b4195d74"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-0698b1a69788"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:b298b4195d7489e12aa61732f070514b0dac0efdb0aa13a10edf87291238c28e"
+    "dockergen.profile.hash" = "sha256:0698b1a6978819631f2d7d3e3dd2e7fa0cbb4e23669afc4a9c72d7aaa016955f"
     "dockergen.profile.name" = "a100-bf16"
     "org.opencontainers.image.description" = "BF16 serving on A100 80GB"
     "org.opencontainers.image.title" = "a100-bf16"
@@ -38,14 +38,14 @@ target "a100-bf16" {
 target "a100-h100" {
   inherits = ["_common"]
   context = "a100-h100"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-a3bb9a7814cd"]
+  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-77a71917c6b1"]
   labels = {
-    "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:a3bb9a7814cdc2fdeaf4be8e32ed4e39f86efe89ee86a0c368476854277000ee"
+    "dockergen.engine" = "vllm==0.32.0"
+    "dockergen.profile.hash" = "sha256:77a71917c6b1d5fa390967568c94fa5ceb0bfb9e8a57e48f5856c9d22fa10e17"
     "dockergen.profile.name" = "a100-h100"
     "org.opencontainers.image.description" = "One BF16 image for mixed A100 and H100 fleets (flash-attn built for 80;90)"
     "org.opencontainers.image.title" = "a100-h100"
-    "org.opencontainers.image.version" = "0.33.0"
+    "org.opencontainers.image.version" = "0.32.0"
   }
   cache-from = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-a100-h100"]
   cache-to = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-a100-h100,mode=max"]
@@ -54,10 +54,10 @@ target "a100-h100" {
 target "fleet-a100-bf16" {
   inherits = ["_common"]
   context = "fleet-a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-87ecc2f56379"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-8778e4145cc0"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:87ecc2f563790c2acb393cfa985c208aef87e7fb9be7bef32155907a9681592c"
+    "dockergen.profile.hash" = "sha256:8778e4145cc0ec932d76066d2d7a2048355a42ad3b3469bfd5de4719dfa35bc0"
     "dockergen.profile.name" = "fleet-a100-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-a100-bf16"
@@ -70,10 +70,10 @@ target "fleet-a100-bf16" {
 target "fleet-h100-bf16" {
   inherits = ["_common"]
   context = "fleet-h100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-5fe4dbbd69aa"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-eec493ee6d95"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:5fe4dbbd69aa2861445011bc6d7a8f30bdc7ea00661ef46b15845ebbbe92d688"
+    "dockergen.profile.hash" = "sha256:eec493ee6d958355459600383c26171416d7fd01fa3ab8b2dc5ac0c4f1a671a9"
     "dockergen.profile.name" = "fleet-h100-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-h100-bf16"
@@ -86,10 +86,10 @@ target "fleet-h100-bf16" {
 target "fleet-h100-fp8" {
   inherits = ["_common"]
   context = "fleet-h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-35115319371d"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-458b41ef6aae"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:35115319371de7804c8f51d678a3bba6daea0644dad718217097ddf4bde76bad"
+    "dockergen.profile.hash" = "sha256:458b41ef6aae7c4a66bc36e0e27a3e183b1f2d89f2ce38c2ecf790b104d82f70"
     "dockergen.profile.name" = "fleet-h100-fp8"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-h100-fp8"
@@ -102,10 +102,10 @@ target "fleet-h100-fp8" {
 target "fleet-l40s-bf16" {
   inherits = ["_common"]
   context = "fleet-l40s-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-8c4b93202ea4"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-8ce0d3a542f6"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:8c4b93202ea43460b594a3562fe59a4e72c9e52deeafff8d840d998db96116ff"
+    "dockergen.profile.hash" = "sha256:8ce0d3a542f6ad3a458db840ac3f9d77dff45f06da076430832c9d0dc00ec6ef"
     "dockergen.profile.name" = "fleet-l40s-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-l40s-bf16"
@@ -118,10 +118,10 @@ target "fleet-l40s-bf16" {
 target "fleet-l40s-fp8" {
   inherits = ["_common"]
   context = "fleet-l40s-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-b3b878aa38b6"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-cb191e256161"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:b3b878aa38b6059bc2caee4bb90b46a59ca49657a63902f880d47909c8b43c20"
+    "dockergen.profile.hash" = "sha256:cb191e256161ff124bf97bcf631dac9267306e08b7c1cd9caf6bf81888c0e2b3"
     "dockergen.profile.name" = "fleet-l40s-fp8"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-l40s-fp8"
@@ -134,10 +134,10 @@ target "fleet-l40s-fp8" {
 target "h100-fp8" {
   inherits = ["_common"]
   context = "h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-ceb03fc0bdaf"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-f50ffdb2a16b"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:ceb03fc0bdaf5e3f87a60c5decedf8e859df686968c1677369f151f44990bec9"
+    "dockergen.profile.hash" = "sha256:f50ffdb2a16bd9fe6a912d4c765b09f18eaa9b385b4e2a6b370a9e58a9b372ae"
     "dockergen.profile.name" = "h100-fp8"
     "org.opencontainers.image.description" = "Llama-3-8B-class serving on H100 with FP8 weights and FP8 KV cache"
     "org.opencontainers.image.title" = "h100-fp8"
@@ -150,10 +150,10 @@ target "h100-fp8" {
 target "h100-sglang-fp8" {
   inherits = ["_common"]
   context = "h100-sglang-fp8"
-  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-bcfd564973e9"]
+  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-a87b07a28c31"]
   labels = {
     "dockergen.engine" = "sglang==0.5.23"
-    "dockergen.profile.hash" = "sha256:bcfd564973e9383a827b6f41383c5f6d32c8bf2f908b82b9485c903113ae783b"
+    "dockergen.profile.hash" = "sha256:a87b07a28c31b5194fbb8266c56af7e96899a406cce22da198339edd4b7186d4"
     "dockergen.profile.name" = "h100-sglang-fp8"
     "org.opencontainers.image.description" = "SGLang on H100 with FP8 weights (online FP8 quantization)"
     "org.opencontainers.image.title" = "h100-sglang-fp8"
@@ -166,10 +166,10 @@ target "h100-sglang-fp8" {
 target "h100-trtllm-fp8" {
   inherits = ["_common"]
   context = "h100-trtllm-fp8"
-  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-fac21228d12c"]
+  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-34512dce945d"]
   labels = {
     "dockergen.engine" = "tensorrt-llm==1.1.0"
-    "dockergen.profile.hash" = "sha256:fac21228d12c267d1992e9bc7de2dd2b836b065b8c0b7a7084381ee0137fa57b"
+    "dockergen.profile.hash" = "sha256:34512dce945d9e13d0b70ab091d70d5cc8b53a2a1ff653866b331c6db2e2e94e"
     "dockergen.profile.name" = "h100-trtllm-fp8"
     "org.opencontainers.image.description" = "TensorRT-LLM (PyTorch backend) on H100 with an FP8 ModelOpt checkpoint and FP8 KV cache"
     "org.opencontainers.image.title" = "h100-trtllm-fp8"
@@ -182,10 +182,10 @@ target "h100-trtllm-fp8" {
 target "l40s-awq" {
   inherits = ["_common"]
   context = "l40s-awq"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-437ef227d10a"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-31524a5c2b4b"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:437ef227d10a7875ed73172d3c1fa84335718f2d7680b2db3e9767b8902f33aa"
+    "dockergen.profile.hash" = "sha256:31524a5c2b4bd1f26158e2ae6939257d6e49ba403d97215cdc97cf759ed8c8d0"
     "dockergen.profile.name" = "l40s-awq"
     "org.opencontainers.image.description" = "INT4 AWQ checkpoint on L40S (sm_89; flash-attn runs its sm_80 kernels)"
     "org.opencontainers.image.title" = "l40s-awq"

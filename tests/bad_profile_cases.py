@@ -16,7 +16,7 @@ cuda:
 python: "3.12"
 engine:
   name: vllm
-  version: "0.33.0"
+  version: "0.32.0"
 flash_attn:
   build: source
   version: "2.8.3"
@@ -47,7 +47,7 @@ CASES: list[tuple[str, list[tuple[str, str]], list[str]]] = [
     # --- unquoted versions and wrong types
     ("unquoted-python-3.10", [('python: "3.12"', "python: 3.10")], []),
     ("unquoted-cuda", [('version: "13.0.2"', "version: 13.0")], []),
-    ("unquoted-engine-version-int", [('version: "0.33.0"', "version: 1")], []),
+    ("unquoted-engine-version-int", [('version: "0.32.0"', "version: 1")], []),
     ("unquoted-flash-attn", [('version: "2.8.3"', "version: 2.8")], []),
     ("wrong-type-port", [("  max_model_len: 8192", "  max_model_len: 8192\n  port: \"8000\"")],
      []),
@@ -56,7 +56,7 @@ CASES: list[tuple[str, list[tuple[str, str]], list[str]]] = [
     ("wrong-type-targets-scalar", [("targets: [h100]", "targets: h100")], []),
     ("wrong-type-section", [("build:\n  memory_gib: 64", "build: big")], []),
     ("wrong-type-float-int", [("max_model_len: 8192", "max_model_len: 8192.5")], []),
-    ("date-as-version", [('version: "0.33.0"', "version: 2024-01-01")], []),
+    ("date-as-version", [('version: "0.32.0"', "version: 2024-01-01")], []),
     # --- unknown and missing keys
     ("unknown-key-typo", [('  version: "2.8.3"', '  verison: "2.8.3"')], []),
     ("unknown-top-level", [("name: test", "name: test\nengnie: {}")], []),
@@ -82,25 +82,33 @@ CASES: list[tuple[str, list[tuple[str, str]], list[str]]] = [
     ("cuda-os", [("os: ubuntu22.04", "os: ubuntu20.04")], []),
     ("blackwell-on-cuda-12.4", [("targets: [h100]", "targets: [b200]"),
                                 ('version: "13.0.2"', 'version: "12.4.1"'),
-                                ('version: "0.33.0"', 'version: "0.19.1"')], []),
+                                ('version: "0.32.0"', 'version: "0.19.1"')], []),
     ("volta-on-cuda-13", [("targets: [h100]", "targets: [v100]"),
                           ("  build: source", "  build: none"),
                           ("weights: bf16", "weights: fp16")], []),
-    ("engine-release-unknown", [('version: "0.33.0"', 'version: "0.99.0"')], []),
+    ("engine-release-unknown", [('version: "0.32.0"', 'version: "0.99.0"')], []),
     ("engine-python", [('python: "3.12"', 'python: "3.10"')], []),
     ("engine-cuda-major", [('version: "13.0.2"', 'version: "12.8.1"')], []),
-    ("engine-torch-pin", [('  version: "0.33.0"', '  version: "0.33.0"\n  torch: "2.13.0"')],
+    ("engine-torch-pin", [('  version: "0.32.0"', '  version: "0.32.0"\n  torch: "2.14.0"')],
      []),
-    ("torch-cuda-index", [('version: "13.0.2"', 'version: "13.1.1"')], []),
     ("fa2-on-turing", [("targets: [h100]", "targets: [t4]"), ("weights: bf16", "weights: fp16")],
      []),
     ("fa2-version-unknown", [('version: "2.8.3"', 'version: "2.9.0"')], []),
     ("fa2-old-cannot-build-blackwell", [("targets: [h100]", "targets: [b200]"),
-                                        ('version: "2.8.3"', 'version: "2.7.2"')], []),
+                                        ('version: "2.8.3"', 'version: "2.7.2.post1"')], []),
+    ("fa2-cxx-std-torch-2.14", [('version: "0.32.0"', 'version: "0.33.0"')], []),
+    ("fa2-version-not-on-pypi", [('version: "2.8.3"', 'version: "2.7.4"')], []),
+    ("fa2-source-still-cxx17", [('version: "0.32.0"', 'version: "0.33.0"'),
+                                ('  version: "2.8.3"', '  version: "2.8.3"\n  source: {git: '
+                                 '"https://github.com/Dao-AILab/flash-attention", commit: '
+                                 '"' + "0" * 40 + '", cxx_std: 17}')], []),
+    ("fa2-source-two-kinds", [('  version: "2.8.3"', '  version: "2.8.3"\n  source: {git: '
+                               '"https://github.com/Dao-AILab/flash-attention", url: '
+                               '"https://example.com/fa.tar.gz"}')], []),
     ("fa2-memory", [('  version: "2.8.3"', '  version: "2.8.3"\n  max_jobs: 16')], []),
     ("fp8-trtllm-ampere", [("targets: [h100]", "targets: [a100]"),
                            ("  name: vllm", "  name: tensorrt-llm"),
-                           ('version: "0.33.0"', 'version: "1.1.0"'),
+                           ('version: "0.32.0"', 'version: "1.1.0"'),
                            ("  build: source", "  build: none"),
                            ("weights: bf16", "weights: fp8")], []),
     ("bf16-on-turing", [("targets: [h100]", "targets: [t4]"), ("  build: source", "  build: none")],
@@ -177,7 +185,7 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
  'date-as-version': ["profile.yaml:10:12: engine.version: '2024-01-01' is not a release "
                      'version like "0.33.0"; quote a version like "13.0.2" or "0.33.0"'],
  'unknown-key-typo': ["profile.yaml:13:3: flash_attn.verison: unknown key 'verison' (did you "
-                      "mean 'version'?); allowed keys here: build, version, max_jobs, "
+                      "mean 'version'?); allowed keys here: build, version, source, max_jobs, "
                       'nvcc_threads'],
  'unknown-top-level': ["profile.yaml:2:1: engnie: unknown key 'engnie' (did you mean "
                        "'engine'?); allowed keys here: extends, abstract, name, description, "
@@ -222,41 +230,74 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                             'use CUDA >= 12.8 (e.g. 13.2.2), or drop b200',
                             'profile.yaml:5:12: cuda.version: flash-attn skips arch 100 '
                             'without an error when nvcc < 12.8; CUDA 12.4.1 would ship no '
-                            'kernels for it; use CUDA >= 12.8',
-                            'profile.yaml:5:12: cuda.version: torch 2.10.0 has no wheels for '
-                            'CUDA 12.4 (download.pytorch.org/whl/cu124 does not carry it); use '
-                            'a CUDA version whose major.minor is one of: 12.6, 12.8, 12.9, '
-                            '13.0'],
+                            'kernels for it; use CUDA >= 12.8'],
  'volta-on-cuda-13': ['profile.yaml:5:12: cuda.version: CUDA 13.0.2 dropped compute capability '
                       '7.0, but gpu.targets includes v100 (7.0); use CUDA <= 12.9, or drop '
                       'v100'],
  'engine-release-unknown': ['profile.yaml:10:12: engine.version: vllm 0.99.0 is not in the '
                             'knowledge base; use one of: 0.9.1, 0.10.2, 0.11.0, 0.12.0, '
-                            '0.14.1, 0.17.1, 0.19.1, 0.21.0, 0.24.0, 0.27.1, 0.30.0, 0.33.0 '
-                            '(or add the release with its source to '
+                            '0.14.1, 0.17.1, 0.19.1, 0.21.0, 0.24.0, 0.27.1, 0.30.0, 0.31.0, '
+                            '0.32.0, 0.33.0 (or add the release with its source to '
                             'dockergen/components/serving/vllm.yaml)'],
- 'engine-python': ['profile.yaml:7:9: python: vllm 0.33.0 requires Python >=3.11,<3.15, but '
+ 'engine-python': ['profile.yaml:7:9: python: vllm 0.32.0 requires Python >=3.11,<3.15, but '
                    'python is 3.10; pick a Python version inside that range'],
- 'engine-cuda-major': ['profile.yaml:5:12: cuda.version: torch 2.14.0 has no wheels for CUDA '
-                       '12.8 (download.pytorch.org/whl/cu128 does not carry it); use a CUDA '
-                       'version whose major.minor is one of: 12.6, 13.0, 13.2',
-                       'profile.yaml:5:12: cuda.version: vllm 0.33.0 wheels are built for CUDA '
+ 'engine-cuda-major': ['profile.yaml:5:12: cuda.version: vllm 0.32.0 wheels are built for CUDA '
                        '13.x, but cuda.version is 12.8.1; use CUDA 13.2.2, or vllm 0.19.1'],
- 'engine-torch-pin': ['profile.yaml:11:10: engine.torch: vllm==0.33.0 requires torch==2.14.0, '
-                      'not 2.13.0; remove engine.torch (it is derived) or change '
-                      'engine.version'],
- 'torch-cuda-index': ['profile.yaml:5:12: cuda.version: torch 2.14.0 has no wheels for CUDA '
-                      '13.1 (download.pytorch.org/whl/cu131 does not carry it); use a CUDA '
-                      'version whose major.minor is one of: 12.6, 13.0, 13.2'],
+ 'engine-torch-pin': ['profile.yaml:11:10: engine.torch: vllm==0.32.0 requires torch==2.13.0, '
+                      'not 2.14.0; remove engine.torch (it is derived) or change '
+                      'engine.version',
+                      'profile.yaml:14:12: flash_attn.version: flash-attn 2.8.3 forces '
+                      '-std=c++17, but the headers of torch 2.14.0 (which the image gets with '
+                      'vllm 0.32.0) require C++20 (compile probe: "#error C++20 or later '
+                      'compatible compiler is required to use ATen"); the flash-attn stage '
+                      'would fail at its first compile; use engine.version: "0.32.0" (torch '
+                      '2.13.0, whose headers accept C++17; remove engine.torch if set), or set '
+                      "flash_attn.build: none (vLLM's attention uses its own bundled kernels), "
+                      'or build a flash-attn source that carries the fix '
+                      '(Dao-AILab/flash-attention PR #2879/#2899, merged after the last '
+                      'release): flash_attn.source with url + sha256 (an sdist archive) or git '
+                      '+ commit, and cxx_std: 20'],
  'fa2-on-turing': ['profile.yaml:3:12: gpu.targets: FlashAttention-2 needs compute capability '
                    '>= 8.0 (Ampere or newer), but gpu.targets includes t4 (7.5); set '
                    'flash_attn.build: none, or drop t4'],
- 'fa2-version-unknown': ['profile.yaml:13:12: flash_attn.version: flash-attn 2.9.0 is not in '
-                         'the knowledge base; use one of: 2.6.3, 2.7.0, 2.7.2, 2.7.3, 2.7.4, '
-                         '2.8.0, 2.8.1, 2.8.2, 2.8.3'],
- 'fa2-old-cannot-build-blackwell': ['profile.yaml:13:12: flash_attn.version: flash-attn 2.7.2 '
-                                    'always builds sm_80 and sm_90 only and cannot build 100; '
-                                    'use flash-attn >= 2.7.3'],
+ 'fa2-version-unknown': ['profile.yaml:13:12: flash_attn.version: flash-attn 2.9.0 is not on '
+                         'PyPI or not in the knowledge base (releases carry .postN suffixes); '
+                         'use one of: 2.6.3, 2.7.0.post2, 2.7.1.post4, 2.7.2.post1, 2.7.3, '
+                         '2.7.4.post1, 2.8.0.post2, 2.8.1, 2.8.2, 2.8.3, 2.8.3.post1, '
+                         '2.8.3.post2'],
+ 'fa2-old-cannot-build-blackwell': ['profile.yaml:13:12: flash_attn.version: flash-attn '
+                                    '2.7.2.post1 always builds sm_80 and sm_90 only and cannot '
+                                    'build 100; use flash-attn >= 2.7.3'],
+ 'fa2-cxx-std-torch-2.14': ['profile.yaml:13:12: flash_attn.version: flash-attn 2.8.3 forces '
+                            '-std=c++17, but the headers of torch 2.14.0 (which the image gets '
+                            'with vllm 0.33.0) require C++20 (compile probe: "#error C++20 or '
+                            'later compatible compiler is required to use ATen"); the '
+                            'flash-attn stage would fail at its first compile; use '
+                            'engine.version: "0.32.0" (torch 2.13.0, whose headers accept '
+                            "C++17), or set flash_attn.build: none (vLLM's attention uses its "
+                            'own bundled kernels), or build a flash-attn source that carries '
+                            'the fix (Dao-AILab/flash-attention PR #2879/#2899, merged after '
+                            'the last release): flash_attn.source with url + sha256 (an sdist '
+                            'archive) or git + commit, and cxx_std: 20'],
+ 'fa2-version-not-on-pypi': ['profile.yaml:13:12: flash_attn.version: flash-attn 2.7.4 is not '
+                             'on PyPI or not in the knowledge base (releases carry .postN '
+                             'suffixes); use one of: 2.6.3, 2.7.0.post2, 2.7.1.post4, '
+                             '2.7.2.post1, 2.7.3, 2.7.4.post1, 2.8.0.post2, 2.8.1, 2.8.2, '
+                             '2.8.3, 2.8.3.post1, 2.8.3.post2'],
+ 'fa2-source-still-cxx17': ['profile.yaml:14:11: flash_attn.source: flash_attn.source forces '
+                            '-std=c++17, but the headers of torch 2.14.0 (which the image gets '
+                            'with vllm 0.33.0) require C++20 (compile probe: "#error C++20 or '
+                            'later compatible compiler is required to use ATen"); the '
+                            'flash-attn stage would fail at its first compile; use '
+                            'engine.version: "0.32.0" (torch 2.13.0, whose headers accept '
+                            "C++17), or set flash_attn.build: none (vLLM's attention uses its "
+                            'own bundled kernels), or build a flash-attn source that carries '
+                            'the fix (Dao-AILab/flash-attention PR #2879/#2899, merged after '
+                            'the last release): flash_attn.source with url + sha256 (an sdist '
+                            'archive) or git + commit, and cxx_std: 20'],
+ 'fa2-source-two-kinds': ['profile.yaml:14:11: flash_attn.source: give either url + sha256 (an '
+                          'archive) or git + commit; see `dockergen schema` for the allowed '
+                          'form'],
  'fa2-memory': ['profile.yaml:14:13: flash_attn.max_jobs: 16 jobs need about 144 GiB (9 GiB '
                 'per flash-attn compile job at NVCC_THREADS=4), but build.memory_gib is 64; '
                 'use max_jobs: auto (= 7) or raise build.memory_gib'],

@@ -11,9 +11,16 @@
   with ``sglang-kernel`` and ``flashinfer-python`` pinned as the real metadata pins them,
   and a ``flash-attn`` 2.8.3 *sdist* whose setup.py, like
   the real one, imports the venv's torch (--no-build-isolation), reads
-  FLASH_ATTN_CUDA_ARCHS, silently skips values it does not know, and compiles a CUDA kernel
-  with nvcc (through PYTORCH_NVCC, i.e. ccache). Build tools (uv, pip, setuptools, wheel,
-  ninja, packaging, psutil, einops) are the real wheels, downloaded from PyPI once.
+  FLASH_ATTN_CUDA_ARCHS, silently skips values it does not know, compiles a CUDA kernel
+  with nvcc (through PYTORCH_NVCC, i.e. ccache) and its C++ API file with g++ under the
+  C++ standard it forces (-std=c++17, as every release up to 2.8.3.post2) against the
+  venv torch's headers. The torch stand-ins ship those headers: from 2.14 they stop with
+  "#error C++20 or later compatible compiler is required to use ATen", as the real ones do
+  (tests/test_standin_headers.py ties this to the compile probe of the real headers).
+  ``flash_attn-2.8.4.dev0.tar.gz`` is a source archive that carries the upstream fix
+  (-std=c++20), for profiles that pin a fixed source (flash_attn.source). Build tools (uv,
+  pip, setuptools, wheel, ninja, packaging, psutil, einops) are the real wheels, downloaded
+  from PyPI once.
 
 These are test doubles for packages that cannot be installed on these machines; every
 other part of the build (BuildKit, the Dockerfile, nvcc, cuobjdump, the registries) is real.
@@ -63,6 +70,25 @@ RUN python3 -m venv /opt/cudatk && /opt/cudatk/bin/pip install --no-cache-dir \\
  && ln -s /opt/cudatk/lib/python3.11/site-packages/nvidia/cu13 /usr/local/cuda \\
  && /usr/local/cuda/bin/nvcc --version
 """
+
+# torch/include of the stand-in: the C++ standard gate of the real ATen/ATen.h (from 2.14).
+ATEN_H = """#pragma once
+{gate}
+namespace at {{ inline int standin() {{ return 0; }} }}
+"""
+ATEN_GATE = """#if !defined(__cplusplus) || __cplusplus < 202002L
+#error C++20 or later compatible compiler is required to use ATen.
+#endif"""
+TORCH_PYTHON_H = "#pragma once\n#include <ATen/ATen.h>\n"
+
+
+def torch_headers(version: str) -> dict[str, str]:
+    """The stand-in's ``torch/include`` files for a torch version."""
+    major, minor = (int(x) for x in version.split(".")[:2])
+    gate = ATEN_GATE if (major, minor) >= (2, 14) else ""
+    return {"torch/include/ATen/ATen.h": ATEN_H.format(gate=gate),
+            "torch/include/torch/python.h": TORCH_PYTHON_H}
+
 
 TORCH_INIT = '''"""Stand-in for torch (dockergen tests): versions only."""
 __version__ = "{version}+standin"
@@ -192,7 +218,7 @@ import os
 import shutil
 import subprocess
 
-import torch  # noqa: F401 - like flash-attn: needs the venv's torch (--no-build-isolation)
+import torch  # like flash-attn: needs the venv's torch (--no-build-isolation)
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
@@ -219,13 +245,19 @@ class Build(build_py):
         subprocess.check_call(nvcc + ["-c", "-Xcompiler", "-fPIC", "-o", "flash_fwd.o",
                                       "csrc/flash_fwd.cu", *gencode])
         subprocess.check_call(["g++", "-shared", "-o", out, "flash_fwd.o"])
+        # the C++ sources under the standard setup.py forces ("cxx": ["-O3", "-std=c++NN"]),
+        # against the venv torch's headers, as torch's cpp_extension compiles them
+        include = os.path.join(os.path.dirname(torch.__file__), "include")
+        subprocess.check_call(["g++", "-O3", "-std=c++{std}", "-fsyntax-only", "-I", include,
+                               "csrc/flash_api.cpp"])
 
 
-setup(name="flash_attn", version="2.8.3", packages=["flash_attn"],
+setup(name="flash_attn", version="{version}", packages=["flash_attn"],
       cmdclass={"build_py": Build}, install_requires=["torch", "einops"])
 '''
 
 FA_KERNEL = "__global__ void flash_fwd(float *o, const float *q) { o[threadIdx.x] = q[0]; }\n"
+FA_API = "#include <torch/python.h>\nint flash_api() { return at::standin(); }\n"
 
 
 def _wheel(out: Path, name: str, version: str, files: dict[str, str | bytes],
@@ -255,19 +287,23 @@ def _wheel(out: Path, name: str, version: str, files: dict[str, str | bytes],
             zf.writestr(zipfile.ZipInfo(path, (1980, 1, 1, 0, 0, 0)), contents[path])
 
 
-def _sdist(out: Path, known: tuple[str, ...]) -> None:
+def _sdist(out: Path, known: tuple[str, ...], version: str = "2.8.3", std: int = 17) -> Path:
     buf = io.BytesIO()
-    files = {"PKG-INFO": "Metadata-Version: 2.1\nName: flash_attn\nVersion: 2.8.3\n",
-             "setup.py": FA_SETUP.replace("{known}", repr(known)),
-             "flash_attn/__init__.py": '__version__ = "2.8.3"\n',
-             "csrc/flash_fwd.cu": FA_KERNEL}
+    files = {"PKG-INFO": f"Metadata-Version: 2.1\nName: flash_attn\nVersion: {version}\n",
+             "setup.py": FA_SETUP.replace("{known}", repr(known)).replace(
+                 "{std}", str(std)).replace("{version}", version),
+             "flash_attn/__init__.py": f'__version__ = "{version}"\n',
+             "csrc/flash_fwd.cu": FA_KERNEL, "csrc/flash_api.cpp": FA_API}
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for path, text in sorted(files.items()):
             data = text.encode()
-            info = tarfile.TarInfo(f"flash_attn-2.8.3/{path}")
+            info = tarfile.TarInfo(f"flash_attn-{version}/{path}")
             info.size = len(data)
+            info.mtime = 0
             tar.addfile(info, io.BytesIO(data))
-    (out / "flash_attn-2.8.3.tar.gz").write_bytes(buf.getvalue())
+    target = out / f"flash_attn-{version}.tar.gz"
+    target.write_bytes(buf.getvalue())
+    return target
 
 
 def broken_libraries(work: Path) -> dict[str, bytes]:
@@ -298,18 +334,18 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
 
     ``fa_archs`` are the FLASH_ATTN_CUDA_ARCHS values the flash-attn sdist honours; a mirror
     serving a patched build that knows fewer is what the arch audit must catch.
-    ``broken_libs`` puts :func:`broken_libraries` into the vllm 0.33.0 wheel: what the
-    whole-image audit must catch.
+    ``broken_libs`` puts :func:`broken_libraries` into every vllm wheel (the test profile's
+    release among them): what the whole-image audit must catch.
     """
     files = root / "files"
     files.mkdir(parents=True, exist_ok=True)
     for version in ("2.9.0", "2.13.0", "2.14.0", "2.14.1"):
         _wheel(files, "torch", version, {"torch/__init__.py": TORCH_INIT.format(
-            version=version)})
+            version=version), **torch_headers(version)})
     for version, torch in (("0.27.1", "2.13.0"), ("0.30.0", "2.13.0"), ("0.33.0", "2.14.0")):
         vllm: dict[str, str | bytes] = {"vllm/__init__.py": VLLM_INIT.format(version=version),
                                         "vllm/cli.py": VLLM_CLI}
-        if broken_libs and version == "0.33.0":
+        if broken_libs:
             vllm.update(broken_libraries(root / "broken"))
         _wheel(files, "vllm", version, vllm, requires=[f"torch=={torch}"],
                scripts={"vllm": "vllm.cli:main"})
@@ -334,6 +370,8 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
     _wheel(files, "flashinfer_python", "0.7.2",
            {"flashinfer/__init__.py": '__version__ = "0.7.2"\n'}, extras=("cu13",))
     _sdist(files, fa_archs)
+    # a source that carries the upstream C++20 fix (Dao-AILab/flash-attention #2879/#2899)
+    _sdist(files, fa_archs, version="2.8.4.dev0", std=20)
     wheels = CACHE / "wheels"
     if not all(any(wheels.glob(f"{w.split('==')[0].replace('-', '_')}-{w.split('==')[1]}-*"))
                for w in REAL_WHEELS):

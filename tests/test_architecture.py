@@ -35,7 +35,8 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.components.python": _COMPONENT,
     "dockergen.components.image": _COMPONENT,
     "dockergen.components.torch": _COMPONENT | {"dockergen.components.cuda"},
-    "dockergen.components.flash_attn": _COMPONENT | {"dockergen.components.python"},
+    "dockergen.components.flash_attn": _COMPONENT | {"dockergen.components.python",
+                                                     "dockergen.components.torch"},
     "dockergen.components.serving.base": _COMPONENT | {"dockergen.components.cuda",
                                                        "dockergen.components.torch"},
     # a serving engine sees the shared engine base, never another engine
@@ -83,6 +84,11 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.observe": {"dockergen.observe.generate"},
     "dockergen.cli": {"dockergen", "dockergen.*"},
     "dockergen.__main__": {"dockergen.cli"},
+    "dockergen.pylock": _BASE | {"dockergen.loader", "dockergen.resolve"},
+    # maintainer tools: read the knowledge files and PyPI, never the rendering pipeline
+    "dockergen.maint": set(),
+    "dockergen.maint.": _BASE | {"dockergen.knowledge", "dockergen.maint",
+                                 "dockergen.maint.*"},
 }
 # Third-party packages with one owner.
 ONLY_IMPORTER = {"docker": "dockergen.daemon.docker", "requests": "dockergen.daemon.docker",

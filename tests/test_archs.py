@@ -92,7 +92,7 @@ def test_fp8_kv_on_ampere_warns(tmp_path: Path) -> None:
 
 
 def test_old_flash_attn_warns_it_cannot_restrict_archs(tmp_path: Path) -> None:
-    r = _resolve(tmp_path, "flash_attn.version=2.7.2")
+    r = _resolve(tmp_path, "flash_attn.version=2.7.2.post1")
     assert any("ignores FLASH_ATTN_CUDA_ARCHS (added in 2.7.3)" in str(w) for w in r.warnings)
 
 

@@ -92,7 +92,7 @@ def test_build_smoke_push_to_both_registries_and_pull_back(
 
     pushed = dict(line.split("@", 1) for line in result.out.split())
     assert len(pushed) == 3 and auth_ref in pushed
-    assert f"{ANON}/dockergen-test/standin:0.33.0-cu130-standin" in pushed
+    assert f"{ANON}/dockergen-test/standin:0.30.0-cu130-standin" in pushed
     assert any(ref.startswith(f"{ANON}/dockergen-test/standin:dg-") for ref in pushed)
     assert len(set(pushed.values())) == 1  # one image, one digest everywhere
 
@@ -110,7 +110,7 @@ def test_build_smoke_push_to_both_registries_and_pull_back(
 
     # pull both back (the authenticated one with credentials) and compare digests
     digest = next(iter(pushed.values()))
-    for ref, auth in ((f"{ANON}/dockergen-test/standin:0.33.0-cu130-standin", None),
+    for ref, auth in ((f"{ANON}/dockergen-test/standin:0.30.0-cu130-standin", None),
                       (auth_ref, {"username": USER, "password": PASSWORD})):
         docker_client.api.remove_image(ref, force=True)
         repo, tag = ref.rsplit(":", 1)
@@ -264,7 +264,7 @@ def test_dry_run_needs_no_engine() -> None:
                      env={"DOCKER_HOST": "tcp://127.0.0.1:9"})
     assert result.rc == 0, result.err
     assert "local/standin-devel:bookworm" in result.out
-    assert "localhost:5000/dockergen-test/standin:0.33.0-cu130-standin" in result.out
+    assert "localhost:5000/dockergen-test/standin:0.30.0-cu130-standin" in result.out
 
 
 def test_secret_build_args_are_refused() -> None:

@@ -192,6 +192,8 @@ def test_matrix_variants_parse_and_lint_clean(hadolint: str) -> None:
     for name in FLEET:
         text = (EXAMPLES / name / "Dockerfile").read_text()
         stages = [c.value[-1] for c in dockerfile.parse_string(text) if c.cmd == "FROM"]
-        assert stages == ["build-base", "flash-attn", "engine", "runtime"]
+        # base.yaml builds no flash-attn (vLLM 0.33.0's torch 2.14 headers reject every
+        # released flash-attn's C++17; a100-h100 is the shipped profile that builds it)
+        assert stages == ["build-base", "engine", "runtime"]
         result = lint(hadolint, text)
         assert (result.returncode, result.stdout, result.stderr) == (0, "", ""), name

@@ -18,9 +18,12 @@ matrix:
   axes:
     gpu.targets: {t4: [t4], h100: [h100]}
     quantization.weights: [bf16, fp8]
-    engine: {vllm: {name: vllm, version: "0.33.0"}, trt: {name: tensorrt-llm, version: "1.1.0"}}
+    engine: {vllm: {name: vllm, version: "0.32.0"}, trt: {name: tensorrt-llm, version: "1.1.0"}}
   exclude:
     - {engine: trt, quantization.weights: bf16}
+# base.yaml builds no flash-attn; vLLM 0.32.0 (torch 2.13) is the newest whose headers accept
+# flash-attn's C++17 (0.33.0 + a flash-attn build is an error of its own)
+flash_attn: {build: source}
 """
 
 T4_BF16 = [
@@ -49,6 +52,9 @@ T4_FP8_TRT = [
     "newer), but gpu.targets includes t4 (7.5); set flash_attn.build: none, or drop t4",
     "  mx.yaml:8:34: quantization.weights: fp8 needs compute capability >= 8.9 on "
     "tensorrt-llm, but gpu.targets includes t4 (7.5); use bf16 or int8, or drop t4",
+    "  mx.yaml:9:88: engine.version: the python range of tensorrt-llm 1.1.0 is unverified "
+    "(PYPI tensorrt_llm-1.1.0 PKG-INFO (torch<=2.9.0,>=2.9.0a0; nvidia-nccl-cu13); "
+    "TRTLLM:requirements.txt@000867d); confirm before a long build [warning]",
 ]
 
 

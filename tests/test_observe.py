@@ -257,11 +257,11 @@ def test_dashboard_title_variables_and_determinism(tmp_path: Path) -> None:
     for f in sorted(p.name for p in one.iterdir()):
         assert (one / f).read_bytes() == (two / f).read_bytes(), f
     d = json.loads((one / "dashboard.json").read_text())
-    assert d["title"] == "dockergen a100-h100: vllm 0.33.0 on a100,h100"
+    assert d["title"] == "dockergen a100-h100: vllm 0.32.0 on a100,h100"
     variables = {v["name"]: v for v in d["templating"]["list"]}
     assert set(variables) == {"datasource", "job", "instance", "profile", "engine_release",
                               "gpu_targets"}
-    assert variables["engine_release"]["query"] == "vllm 0.33.0"
+    assert variables["engine_release"]["query"] == "vllm 0.32.0"
     assert variables["gpu_targets"]["query"] == "a100,h100"
     assert variables["job"]["current"]["value"] == "dockergen-a100-h100"
     text = (one / "dashboard.json").read_text()

@@ -77,10 +77,11 @@ def test_flash_attn_stage_does_not_depend_on_engine_version() -> None:
         start = text.index(f"AS {name}\n")
         return text[start:text.index("\nFROM ", start)]
 
-    _, old = render_profile(PROFILES / "h100-fp8.yaml", ("engine.version=0.30.0",))
-    _, new = render_profile(PROFILES / "h100-fp8.yaml")
-    # 0.30.0 pins torch 2.13.0, 0.33.0 torch 2.14.0: only bump within one torch pin is cached
-    _, same_torch = render_profile(PROFILES / "h100-fp8.yaml", ("engine.version=0.27.1",))
+    _, old = render_profile(PROFILES / "a100-h100.yaml", ("engine.version=0.30.0",))
+    _, new = render_profile(PROFILES / "a100-h100.yaml", ("engine.version=0.24.0",))
+    # 0.30.0 and 0.27.1 pin torch 2.13.0, 0.24.0 torch 2.11.0: only a bump within one torch
+    # pin is cached
+    _, same_torch = render_profile(PROFILES / "a100-h100.yaml", ("engine.version=0.27.1",))
     assert stage(old, "flash-attn") == stage(same_torch, "flash-attn")
     assert stage(old, "build-base") == stage(same_torch, "build-base")
     assert stage(old, "engine") != stage(same_torch, "engine")

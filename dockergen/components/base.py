@@ -32,6 +32,8 @@ class Context:
     # Why (or whether) this engine needs a FlashAttention-2 build: set by the serving
     # engine, shown by the flash-attn checks once the build itself is valid.
     flash_attn_note: str | None = None
+    # The profile's Python lock (dockergen lock --python), once checked against the profile.
+    python_lock: str | None = None
 
     @property
     def p(self) -> Profile:

@@ -7,7 +7,8 @@ derivations (FLASH_ATTN_CUDA_ARCHS, MAX_JOBS, NVCC_THREADS), the ``flash-attn`` 
 (``templates/context/arch_audit.py``), and its smoke checks. Runtime part: the audit
 manifest; the wheel itself goes into the venv in the engine stage.
 May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.python` (the
-pinned pip), :mod:`dockergen.knowledge`, :mod:`dockergen.model`.
+pinned pip), :mod:`dockergen.components.torch` (the C++ standard its headers need),
+:mod:`dockergen.knowledge`, :mod:`dockergen.model`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from dockergen.components import python
+from dockergen.components import python, torch
 from dockergen.components.base import Context, describe
 from dockergen.knowledge import in_range, load_facts
 from dockergen.model import (
@@ -55,10 +56,17 @@ def check(c: Context) -> None:
     if p.flash_attn.build == "none":
         return
     version = Version(p.flash_attn.version)
-    if p.flash_attn.version not in fa["releases"]:
-        c.error(("flash_attn", "version"), f"flash-attn {p.flash_attn.version} is not in the "
-                "knowledge base", "use one of: " + ", ".join(fa["releases"]))
+    source = p.flash_attn.source
+    release = fa["releases"].get(p.flash_attn.version)
+    if release is None and source is None:
+        c.error(("flash_attn", "version"), f"flash-attn {p.flash_attn.version} is not on PyPI "
+                "or not in the knowledge base (releases carry .postN suffixes)",
+                "use one of: " + ", ".join(fa["releases"]))
         return
+    # A source build names its own version; the newest release's facts stand in for the
+    # ones its setup.py may have changed (only the C++ standard is known to differ, and the
+    # profile states it: flash_attn.source.cxx_std).
+    release = release or fa["releases"][max(fa["releases"], key=Version)]
     old = [t for t in c.targets if cc_tuple(t.cc) < cc_tuple(fa["min_cc"])]
     for t in old:
         c.error(("gpu", "targets"), f"FlashAttention-2 needs compute capability >= "
@@ -72,7 +80,7 @@ def check(c: Context) -> None:
                 f"capability {t.cc} ({describe(t)})",
                 f"set flash_attn.build: none, or drop {t.given}")
     archs: set[str] = {a for t in c.targets if (a := fa_arch_of(t.cc)) is not None}
-    if version < Version(fa["archs_env_since"]):
+    if not release["archs_env"]:
         beyond = sorted(a for a in archs if a not in ("80", "90"))
         if beyond:
             c.error(("flash_attn", "version"), f"flash-attn {version} always builds sm_80 and "
@@ -84,21 +92,24 @@ def check(c: Context) -> None:
                    "builds sm_80 and sm_90", f"use flash-attn >= {fa['archs_env_since']} to "
                    "build only the targets' archs")
     cuda = Version(p.cuda.version)
-    if cuda < Version(fa["nvcc_min"]):
-        c.error(("cuda", "version"), f"flash-attn needs nvcc >= {fa['nvcc_min']}",
-                f"use CUDA >= {fa['nvcc_min']}")
+    if cuda < Version(release["nvcc_min"]):
+        c.error(("cuda", "version"), f"flash-attn {version} needs nvcc >= "
+                f"{release['nvcc_min']}", f"use CUDA >= {release['nvcc_min']}")
     for arch in sorted(archs, key=int):
         need = fa["arch_min_nvcc"][arch]
         if cuda < Version(need):  # flash-attn would silently skip it
             c.error(("cuda", "version"), f"flash-attn skips arch {arch} without an error when "
                     f"nvcc < {need}; CUDA {p.cuda.version} would ship no kernels for it",
                     f"use CUDA >= {need}")
-    if not in_range(p.python + ".0", fa["python"]):
-        c.error(("python",), f"flash-attn {version} requires Python {fa['python']}",
+    if not in_range(p.python + ".0", release["python"]):
+        c.error(("python",), f"flash-attn {version} requires Python {release['python']}",
                 "pick a newer Python")
-    if c.torch_pin and Version(c.torch_pin) < Version(fa["torch_min"]):
-        c.error(("engine", "version"), f"flash-attn {version} needs torch >= {fa['torch_min']},"
-                f" but the image gets torch {c.torch_pin}", "use a newer engine release")
+    if c.torch_pin and Version(c.torch_pin) < Version(release["torch_min"]):
+        c.error(("engine", "version"), f"flash-attn {version} needs torch >= "
+                f"{release['torch_min']}, but the image gets torch {c.torch_pin}",
+                "use a newer engine release")
+    if c.torch_pin:
+        check_cxx_std(c, release, c.torch_pin)
     jobs = p.flash_attn.max_jobs
     need_per_job = fa["job_gib"]
     if isinstance(jobs, int) and jobs * need_per_job > p.build.memory_gib:
@@ -116,12 +127,66 @@ def check(c: Context) -> None:
                "set flash_attn.build: none if nothing else needs it")
 
 
+def check_cxx_std(c: Context, release: dict[str, Any], pin: str) -> None:
+    """fa2-cxx-std: the C++ standard flash-attn forces must be one torch's headers accept.
+
+    flash-attn's setup.py passes -std=c++NN itself, and torch's cpp_extension adds its own
+    only when a package sets none; torch >= 2.14's headers stop with "#error C++20 or later
+    compatible compiler is required to use ATen" under C++17 (compile probe, torch.*.cxx_min).
+    """
+    p = c.p
+    row = torch.release_row(pin) or {}
+    need = row.get("cxx_min")
+    source = p.flash_attn.source
+    forced = source.cxx_std if source is not None else release.get("cxx_std")
+    if need is None:
+        return
+    if forced is None:
+        c.warn(("flash_attn", "source"), f"the C++ standard this flash-attn source forces is "
+               f"not stated; torch {pin}'s headers need C++{need} or later",
+               "set flash_attn.source.cxx_std to the -std=c++NN its setup.py passes (until "
+               "then the flash-attn stage's first compile tells)")
+        return
+    if int(str(forced)) >= int(need):
+        return
+    where = "flash_attn.source" if source is not None else f"flash-attn {p.flash_attn.version}"
+    fixes = []
+    releases = load_facts("serving/" + p.engine.name.replace("-", "_"))["releases"]
+    accepting = [v for v in sorted(releases, key=Version)
+                 if int((torch.release_row(str(releases[v]["torch"])) or {})
+                        .get("cxx_min", 99)) <= int(str(forced))]
+    if accepting:
+        rel = releases[accepting[-1]]
+        fixes.append(f"use engine.version: \"{accepting[-1]}\" (torch {rel.get('torch')}, whose "
+                     f"headers accept C++{forced}; remove engine.torch if set)"
+                     if p.engine.torch else
+                     f"use engine.version: \"{accepting[-1]}\" (torch {rel.get('torch')}, whose "
+                     f"headers accept C++{forced})")
+    fixes.append("set flash_attn.build: none (vLLM's attention uses its own bundled kernels)"
+                 if p.engine.name == "vllm" else "set flash_attn.build: none")
+    fixes.append(f"build a flash-attn source that carries the fix (Dao-AILab/flash-attention "
+                 f"PR #2879/#2899, merged after the last release): flash_attn.source with url + "
+                 f"sha256 (an sdist archive) or git + commit, and cxx_std: {need}")
+    c.error(("flash_attn", "source") if source is not None else ("flash_attn", "version"),
+            f"{where} forces -std=c++{forced}, but the headers of torch {pin} (which the "
+            f"image gets with {p.engine.name} {p.engine.version}) require C++{need} (compile "
+            "probe: \"#error C++20 or later compatible compiler is required to use ATen\"); "
+            "the flash-attn stage would fail at its first compile", ", or ".join(fixes))
+
+
+def build_apt(c: Context) -> tuple[str, ...]:
+    """Build-base packages the flash-attn stage needs beyond the compiler (git for a commit)."""
+    source = c.p.flash_attn.source if c.p.flash_attn.build == "source" else None
+    return ("git",) if source is not None and source.git is not None else ()
+
+
 def derive(c: Context, d: list[Derivation], arch_list: str, mode: Mode) -> FlashAttnStage | None:
     """The flash-attn stage of a checked profile, or None when it is not built."""
     p = c.p
     if p.flash_attn.build != "source":
         return None
     fa = facts()
+    source = p.flash_attn.source
     targets = c.targets
     fa_archs = sorted({a for t in targets if (a := fa_arch_of(t.cc))}, key=int)
     jobs = p.flash_attn.max_jobs
@@ -147,6 +212,12 @@ def derive(c: Context, d: list[Derivation], arch_list: str, mode: Mode) -> Flash
         job_gib=fa["job_gib"], nvcc_threads=p.flash_attn.nvcc_threads,
         deps=tuple(f"{k}=={v}" for k, v in sorted(fa["build_deps"].items())),
         pip=f"pip=={python.tool('pip')}", venv=VENV, mode=mode, audit_script=AUDIT_SCRIPT,
+        requirement=(f"flash-attn=={p.flash_attn.version}" if source is None else
+                     f"flash-attn @ {source.url} --hash=sha256:{source.sha256}"
+                     if source.url is not None else
+                     f"flash-attn @ git+{source.git}@{source.commit}"),
+        source_kind=("pypi" if source is None else
+                     "archive" if source.url is not None else "git"),
     )
 
 

@@ -17,7 +17,7 @@ from packaging.version import Version
 
 from dockergen.components import cuda
 from dockergen.components.base import Context
-from dockergen.knowledge import in_range, load_facts
+from dockergen.knowledge import in_range, is_unverified, load_facts
 from dockergen.model import VENV, Derivation, Mode, SmokeImport, TorchInstall
 
 
@@ -55,9 +55,14 @@ def check(c: Context) -> None:
         return
     mm = cuda.major_minor(p.cuda.version)
     if mm not in row["cuda"]:
-        c.error(("cuda", "version"), f"torch {pin} has no wheels for CUDA {mm} "
-                f"(download.pytorch.org/whl/cu{mm.replace('.', '')} does not carry it)",
-                "use a CUDA version whose major.minor is one of: " + ", ".join(row["cuda"]))
+        # The index's contents cannot be read where the knowledge is checked: such a row is
+        # marked unverified and the rule only warns.
+        doubt = is_unverified(row, "cuda")
+        report = c.warn if doubt else c.error
+        report(("cuda", "version"), f"torch {pin} has no wheels for CUDA {mm} "
+               f"(download.pytorch.org/whl/cu{mm.replace('.', '')} does not carry it"
+               + (", unverified)" if doubt else ")"),
+               "use a CUDA version whose major.minor is one of: " + ", ".join(row["cuda"]))
     if not in_range(p.python + ".0", row["python"]):
         c.error(("python",), f"torch {pin} supports Python {row['python']}, "
                 f"but python is {p.python}", "pick a Python version inside that range")

@@ -12,6 +12,8 @@ mkdir -p "$state"
 need=()
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v docker-registry >/dev/null || need+=(docker-registry)
+# the compile probe of the knowledge check compiles against real torch headers with g++
+command -v g++ >/dev/null || need+=(g++)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v htpasswd >/dev/null || need+=(apache2-utils)
 command -v promtool >/dev/null || need+=(prometheus)

@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from packaging.version import Version
 
 from dockergen.components import cuda
+from dockergen.components import torch as torch_component
 from dockergen.components.base import Context, describe_all
 from dockergen.errors import SECRET_VALUE
-from dockergen.knowledge import in_range, load_facts
+from dockergen.knowledge import in_range, is_unverified, load_facts
 from dockergen.model import (
     APP_HOME,
     VENV,
@@ -60,8 +62,16 @@ class ServingPart:
     health_cmd: str
     smoke: SmokeImport
     c_compiler: bool  # the engine compiles C at run time (Triton's launcher)
+    context_files: Mapping[str, bytes] = field(default_factory=dict)  # e.g. python.lock
     # libraries the engine loads on some compute capabilities only: (glob, ccs)
     arch_scopes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+LOCK_SUFFIX = ".python.lock"  # beside the profile, written by `dockergen lock --python`
+LOCK_MARK = "# dockergen-python-lock: "
+LOCK_IN_CONTEXT = "python.lock"
+LOCK_IN_IMAGE = "/opt/dockergen/python.lock"
+MAIN_INDEX = "https://pypi.org/simple"
 
 
 class ServingEngine:
@@ -110,13 +120,21 @@ class ServingEngine:
             return
         c.release = release
         c.torch_pin = p.engine.torch or str(release["torch"])
-        if release.get("unverified"):
-            c.warn(("engine", "version"), f"the pins of {p.engine.name} {p.engine.version} are "
-                   f"partly unverified ({release['src']})", "confirm them before a long build")
+        mark = release.get("unverified")
+        if mark:
+            what = ("the pins" if mark is True else
+                    "the " + ", ".join(f"{f} range" if f == "python" else f for f in mark))
+            c.warn(("engine", "version"), f"{what} of {p.engine.name} {p.engine.version} "
+                   f"{'are' if mark is True else 'is'} unverified ({release['src']})",
+                   "confirm before a long build")
         if not in_range(p.python + ".0", release["python"]):
-            c.error(("python",), f"{p.engine.name} {p.engine.version} requires Python "
-                    f"{release['python']}, but python is {p.python}",
-                    "pick a Python version inside that range")
+            # unverified facts only warn (see `python -m dockergen.maint.knowledge check`)
+            doubt = is_unverified(release, "python")
+            report = c.warn if doubt else c.error
+            report(("python",), f"{p.engine.name} {p.engine.version} requires Python "
+                   f"{release['python']}, but python is {p.python}"
+                   + (" (unverified)" if doubt else ""),
+                   "pick a Python version inside that range")
         major = Version(p.cuda.version).major
         if cuda.toolkit(p.cuda.version) is not None and major != release["cuda_major"]:
             newer_ok = [v for v in self.versions()
@@ -197,6 +215,48 @@ class ServingEngine:
                 c.error(("serving", "extra_args", i), "a credential in the server arguments "
                         "would be readable by anyone who pulls the image", self.secret_hint)
 
+    def lock_inputs(self, c: Context) -> dict[str, object]:
+        """What a Python lock of this profile must have been made from (see pylock.py)."""
+        p = c.p
+        indexes = self.indexes(c)
+        return {"engine": self.requirements(c)[0], "torch": c.torch_pin or "",
+                "torch_index": indexes[0], "main_index": p.build.pip_index_url or MAIN_INDEX,
+                "engine_index": indexes[1] if len(indexes) > 1 else None, "python": p.python}
+
+    def check_python_lock(self, c: Context) -> None:
+        """python-lock: a lock beside the profile must match it; the engine stage uses it."""
+        path = c.loaded.path.with_name(c.loaded.path.stem + LOCK_SUFFIX)
+        if c.release is None or not path.is_file():
+            return
+        text = path.read_text(encoding="utf-8")
+        first = text.split("\n", 1)[0]
+        fix = f"run `dockergen lock --python {c.loaded.path}` to refresh it, or delete it"
+        try:
+            had = json.loads(first[len(LOCK_MARK):]) if first.startswith(LOCK_MARK) else None
+        except ValueError:
+            had = None
+        if not isinstance(had, dict):
+            c.error(("engine", "version"), f"{path.name} is not a dockergen Python lock", fix)
+            return
+        want = self.lock_inputs(c)
+        changed = [f"{k}: lock {had.get(k)!r}, profile {v!r}" for k, v in sorted(want.items())
+                   if had.get(k) != v]
+        if changed:
+            c.error(("engine", "version"), f"{path.name} no longer matches the profile ("
+                    + "; ".join(changed) + ")", fix)
+            return
+        c.python_lock = text
+
+    def indexes(self, c: Context) -> list[str]:
+        """The CUDA-matched torch index, then the engine's own index if it has one."""
+        p = c.p
+        out = [torch_component.index_url(p.build.torch_index_url, p.cuda.version)]
+        if p.build.engine_index_url:
+            out.append(p.build.engine_index_url)
+        elif self.facts().get("extra_index_url"):
+            out.append(self.facts()["extra_index_url"])
+        return out
+
     # --- derivations ----------------------------------------------------------------------
     def serve(self, c: Context, d: list[Derivation]) -> ServeCommand:
         """The server command of a checked profile (entrypoint, arguments, option files)."""
@@ -219,9 +279,23 @@ class ServingEngine:
             indexes.append(p.build.engine_index_url)
         elif self.facts().get("extra_index_url"):
             indexes.append(self.facts()["extra_index_url"])
+        lock_args: tuple[str, ...] = ()
+        files: dict[str, bytes] = {}
+        if c.python_lock is not None:
+            # every artifact is pinned by its sha256, so index order decides nothing: the
+            # best-match strategy only lets uv find each pinned file wherever it is served.
+            inputs = self.lock_inputs(c)
+            lock_args = ("--require-hashes", "--no-deps", "--index-strategy",
+                         "unsafe-best-match", "--index-url", str(inputs["main_index"]),
+                         *(a for i in indexes for a in ("--extra-index-url", i)))
+            files[LOCK_IN_CONTEXT] = c.python_lock.encode("utf-8")
+            d.append(Derivation("python lock", LOCK_IN_IMAGE, "the profile's hashed Python "
+                                "lock (dockergen lock --python) matches it",
+                                f"{c.loaded.path.stem}{LOCK_SUFFIX}"))
         stage = EngineStage(name=p.engine.name, requirements=self.requirements(c),
                             torch=torch.version, indexes=tuple(indexes), venv=VENV, mode=mode,
-                            flash_attn=flash_attn)
+                            flash_attn=flash_attn,
+                            lock=LOCK_IN_IMAGE if lock_args else "", lock_args=lock_args)
         serve = self.serve(c, d)
         env = {"HF_HOME": f"{APP_HOME}/.cache/huggingface", "HOME": APP_HOME,
                **self.extra_env(c)}
@@ -244,6 +318,7 @@ class ServingEngine:
                               bool(facts.get("import_needs_gpu", self.imports_need_gpu))),
             arch_scopes=tuple((glob, tuple(ccs)) for glob, ccs in sorted(
                 facts.get("arch_scoped_libraries", {}).items())),
+            context_files=files,
         )
 
 

@@ -1,0 +1,329 @@
+"""Check dockergen's knowledge against the real packages: ``python -m dockergen.maint.knowledge``.
+
+``refresh`` reads PyPI (see :mod:`dockergen.maint.pypi`) for every release the knowledge
+names, plus the newest final release of each package, runs the compile probe
+(:mod:`dockergen.maint.probe`) for every torch a flash-attn build can meet, and writes what it
+observed to ``dockergen/data/pypi-snapshot.json`` (sorted, dated by the ``observed_on`` field
+only). ``check`` compares the knowledge with that snapshot offline and lists every
+difference; ``live`` observes PyPI again and compares with the checked-in snapshot.
+
+Facts no machine can check from PyPI (the PyPI-hosted metadata does not carry them) are
+marked ``unverified`` in the knowledge, either as ``unverified: true`` (the whole row) or as a
+list of the row's unverified fields; they are reported, never compared, and rules built on
+them only warn.
+May import: :mod:`dockergen.knowledge` (the facts files), :mod:`dockergen.maint`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
+
+from dockergen.knowledge import is_unverified
+from dockergen.maint.observe import (
+    Pages,
+    observe_engine,
+    observe_flash_attn,
+    observe_torch,
+    spec,
+)
+
+SNAPSHOT = Path(__file__).resolve().parent.parent / "data" / "pypi-snapshot.json"
+SNAPSHOT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class KnowledgeView:
+    """The few knowledge facts the checker compares (one adapter over the knowledge data)."""
+
+    data: dict[str, Any]
+
+    @classmethod
+    def load(cls) -> KnowledgeView:
+        """The component facts files, in the shape the checker compares."""
+        from dockergen.knowledge import COMPONENTS_DIR, load_facts
+
+        engines = {}
+        for path in sorted((COMPONENTS_DIR / "serving").glob("*.yaml")):
+            facts = load_facts(f"serving/{path.stem}")
+            engines[str(facts["package"])] = facts
+        return cls({"engines": engines, "torch": load_facts("torch")["releases"],
+                    "flash_attn": load_facts("flash_attn")})
+
+    def engines(self) -> dict[str, tuple[str, dict[str, dict[str, Any]]]]:
+        """engine name -> (PyPI package, {release: row})."""
+        return {name: (e["package"], e["releases"]) for name, e in self.data["engines"].items()}
+
+    def torch_rows(self) -> dict[str, dict[str, Any]]:
+        return dict(self.data["torch"])
+
+    def flash_attn(self) -> dict[str, Any]:
+        return dict(self.data["flash_attn"])
+
+    def torch_pins(self) -> list[str]:
+        """Every torch an engine release pins (a flash-attn build meets these)."""
+        pins = {str(row["torch"]) for _, releases in self.engines().values()
+                for row in releases.values()}
+        return sorted(pins, key=Version)
+
+
+# --- observing ----------------------------------------------------------------------------
+
+def _minor(version: str) -> str:
+    v = Version(version)
+    return f"{v.major}.{v.minor}"
+
+
+def observe_all(kb: KnowledgeView, pages: Pages | None = None, probe: bool = True,
+                today: str | None = None) -> dict[str, Any]:
+    """Read PyPI for every release the knowledge names and return the snapshot."""
+    pages = pages or Pages()
+    newest = {name: pages.newest(name) for name in
+              sorted({"torch", "flash-attn", *(pkg for pkg, _ in kb.engines().values())})}
+    engines: dict[str, dict[str, Any]] = {}
+    for name, (package, releases) in sorted(kb.engines().items()):
+        wanted = set(releases) | {newest[package]}
+        engines[name] = {v: observe_engine(pages, package, v)
+                         for v in sorted(wanted, key=Version)}
+    # torch: every engine pin, and every released patch of each minor the knowledge has rows
+    # for (a row's Python range must hold for all of them) or PyPI's newest.
+    torch_versions = set(kb.torch_pins()) | {newest["torch"]}
+    minors = set(kb.torch_rows()) | {_minor(newest["torch"])}
+    for v in pages.versions("torch"):
+        if not Version(v).is_prerelease and _minor(v) in minors:
+            torch_versions.add(v)
+    torch = {v: observe_torch(pages, v) for v in sorted(torch_versions, key=Version)}
+    fa_versions = set(kb.flash_attn()["releases"]) | {newest["flash-attn"]}
+    flash_attn = {v: observe_flash_attn(pages, v) for v in sorted(fa_versions, key=Version)}
+    snapshot: dict[str, Any] = {
+        "format": SNAPSHOT_VERSION,
+        "observed_on": today or datetime.date.today().isoformat(),
+        "index": pages.index,
+        "how": ("PEP 691 JSON simple API; wheel METADATA via PEP 658 or HTTP range reads of "
+                "the wheel; sdist setup.py/README.md/PKG-INFO; compile probe with g++"),
+        "newest": newest,
+        "engines": engines,
+        "torch": torch,
+        "torch_minors": _torch_minors(torch),
+        "flash_attn": flash_attn,
+    }
+    if probe:
+        from dockergen.maint.probe import compiler_version, probe_torch
+
+        pins = sorted({v for v in kb.torch_pins()} | {newest["torch"]} | {
+            max((v for v in torch if _minor(v) == m and torch[v]), key=Version)
+            for m in minors if any(_minor(v) == m and torch[v] for v in torch)}, key=Version)
+        snapshot["compile_probe"] = {
+            "compiler": compiler_version(),
+            "torch": {v: probe_torch(pages, v) for v in pins},
+        }
+    return snapshot
+
+
+def _torch_minors(torch: dict[str, Any]) -> dict[str, Any]:
+    """Per torch minor: the CPython range whose linux x86_64 wheels every patch release has."""
+    out: dict[str, Any] = {}
+    for minor in sorted({_minor(v) for v in torch if torch[v]}, key=Version):
+        rows = [torch[v] for v in torch if torch[v] and _minor(v) == minor]
+        common = set.intersection(*(set(r["cpython_linux_x86_64"]) for r in rows))
+        pys = sorted(common, key=Version)
+        if not pys:
+            continue
+        last = Version(pys[-1])
+        out[minor] = {"python": spec(f">={pys[0]},<{last.major}.{last.minor + 1}"),
+                      "cuda_major": sorted({r["cuda_major"] for r in rows}),
+                      "patches": sorted((v for v in torch if torch[v] and _minor(v) == minor),
+                                        key=Version)}
+    return out
+
+
+def dump(snapshot: dict[str, Any]) -> str:
+    """The snapshot as deterministic JSON text."""
+    return json.dumps(snapshot, indent=1, sort_keys=True, ensure_ascii=True) + "\n"
+
+
+def write_snapshot(snapshot: dict[str, Any], path: Path = SNAPSHOT) -> None:
+    """Write atomically: the old snapshot stays until the new one is complete."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(dump(snapshot), encoding="utf-8")
+    tmp.replace(path)
+
+
+def load_snapshot(path: Path = SNAPSHOT) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+# --- comparing ----------------------------------------------------------------------------
+
+@dataclass
+class Report:
+    """Differences (failures) and the unverified facts that were not compared."""
+
+    differences: list[str]
+    unverified: list[str]
+
+
+def compare(kb: KnowledgeView, snap: dict[str, Any]) -> Report:
+    """Every difference between the knowledge and a snapshot of PyPI."""
+    diff: list[str] = []
+    unverified: list[str] = []
+
+    def same(where: str, row: dict[str, Any], field_name: str, seen: Any, want: Any) -> None:
+        if is_unverified(row, field_name):
+            unverified.append(f"{where}: {field_name} = {want!r} (unverified; PyPI: {seen!r})")
+        elif seen != want:
+            diff.append(f"{where}: {field_name} is {want!r} in the knowledge, {seen!r} on PyPI "
+                        f"({row.get('src', 'no src')})")
+
+    newest = snap["newest"]
+    # engines
+    for name, (package, releases) in sorted(kb.engines().items()):
+        seen_all = snap["engines"].get(name, {})
+        if newest.get(package) not in releases:
+            diff.append(f"engines.{name}: PyPI's newest release {newest.get(package)} is "
+                        "missing from the knowledge")
+        for version, row in sorted(releases.items(), key=lambda kv: Version(kv[0])):
+            where = f"engines.{name}.releases.{version}"
+            seen = seen_all.get(version)
+            if seen is None:
+                diff.append(f"{where}: not on PyPI (or not in the snapshot: run refresh)")
+                continue
+            same(where, row, "torch", seen["torch"], str(row["torch"]))
+            same(where, row, "cuda_major", seen["cuda_major"], row["cuda_major"])
+            if "python" in seen:
+                same(where, row, "python", seen["python"], spec(row["python"]))
+            elif not is_unverified(row, "python"):
+                diff.append(f"{where}: python cannot be read from PyPI (the wheel is elsewhere, "
+                            "PyPI has a stub sdist); mark it `unverified: [python]`")
+            else:
+                unverified.append(f"{where}: python = {row['python']!r} (unverified; PyPI's "
+                                  f"stub says {seen.get('python_stub')!r})")
+    # torch
+    rows = kb.torch_rows()
+    newest_minor = _minor(newest["torch"])
+    if newest_minor not in rows:
+        diff.append(f"torch: PyPI's newest torch {newest['torch']} has no row")
+    for pin in kb.torch_pins():
+        if _minor(pin) not in rows:
+            diff.append(f"torch: engines pin torch {pin} but there is no {_minor(pin)} row")
+        if not snap["torch"].get(pin):
+            diff.append(f"torch: engines pin torch {pin}, which is not on PyPI")
+    probes = snap.get("compile_probe", {}).get("torch", {})
+    for minor, row in sorted(rows.items(), key=lambda kv: Version(kv[0])):
+        where = f"torch.{minor}"
+        seen = snap["torch_minors"].get(minor)
+        if seen is None:
+            diff.append(f"{where}: no torch {minor}.x release on PyPI")
+            continue
+        same(where, row, "python", seen["python"], spec(row["python"]))
+        if len(seen["cuda_major"]) == 1:
+            same(where, row, "pypi_cuda_major", seen["cuda_major"][0], row.get("pypi_cuda_major"))
+        if "cuda" in row and not is_unverified(row, "cuda"):
+            diff.append(f"{where}: cuda (the download.pytorch.org index list) cannot be read "
+                        "from PyPI; mark it `unverified: [cuda]`")
+        elif "cuda" in row:
+            unverified.append(f"{where}: cuda = {row['cuda']} (unverified: download.pytorch.org "
+                              "is not reachable)")
+        verdicts = {p["cxx_min"] for v, p in probes.items() if _minor(v) == minor}
+        if len(verdicts) > 1:
+            diff.append(f"{where}: the probe disagrees between patch releases: {sorted(verdicts)}")
+        elif verdicts:
+            same(where, row, "cxx_min", verdicts.pop(), row.get("cxx_min"))
+        elif "cxx_min" in row:
+            diff.append(f"{where}: cxx_min has no compile probe in the snapshot (run refresh)")
+    # flash-attn
+    fa = kb.flash_attn()
+    seen_fa = snap["flash_attn"]
+    if newest["flash-attn"] not in fa["releases"]:
+        diff.append(f"flash_attn: PyPI's newest release {newest['flash-attn']} is missing")
+    for version, row in sorted(fa["releases"].items(), key=lambda kv: Version(kv[0])):
+        where = f"flash_attn.releases.{version}"
+        seen = seen_fa.get(version)
+        if seen is None:
+            diff.append(f"{where}: not on PyPI (releases carry .postN suffixes; check the "
+                        "exact version)")
+            continue
+        same(where, row, "cxx_std", seen["cxx_std"], [row.get("cxx_std")])
+        same(where, row, "archs_env", seen["archs_env"] is not None, row.get("archs_env"))
+        same(where, row, "nvcc_min", seen["nvcc_min"], row.get("nvcc_min"))
+        same(where, row, "torch_min", seen["torch_min"], row.get("torch_min"))
+        same(where, row, "python", seen["python"], spec(row.get("python")))
+        same(where, row, "default_archs", seen["default_archs"], row.get("default_archs"))
+        for arch, need in seen["arch_min_nvcc"].items():
+            if need == seen["nvcc_min"]:
+                continue  # no gate beyond the release's own nvcc minimum
+            same(where, fa, f"arch_min_nvcc[{arch}]", need, fa["arch_min_nvcc"].get(arch))
+    listed = [v for v in fa["releases"] if seen_fa.get(v)]
+    with_env = [v for v in listed if seen_fa[v]["archs_env"]]
+    if with_env:
+        first = min(with_env, key=Version)
+        same("flash_attn", fa, "archs_env_since", first, fa.get("archs_env_since"))
+        values = sorted({a for v in with_env for a in seen_fa[v]["default_archs"]}, key=int)
+        same("flash_attn", fa, "arch_values", values, fa.get("arch_values"))
+    return Report(diff, unverified)
+
+
+def _print(lines: Iterable[str], prefix: str) -> None:
+    for line in lines:
+        print(f"{prefix}{line}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``check`` (offline) | ``live`` (read PyPI, compare) | ``refresh`` (write snapshot)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m dockergen.maint.knowledge",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["check", "live", "refresh"])
+    parser.add_argument("--no-probe", action="store_true",
+                        help="skip the compile probe (keeps the snapshot's verdicts)")
+    parser.add_argument("--snapshot", type=Path, default=SNAPSHOT)
+    args = parser.parse_args(argv)
+    kb = KnowledgeView.load()
+    if args.command == "check":
+        snap = load_snapshot(args.snapshot)
+    else:
+        snap = observe_all(kb, probe=not args.no_probe)
+        if args.no_probe and args.snapshot.is_file():
+            old = load_snapshot(args.snapshot)
+            if "compile_probe" in old:
+                snap["compile_probe"] = old["compile_probe"]
+        if args.command == "refresh":
+            write_snapshot(snap, args.snapshot)
+            print(f"wrote {args.snapshot} (observed {snap['observed_on']})")
+        else:
+            old = load_snapshot(args.snapshot)
+            changed = _changed(old, snap)
+            _print(changed, "snapshot drift: ")
+            if changed:
+                print("PyPI changed since the snapshot: run `python -m dockergen.maint.knowledge"
+                      " refresh`, then fix the knowledge where `check` reports differences")
+    report = compare(kb, snap)
+    _print(report.unverified, "unverified: ")
+    _print(report.differences, "DIFFERENT: ")
+    print(f"{len(report.differences)} difference(s), {len(report.unverified)} unverified "
+          f"fact(s) against the snapshot of {snap['observed_on']}")
+    return 1 if report.differences else 0
+
+
+def _changed(old: dict[str, Any], new: dict[str, Any], path: str = "") -> list[str]:
+    """What differs between two snapshots (the date and the compiler aside)."""
+    out: list[str] = []
+    for key in sorted(set(old) | set(new)):
+        if key in ("observed_on", "compiler"):
+            continue
+        a, b = old.get(key), new.get(key)
+        where = f"{path}.{key}" if path else key
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += _changed(a, b, where)
+        elif a != b:
+            out.append(f"{where}: {a!r} -> {b!r}")
+    return out

@@ -1,0 +1,234 @@
+"""Read what PyPI really publishes, without downloading 400 MB wheels.
+
+* the release list and files of a project: the PEP 691 JSON simple API;
+* a wheel's ``METADATA``: its PEP 658 ``.metadata`` file when the index serves one, else the
+  wheel's zip central directory and that one member, read with HTTP range requests (what
+  pip's "lazy wheel" does); the same way, only ``torch/include`` of a torch wheel;
+* small sdists (flash-attn ~8 MB, tensorrt-llm's 10 KB stubs) are downloaded whole.
+
+Everything downloaded is kept under the cache folder (``DOCKERGEN_CACHE_DIR``, default
+``~/.cache/dockergen``), keyed by the file's sha256 from the index, and verified against it
+where the whole file is read.
+May import: :mod:`dockergen.errors`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import tarfile
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dockergen.errors import DockergenError, ExitCode
+
+PYPI_SIMPLE = "https://pypi.org/simple"
+_TIMEOUT_S = 120
+_BLOCK = 1 << 20  # range-request granularity: 1 MiB
+
+
+class PyPIError(DockergenError):
+    """PyPI could not be read (network, a missing file, a malformed answer)."""
+
+    exit_code = ExitCode.MISSING_TOOL
+
+
+def cache_dir() -> Path:
+    """The download cache: ``$DOCKERGEN_CACHE_DIR`` or ``~/.cache/dockergen``."""
+    env = os.environ.get("DOCKERGEN_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "dockergen"
+
+
+def _get(url: str, headers: dict[str, str] | None = None) -> bytes:
+    req = urllib.request.Request(url, headers={"User-Agent": "dockergen-knowledge-check",
+                                               **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=_TIMEOUT_S) as resp:  # noqa: S310 - https
+            return bytes(resp.read())
+    except urllib.error.HTTPError as exc:
+        raise PyPIError(f"{url}: HTTP {exc.code}") from exc
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        raise PyPIError(f"{url}: {exc}") from exc
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+@dataclass(frozen=True)
+class DistFile:
+    """One file of a release as the simple API lists it."""
+
+    filename: str
+    url: str
+    sha256: str
+    size: int
+    requires_python: str | None
+    yanked: bool
+    has_metadata: bool  # PEP 658/714 core-metadata advertised
+
+
+def project(name: str, index: str = PYPI_SIMPLE) -> dict[str, Any]:
+    """The PEP 691 JSON page of a project (``versions`` and ``files``)."""
+    raw = _get(f"{index.rstrip('/')}/{name}/",
+               {"Accept": "application/vnd.pypi.simple.v1+json"})
+    try:
+        data: dict[str, Any] = json.loads(raw)
+    except ValueError as exc:
+        raise PyPIError(f"{index}/{name}/: not a PEP 691 JSON answer") from exc
+    return data
+
+
+def files_of(page: dict[str, Any], version: str) -> list[DistFile]:
+    """The files of one release (exact version string, as the filenames spell it)."""
+    norm = re.sub(r"[-_.]+", "_", page["name"]).lower()
+    out = []
+    for f in page["files"]:
+        fn = f["filename"]
+        low = fn.lower()
+        if not (low.startswith(f"{norm}-{version}-") or low == f"{norm}-{version}.tar.gz"
+                or low.startswith(f"{page['name'].lower()}-{version}-")
+                or low == f"{page['name'].lower()}-{version}.tar.gz"):
+            continue
+        out.append(DistFile(fn, f["url"], f["hashes"].get("sha256", ""), int(f.get("size") or 0),
+                            f.get("requires-python"), bool(f.get("yanked")),
+                            bool(f.get("core-metadata") or f.get("data-dist-info-metadata"))))
+    return sorted(out, key=lambda d: d.filename)
+
+
+class RangeReader(io.RawIOBase):
+    """A read-only, seekable view of a remote file through HTTP range requests."""
+
+    def __init__(self, url: str, size: int) -> None:
+        super().__init__()
+        self.url, self.size, self.pos = url, size, 0
+        self.blocks: dict[int, bytes] = {}
+        self.fetched = 0  # bytes actually downloaded (for the report)
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self.pos, 2: self.size}[whence]
+        self.pos = max(0, base + offset)
+        return self.pos
+
+    def prefetch(self, start: int, end: int) -> None:
+        """Fetch ``[start, end)`` in one request (e.g. every member of a folder)."""
+        first, last = start // _BLOCK, (min(end, self.size) - 1) // _BLOCK
+        missing = [b for b in range(first, last + 1) if b not in self.blocks]
+        if not missing:
+            return
+        lo, hi = missing[0] * _BLOCK, min((missing[-1] + 1) * _BLOCK, self.size)
+        data = _get(self.url, {"Range": f"bytes={lo}-{hi - 1}"})
+        if len(data) != hi - lo:
+            raise PyPIError(f"{self.url}: the server ignored a range request")
+        self.fetched += len(data)
+        for b in range(missing[0], missing[-1] + 1):
+            self.blocks[b] = data[(b - missing[0]) * _BLOCK:(b - missing[0] + 1) * _BLOCK]
+
+    def readinto(self, buf: Any) -> int:
+        n = min(len(buf), self.size - self.pos)
+        if n <= 0:
+            return 0
+        self.prefetch(self.pos, self.pos + n)
+        out = bytearray()
+        pos = self.pos
+        while len(out) < n:
+            b, off = divmod(pos, _BLOCK)
+            chunk = self.blocks[b][off:off + n - len(out)]
+            out += chunk
+            pos += len(chunk)
+        buf[:n] = out
+        self.pos += n
+        return n
+
+
+def wheel_metadata(f: DistFile) -> str:
+    """A wheel's ``METADATA`` text (PEP 658 file, else a range read of the wheel; cached)."""
+    cached = cache_dir() / "pypi" / "metadata" / f"{f.sha256}.METADATA"
+    if cached.is_file():
+        return cached.read_text(encoding="utf-8")
+    text: str | None = None
+    if f.has_metadata:
+        text = _get(f.url + ".metadata").decode("utf-8")
+    else:
+        reader = RangeReader(f.url, f.size)
+        # The central directory sits at the end; one request for the last 4 MiB usually
+        # holds all of it (a torch wheel lists ~15k members).
+        reader.prefetch(max(0, f.size - 4 * _BLOCK), f.size)
+        with zipfile.ZipFile(io.BufferedReader(reader, _BLOCK)) as zf:
+            names = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
+            if len(names) != 1:
+                raise PyPIError(f"{f.filename}: no single .dist-info/METADATA member")
+            text = zf.read(names[0]).decode("utf-8")
+    _atomic_write(cached, text.encode("utf-8"))
+    return text
+
+
+def download(f: DistFile) -> Path:
+    """Download a whole (small) file into the cache, verified against its sha256."""
+    path = cache_dir() / "pypi" / "files" / f.sha256[:2] / f.filename
+    if path.is_file():
+        return path
+    data = _get(f.url)
+    if hashlib.sha256(data).hexdigest() != f.sha256:
+        raise PyPIError(f"{f.filename}: sha256 does not match the index")
+    _atomic_write(path, data)
+    return path
+
+
+def sdist_member(f: DistFile, member: str) -> str | None:
+    """The text of ``<top>/member`` inside an sdist tarball (None if absent)."""
+    with tarfile.open(download(f), "r:gz") as tf:
+        for info in tf.getmembers():
+            parts = info.name.split("/", 1)
+            if len(parts) == 2 and parts[1] == member and info.isfile():
+                handle = tf.extractfile(info)
+                return handle.read().decode("utf-8") if handle else None
+    return None
+
+
+def extract_prefix(f: DistFile, prefix: str, dest: Path) -> int:
+    """Extract only the members under ``prefix`` of a remote wheel into ``dest``.
+
+    Members of one folder are stored together in a wheel, so their byte span is fetched in
+    one range request (torch/include is ~30 MB of a ~900 MB wheel). Returns the bytes read.
+    """
+    reader = RangeReader(f.url, f.size)
+    reader.prefetch(max(0, f.size - 4 * _BLOCK), f.size)
+    with zipfile.ZipFile(io.BufferedReader(reader, _BLOCK)) as zf:
+        infos = [i for i in zf.infolist() if i.filename.startswith(prefix) and not i.is_dir()]
+        if not infos:
+            raise PyPIError(f"{f.filename}: nothing under {prefix}")
+        start = min(i.header_offset for i in infos)
+        after = sorted({i.header_offset for i in zf.infolist()} | {f.size})
+        last = max(i.header_offset for i in infos)
+        end = next(o for o in after if o > last)
+        reader.prefetch(start, end)
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        for info in infos:
+            target = tmp / info.filename
+            if ".." in Path(info.filename).parts:
+                raise PyPIError(f"{f.filename}: unsafe member {info.filename}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(zf.read(info))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp.replace(dest)
+    return reader.fetched

@@ -1,0 +1,214 @@
+"""The Python lock: the image's whole Python closure resolved ahead of the build, with hashes.
+
+Why: the engine stage used to run ``uv pip install --extra-index-url <PyTorch cuXYZ index>
+vllm==X torch==Y``. uv's default ``first-index`` strategy takes each name from the first
+index that has it; the PyTorch index also carries requests, pillow, certifi, setuptools at
+older versions, so the install fails ("requests was found on .../cu130, but not at the
+requested version") - or, with ``unsafe-best-match``, may pick a torch from the main index
+(another CUDA, or a CPU wheel). Here the closure is resolved once with ``uv pip compile``:
+the torch family only from the CUDA-matched index, declared as an *explicit* index (uv
+``[[tool.uv.index]] explicit = true`` + ``[tool.uv.sources]``), everything else from the main
+index; the result is a requirements file with a sha256 for every artifact. Installing it
+with ``--require-hashes`` cannot get another torch: any other wheel has another hash.
+
+The lock starts with one ``# dockergen-python-lock:`` line holding the inputs it was made
+from; :func:`check_matches` compares them with the profile, so a stale lock is an error
+whose fix is ``dockergen lock --python PROFILE``.
+May import: :mod:`dockergen.errors`, :mod:`dockergen.loader`, :mod:`dockergen.resolve`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from dockergen.errors import DockergenError, ExitCode, MissingToolError
+
+PYPI = "https://pypi.org/simple"
+TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
+DEFAULT_PLATFORM = "x86_64-manylinux_2_28"  # an image whose OS dockergen cannot see
+# glibc of the base OS -> the manylinux wheels it can install (uv --python-platform).
+# src: Ubuntu focal 2.31, jammy 2.35, noble 2.39; Debian bookworm 2.36 (libc6 packages).
+# SGLang 0.5.23 publishes manylinux_2_34 wheels only, so 2_28 would find none.
+OS_PLATFORM = {"ubuntu20.04": "x86_64-manylinux_2_31", "ubuntu22.04": "x86_64-manylinux_2_35",
+               "ubuntu24.04": "x86_64-manylinux_2_39", "debian12": "x86_64-manylinux_2_36"}
+MARK = "# dockergen-python-lock: "
+_UV_TIMEOUT_S = 900
+
+
+class LockError(DockergenError):
+    """The lock cannot be made, or no longer matches its profile."""
+
+    exit_code = ExitCode.INVALID_PROFILE
+
+
+@dataclass(frozen=True)
+class LockInputs:
+    """What a lock is resolved from (read from the resolved profile, one adapter)."""
+
+    engine: str  # "vllm==0.33.0"
+    torch: str  # "2.14.0"
+    torch_index: str  # the CUDA-matched index (explicit: only the torch family)
+    main_index: str  # everything else
+    engine_index: str | None  # e.g. pypi.nvidia.com (explicit: only the engine package)
+    python: str  # "3.12"
+    platform: str  # uv --python-platform
+
+
+def inputs_of(profile: Path, overrides: tuple[str, ...] = (), *,
+              platform: str | None = None, torch_index: str | None = None,
+              main_index: str | None = None) -> LockInputs:
+    """The lock inputs of a profile (the only place that reads the resolved profile)."""
+    from dockergen.loader import load_profile
+    from dockergen.resolve import resolve
+
+    r = resolve(load_profile(profile, overrides), python_lock=False)
+    res = r.lock["resolved"]
+    torch_idx = torch_index or res["torch_index"]
+    others = [i for i in res["package_indexes"] if i != res["torch_index"]]
+    return LockInputs(engine=res["engine"], torch=res["torch"], torch_index=torch_idx,
+                      main_index=main_index or r.profile.build.pip_index_url or PYPI,
+                      engine_index=others[0] if others else None, python=r.profile.python,
+                      platform=platform or _platform(r.profile.cuda.os,
+                                                     r.profile.cuda.devel_image))
+
+
+def _platform(os_name: str, devel_image: str | None) -> str:
+    """The wheels the image's OS can install (an explicit devel image: the safe minimum)."""
+    return DEFAULT_PLATFORM if devel_image else OS_PLATFORM.get(os_name, DEFAULT_PLATFORM)
+
+
+def uv() -> str:
+    """The uv binary (the ``uv`` package on PyPI, a dependency of the lock command)."""
+    found = shutil.which("uv", path=sysconfig.get_path("scripts")) or shutil.which("uv")
+    if not found:
+        raise MissingToolError("uv is not installed: pip install uv")
+    return found
+
+
+def _pyproject(inp: LockInputs, family: tuple[str, ...]) -> str:
+    engine_name = re.split(r"[=<>!~ ]", inp.engine, maxsplit=1)[0]
+    deps = [inp.engine, f"torch=={inp.torch}", *(n for n in family if n != "torch")]
+    lines = ["[project]", 'name = "dockergen-image"', 'version = "0"',
+             "dependencies = [" + ", ".join(json.dumps(d) for d in deps) + "]", "",
+             "[[tool.uv.index]]", 'name = "pytorch"', f"url = {json.dumps(inp.torch_index)}",
+             "explicit = true", ""]
+    sources = [f'{n} = {{ index = "pytorch" }}' for n in ("torch", *family) if n != "torch"]
+    sources.insert(0, 'torch = { index = "pytorch" }')
+    if inp.engine_index:
+        lines += ["[[tool.uv.index]]", 'name = "engine"', f"url = {json.dumps(inp.engine_index)}",
+                  "explicit = true", ""]
+        sources.append(f'{engine_name} = {{ index = "engine" }}')
+    return "\n".join([*lines, "[tool.uv.sources]", *sorted(set(sources)), ""])
+
+
+def _compile(inp: LockInputs, family: tuple[str, ...], work: Path) -> str:
+    (work / "pyproject.toml").write_text(_pyproject(inp, family), encoding="utf-8")
+    cmd = [uv(), "pip", "compile", "--quiet", "--no-header", "--generate-hashes",
+           "--emit-index-annotation", "--python-version", inp.python,
+           "--python-platform", inp.platform, "--index-url", inp.main_index,
+           "pyproject.toml"]
+    env = {**os.environ, "UV_NO_CONFIG": "1"}
+    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, check=False,
+                          timeout=_UV_TIMEOUT_S, env=env)
+    if proc.returncode != 0:
+        raise LockError(f"uv pip compile could not resolve {inp.engine} with torch=="
+                        f"{inp.torch} (torch family from {inp.torch_index} only, the rest "
+                        f"from {inp.main_index}): {proc.stderr.strip()[-1500:]}")
+    return proc.stdout
+
+
+def compile_lock(inp: LockInputs) -> str:
+    """Resolve the closure; the lock text (deterministic for the same index contents).
+
+    Two passes: uv applies ``tool.uv.sources`` to direct dependencies, so the torch-family
+    packages the first pass finds in the closure (torchvision, torchaudio) are added as
+    direct dependencies bound to the PyTorch index, and the closure is resolved again.
+    """
+    with tempfile.TemporaryDirectory(prefix="dockergen-lock-") as tmp:
+        work = Path(tmp)
+        first = _compile(inp, ("torch",), work)
+        family = tuple(n for n in TORCH_FAMILY if re.search(rf"^{n}==", first, re.M))
+        text = _compile(inp, family, work) if family != ("torch",) else first
+    text = text.replace("dockergen-image (pyproject.toml)", "the profile")
+    torch_line = re.search(r"^torch==(\S+)", text, re.M)
+    if not torch_line:
+        raise LockError("the resolved closure holds no torch")
+    header = MARK + json.dumps(asdict(inp), sort_keys=True)
+    return header + "\n" + text
+
+
+def _origin(text: str, name: str) -> str | None:
+    """The index a locked package came from (uv's ``# from`` annotation)."""
+    m = re.search(rf"^{re.escape(name)}==\S+ \\\n(?:.*\n)*?\s+# from (\S+)", text, re.M)
+    return m.group(1) if m else None
+
+
+def verify_sources(text: str, inp: LockInputs) -> list[str]:
+    """Problems: a torch-family package not from the PyTorch index, or anything else from it."""
+    problems = []
+    for name in re.findall(r"^([A-Za-z0-9_.-]+)==", text, re.M):
+        origin = _origin(text, name)
+        family = name.lower() in TORCH_FAMILY
+        if family and origin != inp.torch_index:
+            problems.append(f"{name} comes from {origin}, not {inp.torch_index}")
+        if (not family and origin == inp.torch_index and inp.torch_index != inp.main_index):
+            problems.append(f"{name} comes from the PyTorch index {origin}")
+    return problems
+
+
+def read_inputs(text: str) -> LockInputs | None:
+    first = text.splitlines()[0] if text else ""
+    if not first.startswith(MARK):
+        return None
+    try:
+        return LockInputs(**json.loads(first[len(MARK):]))
+    except (ValueError, TypeError):
+        return None
+
+
+def check_matches(lock_path: Path, inp: LockInputs, profile: Path) -> None:
+    """Raise :class:`LockError` when the lock was made for other inputs than the profile's."""
+    fix = f"run `dockergen lock --python {profile}` to refresh it"
+    if not lock_path.is_file():
+        raise LockError(f"{lock_path}: no Python lock; {fix}")
+    had = read_inputs(lock_path.read_text(encoding="utf-8"))
+    if had is None:
+        raise LockError(f"{lock_path}:1:1: not a dockergen Python lock; {fix}")
+    changed = [f"{k}: lock {v!r}, profile {getattr(inp, k)!r}"
+               for k, v in sorted(asdict(had).items()) if getattr(inp, k) != v]
+    if changed:
+        raise LockError(f"{lock_path}:1:1: the lock no longer matches the profile ("
+                        + "; ".join(changed) + f"); {fix}")
+
+
+def install_args(lock_path: str, inp: LockInputs) -> list[str]:
+    """``uv pip install`` arguments that install exactly the lock.
+
+    Every artifact is pinned by its sha256 (``--require-hashes``, ``--no-deps``), so the
+    index order no longer decides anything: ``unsafe-best-match`` only lets uv find each
+    pinned file wherever it is, and a file with another hash is refused.
+    """
+    args = ["--require-hashes", "--no-deps", "--index-strategy", "unsafe-best-match",
+            "--index-url", inp.main_index, "--extra-index-url", inp.torch_index]
+    if inp.engine_index:
+        args += ["--extra-index-url", inp.engine_index]
+    return [*args, "-r", lock_path]
+
+
+def default_path(profile: Path) -> Path:
+    """Where ``dockergen lock --python`` keeps a profile's lock: beside the profile."""
+    return profile.with_name(profile.stem + ".python.lock")
+
+
+def write_lock(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)

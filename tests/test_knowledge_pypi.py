@@ -1,0 +1,237 @@
+"""The knowledge checked against the real packages (snapshot offline; PyPI live in CI)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from dockergen.maint import knowledge_check as kc
+from dockergen.maint.observe import Pages, parse_flash_attn_setup
+from tests.conftest import PROFILES, run_cli
+
+
+def _view() -> kc.KnowledgeView:
+    return kc.KnowledgeView(copy.deepcopy(kc.KnowledgeView.load().data))
+
+
+# --- offline: the knowledge equals what the checked-in snapshot observed -----------------
+
+def test_knowledge_matches_the_pypi_snapshot() -> None:
+    report = kc.compare(kc.KnowledgeView.load(), kc.load_snapshot())
+    assert report.differences == []
+    # what no machine can check here is listed, not compared
+    assert any("tensorrt-llm.releases.1.2.1: python" in u for u in report.unverified)
+    assert any(u.startswith("torch.2.14: cuda") for u in report.unverified)
+
+
+def test_snapshot_is_deterministic_and_dated() -> None:
+    text = kc.SNAPSHOT.read_text(encoding="utf-8")
+    snap = json.loads(text)
+    assert kc.dump(snap) == text
+    import datetime
+
+    assert datetime.date.fromisoformat(snap["observed_on"]) <= datetime.date.today()
+    assert snap["format"] == kc.SNAPSHOT_VERSION
+
+
+def test_the_knowledge_holds_pypis_newest_releases() -> None:
+    snap, kb = kc.load_snapshot(), kc.KnowledgeView.load()
+    engines = {pkg: releases for pkg, releases in kb.engines().values()}
+    assert snap["newest"]["vllm"] in engines["vllm"]
+    assert snap["newest"]["tensorrt-llm"] in engines["tensorrt-llm"]
+    assert snap["newest"]["flash-attn"] in kb.flash_attn()["releases"]
+    major_minor = ".".join(snap["newest"]["torch"].split(".")[:2])
+    assert major_minor in kb.torch_rows()
+
+
+@pytest.mark.parametrize(("what", "edit", "expect"), [
+    ("a flash-attn version PyPI does not have",
+     lambda d: d["flash_attn"]["releases"].update({"2.7.4": d["flash_attn"]["releases"]
+                                                   ["2.7.4.post1"]}),
+     "flash_attn.releases.2.7.4: not on PyPI"),
+    ("a wrong torch pin",
+     lambda d: d["engines"]["vllm"]["releases"]["0.33.0"].update(torch="2.13.0"),
+     "engines.vllm.releases.0.33.0: torch is '2.13.0' in the knowledge, '2.14.0' on PyPI"),
+    ("a wrong Requires-Python",
+     lambda d: d["engines"]["vllm"]["releases"]["0.32.0"].update(python=">=3.10,<3.15"),
+     "engines.vllm.releases.0.32.0: python"),
+    ("a wrong CUDA major",
+     lambda d: d["engines"]["vllm"]["releases"]["0.19.1"].update(cuda_major=13),
+     "engines.vllm.releases.0.19.1: cuda_major is 13 in the knowledge, 12 on PyPI"),
+    ("a torch Python range its wheels do not have",
+     lambda d: d["torch"]["2.14"].update(python=">=3.10,<3.16"),
+     "torch.2.14: python"),
+    ("a C++ verdict the probe contradicts",
+     lambda d: d["torch"]["2.14"].update(cxx_min=17),
+     "torch.2.14: cxx_min is 17 in the knowledge, 20 on PyPI"),
+    ("a forced C++ standard setup.py does not force",
+     lambda d: d["flash_attn"]["releases"]["2.8.3.post2"].update(cxx_std=20),
+     "flash_attn.releases.2.8.3.post2: cxx_std"),
+    ("a wrong nvcc gate",
+     lambda d: d["flash_attn"]["arch_min_nvcc"].update({"100": "12.6"}),
+     "arch_min_nvcc[100]"),
+    ("a missing newest release",
+     lambda d: d["engines"]["vllm"]["releases"].pop("0.33.0"),
+     "engines.vllm: PyPI's newest release 0.33.0 is missing"),
+    ("a torch row marked verified that cannot be",
+     lambda d: d["torch"]["2.13"].pop("unverified"),
+     "torch.2.13: cuda (the download.pytorch.org index list) cannot be read"),
+])
+def test_every_kind_of_difference_fails_the_check(what: str, edit, expect: str) -> None:
+    view = _view()
+    edit(view.data)
+    report = kc.compare(view, kc.load_snapshot())
+    assert any(expect in d for d in report.differences), (what, report.differences)
+
+
+def test_unverified_facts_are_reported_not_compared() -> None:
+    view = _view()
+    view.data["engines"]["tensorrt-llm"]["releases"]["1.2.1"]["python"] = ">=3.10,<3.14"
+    report = kc.compare(view, kc.load_snapshot())
+    assert report.differences == []
+    assert any("1.2.1: python = '>=3.10,<3.14' (unverified" in u for u in report.unverified)
+
+
+def test_check_command_offline(tmp_path: Path) -> None:
+    ok = run_cli_module("check")
+    assert ok.rc == 0, ok.out + ok.err
+    assert "0 difference(s)" in ok.out
+    snap = kc.load_snapshot()
+    snap["engines"]["vllm"]["0.33.0"]["torch"] = "2.15.0"
+    bad = tmp_path / "snapshot.json"
+    bad.write_text(kc.dump(snap))
+    failed = run_cli_module("check", "--snapshot", str(bad))
+    assert failed.rc == 1
+    assert "DIFFERENT: engines.vllm.releases.0.33.0: torch is '2.14.0'" in failed.out
+
+
+def run_cli_module(*args: str):  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, Run
+
+    proc = subprocess.run([sys.executable, "-m", "dockergen.maint.knowledge", *args],
+                          capture_output=True, text=True, cwd=ROOT, check=False)
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+def test_setup_py_parser_reads_the_cuda_path_only() -> None:
+    setup = '''
+def cuda_archs():
+    return os.getenv("FLASH_ATTN_CUDA_ARCHS", "80;90;100;120").split(";")
+if CUDA_HOME is not None:
+    if bare_metal_version < Version("11.7"):
+        raise RuntimeError("old")
+if "80" in cuda_archs():
+    cc_flag.append("arch=compute_80,code=sm_80")
+if CUDA_HOME is not None:
+    if bare_metal_version >= Version("11.8") and "90" in cuda_archs():
+        cc_flag.append("arch=compute_90,code=sm_90")
+    # if bare_metal_version >= Version("12.0"): cc_flag.append("arch=compute_75,code=sm_75")
+extra_compile_args={"cxx": ["-O3", "-std=c++17"]}
+setup(python_requires=">=3.9")
+'''
+    facts = parse_flash_attn_setup(setup, "Requirements: PyTorch 2.2 and above.")
+    assert facts == {"archs_env": "FLASH_ATTN_CUDA_ARCHS",
+                     "default_archs": ["80", "90", "100", "120"],
+                     "arch_min_nvcc": {"80": "11.7", "90": "11.8"}, "nvcc_min": "11.7",
+                     "cxx_std": [17], "torch_min": "2.2", "python": ">=3.9"}
+
+
+# --- the rule built on the probe's verdict -----------------------------------------------
+
+def _profile(tmp_path: Path, flash_attn: str, engine: str = "0.33.0") -> Path:
+    path = tmp_path / "p.yaml"
+    path.write_text(f"extends: h100-fp8\nname: fa-test\nengine:\n  version: \"{engine}\"\n"
+                    f"flash_attn:\n{flash_attn}")
+    return path
+
+
+@pytest.mark.parametrize("version", [
+    v for v in kc.KnowledgeView.load().flash_attn()["releases"]
+    if kc.KnowledgeView.load().flash_attn()["releases"][v]["archs_env"]])
+def test_validate_rejects_every_released_flash_attn_on_torch_2_14(version: str,
+                                                                  tmp_path: Path) -> None:
+    result = run_cli("validate", str(_profile(
+        tmp_path, f"  build: source\n  version: \"{version}\"\n")))
+    assert result.rc == 2, result.err
+    assert f"flash-attn {version} forces -std=c++17, but the headers of torch 2.14.0" in result.err
+    for fix in ('use engine.version: "0.32.0"', "set flash_attn.build: none",
+                "flash_attn.source with url + sha256", "git + commit"):
+        assert fix in result.err
+    assert "Traceback" not in result.err
+
+
+def test_each_named_fix_validates(tmp_path: Path) -> None:
+    engine_fix = _profile(tmp_path, "  build: source\n  version: \"2.8.3.post2\"\n", "0.32.0")
+    assert run_cli("validate", "-q", str(engine_fix)).rc == 0
+    none_fix = _profile(tmp_path, "  build: none\n")
+    assert run_cli("validate", "-q", str(none_fix)).rc == 0
+
+
+def test_a_pinned_fixed_source_validates_and_renders(tmp_path: Path) -> None:
+    git = _profile(tmp_path, "  build: source\n  version: \"2.8.3.post2\"\n  source:\n"
+                   "    git: https://github.com/Dao-AILab/flash-attention\n"
+                   f"    commit: \"{'a' * 40}\"\n    cxx_std: 20\n")
+    result = run_cli("render", "-q", str(git))
+    assert result.rc == 0, result.err
+    assert (f"'flash-attn @ git+https://github.com/Dao-AILab/flash-attention@{'a' * 40}'"
+            in result.out)
+    assert " git " in result.out.split("AS build-base", 1)[1].split("\nFROM ", 1)[0]
+    archive = _profile(tmp_path, "  build: source\n  version: \"2.8.3.post2\"\n  source:\n"
+                       "    url: https://mirror.example.com/flash_attn-2.8.4.dev0.tar.gz\n"
+                       f"    sha256: \"{'b' * 64}\"\n    cxx_std: 20\n")
+    result = run_cli("render", "-q", str(archive))
+    assert result.rc == 0, result.err
+    assert ("flash-attn @ https://mirror.example.com/flash_attn-2.8.4.dev0.tar.gz "
+            f"--hash=sha256:{'b' * 64}") in result.out
+    assert "--require-hashes" in result.out
+
+
+def test_a_source_without_a_stated_standard_warns(tmp_path: Path) -> None:
+    path = _profile(tmp_path, "  build: source\n  source:\n"
+                    "    git: https://github.com/Dao-AILab/flash-attention\n"
+                    f"    commit: \"{'a' * 40}\"\n")
+    result = run_cli("validate", str(path))
+    assert result.rc == 0, result.err
+    assert "flash_attn.source: the C++ standard this flash-attn source forces is not stated" \
+        in result.err and "[warning]" in result.err
+
+
+def test_an_unverified_torch_index_fact_only_warns(tmp_path: Path) -> None:
+    result = run_cli("validate", str(PROFILES / "h100-fp8.yaml"), "--set", "cuda.version=13.1.1")
+    assert result.rc == 0, result.err
+    assert ("torch 2.14.0 has no wheels for CUDA 13.1 (download.pytorch.org/whl/cu131 does not "
+            "carry it, unverified)") in result.err
+
+
+# --- live, against PyPI (CI runs these) ---------------------------------------------------
+
+@pytest.mark.network
+def test_live_pypi_matches_the_knowledge_and_the_snapshot() -> None:
+    """Refresh live: PyPI today must agree with the knowledge and the checked-in snapshot."""
+    kb = kc.KnowledgeView.load()
+    live = kc.observe_all(kb, Pages(), probe=False)
+    old = kc.load_snapshot()
+    old.pop("compile_probe", None)
+    assert kc._changed(old, live) == []
+    assert kc.compare(kb, {**live, "compile_probe": kc.load_snapshot()["compile_probe"]}
+                      ).differences == []
+
+
+@pytest.mark.network
+def test_live_compile_probe_against_the_real_torch_headers() -> None:
+    """The real torch 2.13.0 / 2.14.0 headers under flash-attn's -std=c++17 (cached)."""
+    from dockergen.maint.probe import probe_torch
+
+    pages = Pages()
+    recorded = kc.load_snapshot()["compile_probe"]["torch"]
+    for version in ("2.13.0", "2.14.0"):
+        assert probe_torch(pages, version) == recorded[version]
+    assert recorded["2.14.0"]["cxx17"] == "rejected"
+    assert "C++20 or later compatible compiler is required" in recorded["2.14.0"][
+        "first_error_cxx17"]
