@@ -139,14 +139,14 @@ def _plain(node: yaml.Node, path: FieldPath, pos: Positions, file: str,
     budget = budget or _Budget()
     budget.values += 1
     if budget.values > MAX_VALUES:
-        raise _too_big(file, node, path, pos, f"the document expands to more than {MAX_VALUES} values "
-                                   "(aliases repeating aliases)")
+        raise _too_big(file, node, path, pos, f"the document expands to more than "
+                       f"{MAX_VALUES} values (aliases repeating aliases)")
     if len(path) > MAX_DEPTH:
         raise _too_big(file, node, path, pos, f"nested deeper than {MAX_DEPTH} levels")
     if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
         if id(node) in budget.active:
-            raise _too_big(file, node, path, pos, "an alias refers to the collection that contains it "
-                                       "(an endless value)")
+            raise _too_big(file, node, path, pos, "an alias refers to the collection that "
+                           "contains it (an endless value)")
         budget.active.add(id(node))
         try:
             return _collection(node, path, pos, file, problems, budget)
