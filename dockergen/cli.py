@@ -7,6 +7,7 @@ its traceback.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -29,20 +30,40 @@ _mode_option = click.option(
     help="classic: no BuildKit-only syntax (for engines without BuildKit).")
 
 
+class _OutputClosed(Exception):
+    """The reader of our output went away (``dockergen explain | head``).
+
+    Deliberately not an OSError: click turns a broken pipe into exit 1, the "dockergen bug"
+    code, before our handler in :func:`main` could see it.
+    """
+
+    def __init__(self, command: str | None) -> None:
+        super().__init__(command)
+        self.command = command
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise _OutputClosed(ctx.invoked_subcommand) from None
+
+
 def _warn(lines: list[str], quiet: bool) -> None:
     if not quiet:
         for line in lines:
             click.echo(line, err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dockergen")
 def cli() -> None:
     """Validated, deterministic multi-stage Dockerfiles for GPU LLM-inference images.
 
     Exit codes: 0 ok, 2 invalid profile, 3 engine or tool unavailable, 4 output not
     written, 5 build failed, 6 smoke test failed, 7 push failed, 124 timeout,
-    130 interrupted, 64 wrong usage, 1 a dockergen bug.
+    130 interrupted, 141 build output closed, 64 wrong usage, 1 a dockergen bug.
     """
 
 
@@ -246,6 +267,19 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(int(ExitCode.USAGE))
-    except BrokenPipeError:  # e.g. `dockergen render x | head`
-        sys.exit(0)
+    except _OutputClosed as exc:
+        # The reader stopped reading (`dockergen explain | head`): what it wanted was
+        # printed, so commands that only print end with 0. A build whose progress stream
+        # was cut off did not finish its work: 141, as a process killed by SIGPIPE.
+        _silence_output()
+        sys.exit(ExitCode.PIPE_CLOSED if exc.command == "build" else 0)
     sys.exit(0)
+
+
+def _silence_output() -> None:
+    """Point stdout/stderr at /dev/null so the exit flush does not fail a second time."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # no such stream: nothing to flush
+            os.dup2(devnull, stream.fileno())
+    os.close(devnull)

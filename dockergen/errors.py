@@ -35,6 +35,7 @@ class ExitCode(IntEnum):
     PUSH_FAILED = 7  # the push failed or carried no digest
     TIMEOUT = 124  # --timeout expired; the build was cancelled
     INTERRUPTED = 130  # Ctrl-C; the build was cancelled and our tags removed
+    PIPE_CLOSED = 141  # `build`: the reader of its output went away (128 + SIGPIPE)
     USAGE = 64  # wrong command-line usage (click's own errors use 2; we remap)
 
 
