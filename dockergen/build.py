@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from dockergen.errors import DockergenError, ExitCode, redact
+from dockergen.errors import SECRET_NAME, DockergenError, ExitCode, redact
 from dockergen.progress import BuildTracker, decode_status, make_renderer
-from dockergen.rules import SECRET_NAME
 
 LOG_TAIL = 30
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from dockergen import credentials
 from dockergen.errors import Location, Problem, ProfileError
 from dockergen.profile import Profile
 from dockergen.resources import profiles_dir
@@ -316,8 +317,14 @@ def load_profile(path: str | Path, overrides: tuple[str, ...] = ()) -> LoadedPro
                                     f"render a profile that says `extends: {file.stem}`")])
     data.pop("abstract", None)
     data = apply_overrides(data, pos, overrides)
+    secrets = credentials.scan(data, pos)
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
-        raise ProfileError(problems_from_validation(exc, pos)) from None
+        problems = problems_from_validation(exc, pos)
+        # one problem per field: a value the schema already rejects is not repeated
+        rejected = {p.field for p in problems}
+        raise ProfileError(problems + [p for p in secrets if p.field not in rejected]) from None
+    if secrets:
+        raise ProfileError(secrets)
     return LoadedProfile(profile, pos, resolved, display, chain, overrides)

@@ -14,15 +14,10 @@ from dataclasses import dataclass, field
 
 from packaging.version import Version
 
-from dockergen.errors import SECRET_VALUE, Location, Problem
+from dockergen.errors import Location, Problem
 from dockergen.knowledge import GpuTarget, Knowledge, cc_tuple, in_range
 from dockergen.loader import LoadedProfile
 from dockergen.profile import Profile
-
-# BuildKit's SecretsUsedInArgOrEnv detector (moby/buildkit dockerfile2llb/validations.go).
-SECRET_NAME = re.compile(
-    r"(?i)(?:_|^)(?:apikey|auth|credential|credentials|key|password|pword|passwd|secret|token)"
-    r"(?:_|$)")
 
 TAG_FIELDS = ("name", "engine.name", "engine.version", "cuda.version", "cuda.major_minor",
               "python", "quantization.weights", "quantization.kv_cache")
@@ -317,29 +312,6 @@ def check_serving(c: Context) -> None:
                     "raise max_num_batched_tokens or lower max_num_seqs")
 
 
-def check_secrets(c: Context) -> None:
-    """no-secrets: nothing credential-like is baked into ENV, labels or server flags."""
-    s = c.p.serving
-    for name in sorted(s.env):
-        if SECRET_NAME.search(name):
-            c.error(("serving", "env", name), f"{name} looks like a secret and would be "
-                    "readable by anyone who pulls the image",
-                    f"pass it when the container starts (docker run -e {name}) instead")
-        elif SECRET_VALUE.search(s.env[name]):
-            c.error(("serving", "env", name), "the value looks like a credential and would be "
-                    "readable by anyone who pulls the image",
-                    f"pass it when the container starts (docker run -e {name}) instead")
-    for i, arg in enumerate(s.extra_args):
-        if SECRET_VALUE.search(arg) or re.match(r"--(api-key|hf-token|token)\b", arg):
-            c.error(("serving", "extra_args", i), "a credential in the server arguments would "
-                    "be readable by anyone who pulls the image",
-                    "pass it at run time (e.g. the VLLM_API_KEY environment variable)")
-    for key in sorted(c.p.image.labels):
-        if SECRET_VALUE.search(c.p.image.labels[key]):
-            c.error(("image", "labels", key), "the value looks like a credential",
-                    "never put credentials in labels")
-
-
 def check_tags(c: Context) -> None:
     """image-tags: tag templates use known placeholders and give valid tags."""
     values = tag_values(c.p)
@@ -396,7 +368,7 @@ def check_ca_certificates(c: Context) -> None:
 
 RULES: tuple[Callable[[Context], None], ...] = (
     check_gpus, check_cuda, check_engine, check_python_source, check_flash_attn,
-    check_quantization, check_serving, check_secrets, check_tags, check_ca_certificates,
+    check_quantization, check_serving, check_tags, check_ca_certificates,
 )
 
 

@@ -14,10 +14,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from dockergen.errors import SECRET_VALUE, DockergenError, ExitCode
+from dockergen.errors import SECRET_NAME, SECRET_VALUE, DockergenError, ExitCode
 from dockergen.profile import CommandTest
 from dockergen.resolve import Resolved
-from dockergen.rules import SECRET_NAME
 
 COMPILERS = ("gcc", "g++", "cc", "c++", "nvcc")
 
