@@ -50,6 +50,21 @@ class _Group(click.Group):
             raise _OutputClosed(ctx.invoked_subcommand) from None
 
 
+# -q also applies to the warnings that come with errors, which main() prints after the
+# command has ended; the option's callback records it for that.
+_quiet = False
+
+
+def _remember_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    global _quiet
+    _quiet = _quiet or value
+    return value
+
+
+_quiet_option = click.option("-q", "--quiet", is_flag=True, callback=_remember_quiet,
+                             help="Do not print warnings.")
+
+
 def _warn(lines: list[str], quiet: bool) -> None:
     if not quiet:
         for line in lines:
@@ -77,7 +92,7 @@ def cli() -> None:
 @_mode_option
 @click.option("--syntax", metavar="IMAGE",
               help="Emit a '# syntax=IMAGE' parser directive (needs that frontend image).")
-@click.option("-q", "--quiet", is_flag=True, help="Do not print warnings.")
+@_quiet_option
 def render(profile: str | None, output: str | None, render_all: bool,
            overrides: tuple[str, ...], mode: str, syntax: str | None, quiet: bool) -> None:
     """Render PROFILE to a Dockerfile (stdout) or a build context (-o DIR)."""
@@ -120,7 +135,7 @@ def render(profile: str | None, output: str | None, render_all: bool,
 @cli.command()
 @click.argument("profiles", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @_set_option
-@click.option("-q", "--quiet", is_flag=True, help="Do not print warnings.")
+@_quiet_option
 def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], quiet: bool) -> None:
     """Check one or more profiles; print every problem found."""
     from dockergen.api import resolve_profile
@@ -189,7 +204,7 @@ def explain(profile: str, overrides: tuple[str, ...], mode: str) -> None:
               help="Pull base images even when they exist locally (default: only missing).")
 @click.option("--no-smoke", is_flag=True, help="Skip the smoke tests (not with --push).")
 @click.option("--gpus", is_flag=True, help="Also run the GPU smoke tests (needs a GPU host).")
-@click.option("-q", "--quiet", is_flag=True, help="Do not print warnings.")
+@_quiet_option
 def build(profile: str, overrides: tuple[str, ...], output: str | None, builder: str,
           tags: tuple[str, ...], no_cache: bool, build_args: tuple[str, ...],
           target: str | None, platform: str | None, progress: str, push: bool, dry_run: bool,
@@ -252,6 +267,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="dockergen", standalone_mode=False)
     except DockergenError as exc:
+        if isinstance(exc, ProfileError) and _quiet:
+            exc = ProfileError([p for p in exc.problems if p.severity == "error"])
         for line in exc.lines():
             click.echo(redact(line), err=True)
         if isinstance(exc, ProfileError):

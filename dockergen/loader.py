@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -106,6 +107,9 @@ def _load_raw(path: Path, seen: tuple[Path, ...]) -> tuple[dict[str, Any], Posit
         ppos.drop((key,))
     merged = _merge(pdata, data, ppos)
     ppos.merge_from(pos)
+    # A problem with no position of its own (a missing field, a key only an override
+    # added) belongs to the file the user asked for, not to the base profile.
+    ppos.default = pos.default
     return merged, ppos, (display, *pchain)
 
 
@@ -170,11 +174,15 @@ def apply_overrides(data: dict[str, Any], pos: Positions,
             except ProfileError:
                 value = raw
         node = data
-        for part in parts[:-1]:
+        for depth, part in enumerate(parts[:-1], 1):
             child = node.get(part)
             if not isinstance(child, dict):
                 child = {}
                 node[part] = child
+                # the override created this mapping: problems about it (an unknown
+                # section name) point at the --set, not at line 1 of some file
+                pos.drop(parts[:depth])
+                pos.set(parts[:depth], loc, loc)
             node = child
         node[parts[-1]] = value
         pos.drop(parts)
@@ -220,6 +228,25 @@ def _yaml_example(key: str, value: str) -> str:
     return f'{key}: "{value}"'
 
 
+def _quoted_example(loc: FieldPath, raw: str, pos: Positions) -> str:
+    """A valid YAML line with the number quoted: ``python: "3.10"``, ``targets: [h100, "8.0"]``.
+
+    A list item has no key of its own, so the example is its whole list, each item as
+    written and the numbers quoted.
+    """
+    if not loc or not isinstance(loc[-1], int) or len(loc) < 2:
+        return _yaml_example(str(loc[-1]) if loc else "value", raw)
+    items = []
+    i = 0
+    while (text := pos.raw((*loc[:-1], i))) is not None:
+        items.append(f'"{text}"' if _NUMBER.fullmatch(text) or i == loc[-1] else text)
+        i += 1
+    return f"{loc[-2]}: [{', '.join(items) or chr(34) + raw + chr(34)}]"
+
+
+_NUMBER = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+
+
 def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Problem]:
     """Turn pydantic's errors into reader-facing problems with positions and fixes."""
     problems = []
@@ -247,7 +274,7 @@ def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Probl
                 value, bool):
             raw = pos.raw(loc) or str(value)
             msg = f"{raw} is a number in YAML (read as {value!r}), not text"
-            fix = f"quote it: {_yaml_example(last, raw)}"
+            fix = f"quote it: {_quoted_example(loc, raw, pos)}"
         elif kind == "string_type":
             msg = f"expected text, got {_kind(value)}"
             fix = "write a quoted string"
@@ -277,6 +304,8 @@ def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Probl
             bound = next(iter(ctx.values())) if ctx else "?"
             msg = f"{value!r} is out of range: must be {op}{bound}"
             fix = f"use a value {op}{bound}"
+        elif kind == "too_short" and value:
+            continue  # its items were rejected (each reported); the list was not empty
         elif kind == "too_short":
             msg = "must not be empty"
             fix = "list at least one entry" + (", e.g. [h100]" if last == "targets" else "")
