@@ -212,7 +212,10 @@ def run_build(engine: Any, files: dict[str, bytes], plan: BuildPlan, options: Bu
                 if not buildkit and text.strip():
                     renderer.message(text.rstrip("\n"))  # the classic builder's own lines
             elif "error" in message or "errorDetail" in message:
+                tracker.flush()  # the failing step's last output, even without a newline
                 raise _failure(message, tracker, dockerfile, classic_step, classic_tail)
+        for kind, step, line in tracker.flush():  # output that never got its newline
+            renderer.event(kind, step, line)
     except KeyboardInterrupt:
         engine.cancel()
         raise BuildInterrupted("interrupted: the build was cancelled; no image was tagged"
