@@ -243,9 +243,9 @@ def list_profiles() -> None:
               help="Write the schema to this file instead of stdout.")
 def schema(output: str | None) -> None:
     """Print the JSON Schema of profile files (for editors)."""
-    from dockergen.profile import json_schema
+    from dockergen.schema import profile_schema
 
-    text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    text = json.dumps(profile_schema(), indent=2, sort_keys=True) + "\n"
     if output:
         target = Path(output)
         tmp = target.with_name(f".{target.name}.tmp")

@@ -284,10 +284,3 @@ class Profile(_Section):
     runtime: Runtime = Runtime()
     smoke: Smoke = Smoke()
 
-
-def json_schema() -> dict[str, Any]:
-    """The JSON Schema of a profile file, for editors (yaml-language-server)."""
-    schema = Profile.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "dockergen deployment profile"
-    return schema
