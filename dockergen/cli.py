@@ -139,10 +139,15 @@ def render(profile: str | None, output: str | None, render_all: bool,
 def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], quiet: bool) -> None:
     """Check one or more profiles; print every problem found."""
     from dockergen.api import resolve_profile
+    from dockergen.loader import check_abstract
 
     problems: list[Any] = []
     for path in profiles:
         try:
+            if check_abstract(Path(path), overrides):
+                click.echo(f"{path}: ok (abstract: its fields are checked; the compatibility "
+                           "rules run on the profiles that extend it)")
+                continue
             resolved = resolve_profile(Path(path), overrides)
         except ProfileError as exc:
             problems.extend(exc.problems)

@@ -266,7 +266,7 @@ def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Probl
                 msg += f" (did you mean {guess[0]!r}?)"
             fix = "allowed keys here: " + ", ".join(allowed)
         elif kind == "missing":
-            msg = "required field is missing"
+            msg = _MISSING
             fix = f"add `{last}:` under `{_dotted(loc[:-1])}`" if len(loc) > 1 else (
                 f"add `{last}:` at the top level")
             where = pos.of(loc[:-1]) if len(loc) > 1 else pos.default
@@ -325,6 +325,8 @@ def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Probl
     return problems
 
 
+_MISSING = "required field is missing"
+
 _VALUE_FIX = {
     "version": 'quote a version like "13.0.2" or "0.33.0"',
     "python": 'write e.g. python: "3.12"',
@@ -334,26 +336,58 @@ _VALUE_FIX = {
 }
 
 
-def load_profile(path: str | Path, overrides: tuple[str, ...] = ()) -> LoadedProfile:
-    """Read, merge and validate a profile file; raise :class:`ProfileError` on any problem."""
-    file = Path(path)
-    resolved = file.resolve()
+def _merged(path: str | Path, overrides: tuple[str, ...]
+            ) -> tuple[Path, dict[str, Any], Positions, tuple[str, ...], bool]:
+    """The profile's data merged with its parents and the overrides; and its abstractness."""
+    resolved = (Path(path)).resolve()
     data, pos, chain = _load_raw(resolved, (resolved,))
-    display = chain[0]
-    if data.get("abstract") is True:
-        raise ProfileError([Problem(pos.of(("abstract",)), "abstract",
-                                    "this profile only provides defaults for others",
-                                    f"render a profile that says `extends: {file.stem}`")])
+    abstract = data.get("abstract") is True
     data.pop("abstract", None)
-    data = apply_overrides(data, pos, overrides)
+    return resolved, apply_overrides(data, pos, overrides), pos, chain, abstract
+
+
+def _validate(data: dict[str, Any], pos: Positions, *, partial: bool = False) -> Profile | None:
+    """The model of ``data``; every problem (secrets included) at once as a ProfileError.
+
+    ``partial``: only check the fields that are there (an abstract profile leaves fields
+    to the profiles that extend it), so a missing field is not a problem.
+    """
     secrets = credentials.scan(data, pos)
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
-        problems = problems_from_validation(exc, pos)
+        problems = [p for p in problems_from_validation(exc, pos)
+                    if not (partial and p.message == _MISSING)]
         # one problem per field: a value the schema already rejects is not repeated
         rejected = {p.field for p in problems}
-        raise ProfileError(problems + [p for p in secrets if p.field not in rejected]) from None
+        problems += [p for p in secrets if p.field not in rejected]
+        if problems:
+            raise ProfileError(problems) from None
+        return None
     if secrets:
         raise ProfileError(secrets)
-    return LoadedProfile(profile, pos, resolved, display, chain, overrides)
+    return profile
+
+
+def check_abstract(path: str | Path, overrides: tuple[str, ...] = ()) -> bool:
+    """Check an abstract profile as far as it goes; False if the profile is not abstract.
+
+    Its fields are checked for shape, type, unknown keys and secrets; the compatibility
+    rules need a whole profile and run on the profiles that extend it.
+    """
+    _, data, pos, _, abstract = _merged(path, overrides)
+    if abstract:
+        _validate(data, pos, partial=True)
+    return abstract
+
+
+def load_profile(path: str | Path, overrides: tuple[str, ...] = ()) -> LoadedProfile:
+    """Read, merge and validate a profile file; raise :class:`ProfileError` on any problem."""
+    resolved, data, pos, chain, abstract = _merged(path, overrides)
+    if abstract:
+        raise ProfileError([Problem(pos.of(("abstract",)), "abstract",
+                                    "this profile only provides defaults for others",
+                                    f"render a profile that says `extends: {resolved.stem}`")])
+    profile = _validate(data, pos)
+    assert profile is not None
+    return LoadedProfile(profile, pos, resolved, chain[0], chain, overrides)
