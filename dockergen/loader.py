@@ -336,10 +336,30 @@ _VALUE_FIX = {
 }
 
 
+_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+
+
+def locate_profile(path: Path) -> Path:
+    """A profile file by path, or by the name of a shipped profile (``h100-fp8``).
+
+    Names work wherever a path does, also after a plain ``pip install`` where the shipped
+    profiles live inside site-packages. An existing file of that name wins.
+    """
+    text = str(path)
+    if path.exists() or not _NAME.fullmatch(text.removesuffix(".yaml")):
+        return path
+    shipped = profiles_dir() / f"{text.removesuffix('.yaml')}.yaml"
+    if shipped.is_file():
+        return shipped
+    names = ", ".join(sorted(p.stem for p in profiles_dir().glob("*.yaml")))
+    raise ProfileError([Problem(Location(text), "", "no such file, and no shipped profile of "
+                                "that name", f"give a path, or one of: {names}")])
+
+
 def _merged(path: str | Path, overrides: tuple[str, ...]
             ) -> tuple[Path, dict[str, Any], Positions, tuple[str, ...], bool]:
     """The profile's data merged with its parents and the overrides; and its abstractness."""
-    resolved = (Path(path)).resolve()
+    resolved = locate_profile(Path(path)).resolve()
     data, pos, chain = _load_raw(resolved, (resolved,))
     abstract = data.get("abstract") is True
     data.pop("abstract", None)
