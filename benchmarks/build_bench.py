@@ -22,7 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from dockergen.api import render_context  # noqa: E402
 from dockergen.build import BuildOptions, build_profile  # noqa: E402
-from dockergen.engine import Engine, context_tar  # noqa: E402
+from dockergen.daemon import context_tar  # noqa: E402
+from dockergen.daemon.docker import DockerDaemon  # noqa: E402
 from tests.standin import IndexServer, build_index, ensure_images  # noqa: E402
 
 PROFILE = ROOT / "tests" / "profiles" / "standin.yaml"
@@ -36,8 +37,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    engine = Engine()
-    ensure_images(engine.api)
+    daemon = DockerDaemon()
+    ensure_images(daemon.api)
     tmp = Path(tempfile.mkdtemp(prefix="dockergen-bench-"))
     build_index(tmp / "index")
     server = IndexServer(tmp / "index")
@@ -55,7 +56,7 @@ def main() -> None:
     def plain_build() -> float:
         ctx = render_context(PROFILE, sets, "buildkit")
         t = time.perf_counter()
-        for _ in engine.build(context_tar(ctx.files), buildkit=True, tag="dockergen-bench/plain:1",
+        for _ in daemon.build(context_tar(ctx.files), buildkit=True, tag="dockergen-bench/plain:1",
                               buildargs={}, target=None, nocache=True, platform=None,
                               network="host"):
             pass
@@ -90,8 +91,8 @@ def main() -> None:
     with contextlib.redirect_stderr(sink):
         dockergen_build(no_cache=False, target="flash-attn", tag=("dockergen-bench/builder:1",))
         _, final = dockergen_build(no_cache=False)
-    builder_size = engine.inspect("dockergen-bench/builder:1")["Size"]
-    runtime_size = engine.inspect(final["image_id"])["Size"]
+    builder_size = daemon.inspect("dockergen-bench/builder:1")["Size"]
+    runtime_size = daemon.inspect(final["image_id"])["Size"]
     print("image sizes:")
     print(f"  builder (flash-attn stage) {builder_size / 1e6:8.1f} MB")
     print(f"  runtime                    {runtime_size / 1e6:8.1f} MB")

@@ -2,6 +2,7 @@
 
 The CLI and the tests use these functions; they raise :class:`DockergenError` subclasses
 for user mistakes and never print.
+May import: anything of dockergen except :mod:`dockergen.cli`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from pathlib import Path
 
 from dockergen.errors import Problem
 from dockergen.loader import load_profile
-from dockergen.resolve import Mode, Resolved, resolve
+from dockergen.model import Mode, Resolved
+from dockergen.resolve import resolve
 from dockergen.resources import shipped_profiles
 from dockergen.yamlsource import read_yaml_file
 
@@ -26,7 +28,7 @@ class RenderedContext:
 
     @property
     def warnings(self) -> list[Problem]:
-        return self.resolved.warnings
+        return list(self.resolved.warnings)
 
 
 def resolve_profile(path: Path, overrides: tuple[str, ...] = (),

@@ -1,10 +1,14 @@
 """``dockergen build``: render, pull bases, build through the Engine API, tag, push, record.
 
-The orchestration is here; every engine call goes through :mod:`dockergen.engine`.
-A build counts as done only when the engine reported the image id; a push only when the
+The orchestration is here; every daemon call goes through the
+:class:`~dockergen.daemon.ContainerDaemon` protocol (docker-py behind it).
+A build counts as done only when the daemon reported the image id; a push only when the
 registry confirmed a digest. Failures name the failing step and its Dockerfile line and
 show the tail of its log; interruptions and timeouts cancel the build and remove the tags
 this run created.
+May import: :mod:`dockergen.api`, :mod:`dockergen.daemon` (never docker-py itself),
+:mod:`dockergen.errors`, :mod:`dockergen.loader`, :mod:`dockergen.progress`,
+:mod:`dockergen.render`, :mod:`dockergen.smoke`, the serving-engine secret pattern.
 """
 
 from __future__ import annotations
@@ -17,10 +21,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from dockergen.errors import SECRET_NAME, DockergenError, ExitCode, redact
 from dockergen.progress import BuildTracker, decode_status, make_renderer
+
+if TYPE_CHECKING:
+    from dockergen.daemon import ContainerDaemon
 
 LOG_TAIL = 30
 
@@ -163,16 +170,16 @@ class BuildResult:
     pushed: dict[str, str] = field(default_factory=dict)
 
 
-def run_build(engine: Any, files: dict[str, bytes], plan: BuildPlan, options: BuildOptions,
-              log: IO[str], out: IO[str] | None = None) -> BuildResult:
+def run_build(daemon: ContainerDaemon, files: dict[str, bytes], plan: BuildPlan,
+              options: BuildOptions, log: IO[str], out: IO[str] | None = None) -> BuildResult:
     """Pull bases, build, tag; stream progress; raise a clear error on any failure."""
-    from dockergen.engine import context_tar
+    from dockergen.daemon import context_tar
 
     renderer = make_renderer(options.progress, out)
     for ref in plan.pulls:
-        if options.pull or engine.image_id(ref) is None:
+        if options.pull or daemon.image_id(ref) is None:
             renderer.message(f"pulling {ref}")
-            engine.pull(ref)
+            daemon.pull(ref)
     buildkit = plan.builder == "buildkit"
     dockerfile = files["Dockerfile"].decode()
     tracker = BuildTracker()
@@ -185,13 +192,13 @@ def run_build(engine: Any, files: dict[str, bytes], plan: BuildPlan, options: Bu
     if options.timeout:
         def expire() -> None:
             timed_out.set()
-            engine.cancel()
+            daemon.cancel()
         timer = threading.Timer(options.timeout, expire)
         timer.daemon = True
         timer.start()
     created: list[str] = []
     try:
-        stream = engine.build(context_tar(files), buildkit=buildkit, tag=plan.tags[0],
+        stream = daemon.build(context_tar(files), buildkit=buildkit, tag=plan.tags[0],
                               buildargs=plan.build_args, target=options.target,
                               nocache=options.no_cache, platform=options.platform,
                               network=options.network)
@@ -217,12 +224,12 @@ def run_build(engine: Any, files: dict[str, bytes], plan: BuildPlan, options: Bu
         for kind, step, line in tracker.flush():  # output that never got its newline
             renderer.event(kind, step, line)
     except KeyboardInterrupt:
-        engine.cancel()
+        daemon.cancel()
         raise BuildInterrupted("interrupted: the build was cancelled; no image was tagged"
                                ) from None
     except DockergenError:
         raise
-    except Exception as exc:  # the connection dropped: our timeout, or the engine died
+    except Exception as exc:  # the connection dropped: our timeout, or the daemon died
         if timed_out.is_set():
             raise BuildTimeout(f"the build ran past --timeout {options.timeout:g}s and was "
                                "cancelled") from None
@@ -235,17 +242,22 @@ def run_build(engine: Any, files: dict[str, bytes], plan: BuildPlan, options: Bu
         raise BuildTimeout(f"the build ran past --timeout {options.timeout:g}s and was "
                            "cancelled")
     if image_id is None:
-        raise BuildFailed("the engine finished without reporting an image id; see "
+        raise BuildFailed("the Docker engine finished without reporting an image id; see "
                           f"{getattr(log, 'name', 'the build log')} for its last messages")
     try:
         created.append(plan.tags[0])
         for tag in plan.tags[1:]:
-            engine.tag(image_id, tag)
+            daemon.tag(image_id, tag)
             created.append(tag)
     except KeyboardInterrupt:
         for tag in created:
-            engine.remove_image(tag)
+            daemon.remove_image(tag)
         raise BuildInterrupted("interrupted: removed the tags this build created") from None
+    except DockergenError as exc:  # a tag the daemon refused: leave none of ours behind
+        for tag in created:
+            daemon.remove_image(tag)
+        raise BuildFailed(f"the image was built ({image_id}) but could not be tagged: {exc}; "
+                          "removed the tags this build created") from None
     return BuildResult(image_id, list(plan.tags), tracker.summary(),
                        round(time.monotonic() - started, 3), plan.builder)
 
@@ -288,13 +300,15 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
                   output: Path | None = None, dry_run: bool = False,
                   ca_certs: tuple[Path, ...] = (), quiet: bool = False,
                   echo: Callable[[str], None] = print,
-                  out: Callable[[str], None] = print) -> dict[str, Any] | None:
+                  out: Callable[[str], None] = print,
+                  daemon: ContainerDaemon | None = None) -> dict[str, Any] | None:
     """Render, build, smoke-test and (optionally) push a profile; return the build record.
 
     ``echo`` receives progress lines for people, ``out`` the result (digests or image id).
+    ``daemon`` defaults to the local Docker engine (tests pass a fake).
     """
     from dockergen.api import RenderedContext, render_context
-    from dockergen.engine import Engine, EngineError
+    from dockergen.daemon import DaemonError, connect
     from dockergen.loader import load_profile
     from dockergen.render import write_context
 
@@ -307,11 +321,10 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
                  for c in loaded.profile.build.ca_certificates]
         paths += [str(c.resolve()) for c in ca_certs]
         overrides = (*overrides, f"build.ca_certificates=[{', '.join(paths)}]")
-    engine = None
     builder = options.builder
     if builder == "auto" and not dry_run:
-        engine = Engine()
-        builder = "buildkit" if engine.has_buildkit() else "classic"
+        daemon = daemon or connect()
+        builder = "buildkit" if daemon.has_buildkit() else "classic"
     builder = "buildkit" if builder == "auto" else builder
     ctx: RenderedContext = render_context(path, overrides, builder)  # type: ignore[arg-type]
     if not quiet:
@@ -326,10 +339,10 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
         for line in plan.lines():
             out(line)
         return None
-    if engine is None:
-        engine = Engine()
-        if builder == "buildkit" and not engine.has_buildkit():
-            raise EngineError("this engine has no BuildKit; use --builder classic")
+    if daemon is None:
+        daemon = connect()
+        if builder == "buildkit" and not daemon.has_buildkit():
+            raise DaemonError("this Docker engine has no BuildKit; use --builder classic")
     folder = output or Path("build") / ctx.name
     write_context(folder, ctx.files)
     record: dict[str, Any] = {"profile": ctx.name, "profile_hash": ctx.resolved.profile_hash,
@@ -337,7 +350,7 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
     record_path = folder / "build-record.json"
     with open(folder / "build.log", "w", encoding="utf-8") as log:
         try:
-            result = run_build(engine, ctx.files, plan, options, log, sys.stderr)
+            result = run_build(daemon, ctx.files, plan, options, log, sys.stderr)
         except DockergenError as exc:
             record.update(status="failed", error=str(exc).splitlines()[0])
             write_record(record_path, record)
@@ -347,23 +360,23 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
     echo(f"built {result.image_id} in {result.seconds:.1f}s "
          f"({result.summary['cached_steps']} cached, {result.summary['executed_steps']} run)")
     if options.smoke:
-        _smoke(engine, ctx, refs, options.gpus, record, record_path, echo)
+        _smoke(daemon, ctx, refs, options.gpus, record, record_path, echo)
     if options.push:
-        _push(engine, refs, record, record_path, echo, out)
+        _push(daemon, refs, record, record_path, echo, out)
     else:
         out(result.image_id)
     write_record(record_path, record)
     return record
 
 
-def _smoke(engine: Any, ctx: Any, refs: list[str], gpus: bool, record: dict[str, Any],
+def _smoke(daemon: ContainerDaemon, ctx: Any, refs: list[str], gpus: bool, record: dict[str, Any],
            record_path: Path, echo: Callable[[str], None]) -> None:
     """Run the smoke tests; on failure keep only the immutable tag and raise."""
     from dockergen.smoke import SmokeFailed, gpu_checks, smoke_test
 
-    report = smoke_test(engine, refs[0], ctx.resolved, gpus=gpus)
+    report = smoke_test(daemon, refs[0], ctx.resolved, gpus=gpus)
     if gpus:
-        gpu_checks(engine, refs[0], ctx.resolved, report)
+        gpu_checks(daemon, refs[0], ctx.resolved, report)
     record["smoke"] = report.as_dict()
     for check in report.checks:
         echo(f"smoke {'ok    ' if check.ok else 'FAILED'} {check.name}"
@@ -373,7 +386,7 @@ def _smoke(engine: Any, ctx: Any, refs: list[str], gpus: bool, record: dict[str,
     keep = refs[len(ctx.resolved.tags) - 1]  # the immutable dg-<hash> tag
     for ref in refs:
         if ref != keep:
-            engine.remove_image(ref)
+            daemon.remove_image(ref)
     record.update(status="smoke-failed")
     write_record(record_path, record)
     failed = [c.name for c in report.checks if not c.ok]
@@ -381,13 +394,13 @@ def _smoke(engine: Any, ctx: Any, refs: list[str], gpus: bool, record: dict[str,
                       f"pushed; the image stays as {keep} for inspection")
 
 
-def _push(engine: Any, refs: list[str], record: dict[str, Any], record_path: Path,
+def _push(daemon: ContainerDaemon, refs: list[str], record: dict[str, Any], record_path: Path,
           echo: Callable[[str], None], out: Callable[[str], None]) -> None:
     """Push every tag; record the digests (or the failure) before returning or raising."""
     digests: dict[str, str] = {}
     try:
         for ref in refs:
-            digests[ref] = engine.push(ref, on_status=echo)
+            digests[ref] = daemon.push(ref, on_status=echo)
             echo(f"pushed {ref}@{digests[ref]}")
     except DockergenError as exc:
         record.update(status="push-failed", pushed=digests, error=str(exc))

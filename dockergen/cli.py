@@ -3,6 +3,7 @@
 Every user mistake arrives here as a :class:`DockergenError` and leaves as clear lines on
 stderr and a distinct exit code (see :class:`ExitCode`); anything else is a bug and keeps
 its traceback.
+May import: anything of dockergen (it is the top: nothing imports it).
 """
 
 from __future__ import annotations

@@ -3,7 +3,10 @@
 Running before validation means a type error elsewhere never hides a credential (issue 7:
 "type errors hide the secret checks until they are fixed"), and scanning every string of
 the profile covers fields that reach the image without being listed here one by one
-(``description`` becomes a label; smoke commands end up in logs).
+(``description`` becomes a label; smoke commands end up in logs). The components hold no
+secret checks of their own: a profile with a credential never reaches them.
+
+May import: :mod:`dockergen.errors`, :mod:`dockergen.yamlsource`.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 Anything raised that is not a :class:`DockergenError` is a bug in dockergen and keeps
 its traceback; every user mistake is one of these and becomes a clear message.
+May import: nothing of dockergen.
 """
 
 from __future__ import annotations

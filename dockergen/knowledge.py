@@ -1,14 +1,28 @@
-"""The compatibility knowledge base: facts with sources, loaded from ``data/compat.yaml``.
+"""Loading the knowledge data: facts with sources, one YAML file per component.
 
-Only lookups live here; the decisions built on them are in :mod:`dockergen.rules` and
-:mod:`dockergen.resolve`. Versions are compared with :mod:`packaging`.
+Each component keeps its slice of the compatibility knowledge in a YAML file beside its
+module (``components/cuda.yaml``, ``components/serving/vllm.yaml``, ...); this module only
+loads them and offers the version helpers every component uses. Decisions built on the
+facts live in the components.
+
+Every fact carries ``src:``, where it was read. Source tags follow
+``shared/reference/engines-compat.md``:
+
+- ``FA@<tag>:<path>``: Dao-AILab/flash-attention source at that tag
+- ``VLLM-WHEEL <ver>``: the released vLLM wheel, unpacked and read (METADATA, envs.py, ...)
+- ``VLLM@<commit>:<path>``: vllm-project/vllm source at that commit
+- ``TORCH-MATRIX``: pytorch/pytorch RELEASE.md "Release Compatibility Matrix"
+- ``CUDA-RN``: CUDA Toolkit 13.2U2 release notes (driver table, dropped archs)
+- ``TRTLLM:<path>@<sha>``: NVIDIA/TensorRT-LLM file at that commit
+- ``doc:<url>``: documentation page
+
+``unverified: true`` marks a fact stated from general knowledge; rules built on it only
+warn. May import: nothing of dockergen.
 """
 
 from __future__ import annotations
 
 import functools
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,118 +30,17 @@ import yaml
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-DATA_FILE = Path(__file__).with_name("data") / "compat.yaml"
-
-_CC = re.compile(r"(\d{1,2})\.(\d)")
+COMPONENTS_DIR = Path(__file__).with_name("components")
 
 
-@dataclass(frozen=True)
-class Fact:
-    """A value and the source it was read from."""
-
-    value: Any
-    src: str
-    unverified: bool = False
-
-
-@dataclass(frozen=True)
-class GpuTarget:
-    """One entry of ``gpu.targets`` after lookup."""
-
-    given: str
-    cc: str  # "9.0"
-    name: str | None  # known GPU name, None when given as a compute capability
-    family: str
-    src: str
-
-    @property
-    def cc_tuple(self) -> tuple[int, int]:
-        return cc_tuple(self.cc)
-
-
-def cc_tuple(cc: str) -> tuple[int, int]:
-    """``"8.9"`` -> ``(8, 9)``."""
-    major, minor = cc.split(".")
-    return int(major), int(minor)
-
-
-_FAMILY_BY_MAJOR = {7: "volta/turing", 8: "ampere/ada", 9: "hopper", 10: "blackwell",
-                    11: "thor", 12: "blackwell"}
-
-
-class Knowledge:
-    """Typed access to ``compat.yaml``."""
-
-    def __init__(self, data: dict[str, Any]) -> None:
-        self.data = data
-
-    # --- GPUs and CUDA ---------------------------------------------------------------
-    def gpu_names(self) -> list[str]:
-        return sorted(self.data["gpus"])
-
-    def gpu(self, given: str) -> GpuTarget | None:
-        """Resolve a GPU name (case-insensitive) or a compute capability string."""
-        key = given.strip().lower()
-        entry = self.data["gpus"].get(key)
-        if entry is not None:
-            return GpuTarget(given, entry["cc"], key, entry["family"], entry["src"])
-        m = _CC.fullmatch(key)
-        if m:
-            major = int(m.group(1))
-            return GpuTarget(given, key, None, _FAMILY_BY_MAJOR.get(major, "unknown"),
-                             "given as a compute capability")
-        return None
-
-    def gpu_mem_gib(self, name: str) -> int | None:
-        entry = self.data["gpus"].get(name)
-        return int(entry["mem_gib"]) if entry else None
-
-    def cc_arch(self, cc: str) -> dict[str, Any] | None:
-        entry = self.data["cuda_archs"].get(cc)
-        return dict(entry) if entry is not None else None
-
-    def cuda_versions(self) -> list[str]:
-        return sorted(self.data["cuda"], key=Version)
-
-    def cuda(self, version: str) -> dict[str, Any] | None:
-        entry = self.data["cuda"].get(version)
-        return dict(entry) if entry is not None else None
-
-    def os_python(self, os_name: str) -> str | None:
-        value = self.data["os_python"].get(os_name)
-        return str(value) if value is not None else None
-
-    # --- torch -----------------------------------------------------------------------
-    def torch_minor(self, torch_version: str) -> dict[str, Any] | None:
-        v = Version(torch_version)
-        entry = self.data["torch"].get(f"{v.major}.{v.minor}")
-        return dict(entry) if entry is not None else None
-
-    # --- engines ---------------------------------------------------------------------
-    def engine(self, name: str) -> dict[str, Any]:
-        return dict(self.data["engines"][name])
-
-    def engine_release(self, name: str, version: str) -> dict[str, Any] | None:
-        releases = self.data["engines"][name]["releases"]
-        entry = releases.get(version)
-        return dict(entry) if entry is not None else None
-
-    def engine_versions(self, name: str) -> list[str]:
-        return sorted(self.data["engines"][name]["releases"], key=Version)
-
-    def quant(self, engine: str, kind: str, value: str) -> dict[str, Any] | None:
-        """``kind`` is ``"quantization"`` (weights) or ``"kv_cache"``."""
-        entry = self.data["engines"][engine][kind].get(value)
-        return dict(entry) if entry is not None else None
-
-    # --- flash-attn ------------------------------------------------------------------
-    @property
-    def fa(self) -> dict[str, Any]:
-        return dict(self.data["flash_attn"])
-
-    @property
-    def tools(self) -> dict[str, Any]:
-        return dict(self.data["tools"])
+@functools.cache
+def load_facts(name: str) -> dict[str, Any]:
+    """The facts of one component: ``components/<name>.yaml`` (cached; immutable)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with (COMPONENTS_DIR / f"{name}.yaml").open(encoding="utf-8") as fh:
+        data = yaml.load(fh, Loader=loader)  # noqa: S506 - safe loader
+    assert isinstance(data, dict), name
+    return data
 
 
 def newest(versions: list[str]) -> str:
@@ -138,11 +51,3 @@ def newest(versions: list[str]) -> str:
 def in_range(version: str, spec: str) -> bool:
     """Whether ``version`` satisfies the PEP 440 specifier ``spec``."""
     return Version(version) in SpecifierSet(spec)
-
-
-@functools.lru_cache(maxsize=1)
-def load_knowledge() -> Knowledge:
-    """Load the shipped knowledge base (cached; it is immutable)."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    with DATA_FILE.open(encoding="utf-8") as fh:
-        return Knowledge(yaml.load(fh, Loader=loader))  # noqa: S506 - safe loader

@@ -2,6 +2,8 @@
 
 Every problem found is collected and raised at once as a :class:`ProfileError` whose
 lines read ``FILE:LINE:COL: field.path: what is wrong; what to do``.
+May import: :mod:`dockergen.credentials`, :mod:`dockergen.errors`, :mod:`dockergen.profile`,
+:mod:`dockergen.resources`, :mod:`dockergen.yamlsource`.
 """
 
 from __future__ import annotations
@@ -346,9 +348,9 @@ def locate_profile(path: Path) -> Path:
     profiles live inside site-packages. An existing file of that name wins.
     """
     text = str(path)
-    if path.exists() or not _NAME.fullmatch(text.removesuffix(".yaml")):
+    if path.exists() or not _NAME.fullmatch(text):
         return path
-    shipped = profiles_dir() / f"{text.removesuffix('.yaml')}.yaml"
+    shipped = profiles_dir() / f"{text}.yaml"
     if shipped.is_file():
         return shipped
     names = ", ".join(sorted(p.stem for p in profiles_dir().glob("*.yaml")))

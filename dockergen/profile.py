@@ -4,6 +4,7 @@ A closed pydantic model: unknown keys are errors, values are strictly typed (a Y
 number never becomes a version string by accident), every string that can reach the
 Dockerfile is checked against a narrow pattern, and the model is frozen after loading.
 The JSON Schema for editors is generated from these classes (``dockergen schema``).
+May import: :mod:`dockergen.errors`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Format a :class:`Resolved` profile with the Jinja templates (pure: data in, text out).
+"""Format a :class:`~dockergen.model.Resolved` with the Jinja templates (pure: data in, text out).
 
 Also assembles the whole build context (Dockerfile, .dockerignore, lock file, audit
 script, certificates) and writes it atomically.
+May import: :mod:`dockergen.errors`, :mod:`dockergen.model`, :mod:`dockergen.resources`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import jinja2
 
 from dockergen import __version__
 from dockergen.errors import OutputError
-from dockergen.resolve import AUDIT_SCRIPT, CERT_DIR, Resolved
+from dockergen.model import AUDIT_SCRIPT, CERT_DIR, Resolved
 from dockergen.resources import templates_dir
 
 LOCK_FILE = "dockergen.lock.json"

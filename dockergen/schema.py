@@ -8,6 +8,8 @@ and ``image`` at the top level and flagged every extending profile in the editor
 
 Shapes, types, choices and unknown keys are checked in both cases. Items of lists keep
 their required fields: lists are replaced whole by ``extends``, never merged.
+
+May import: :mod:`dockergen.errors`, :mod:`dockergen.profile`.
 """
 
 from __future__ import annotations

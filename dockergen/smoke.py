@@ -3,7 +3,11 @@
 In the spirit of container-structure-test: metadata checks on the image config, command
 tests (exit code and output patterns) and file checks in throw-away containers, plus the
 built-in checks every dockergen image must pass (versions, arch audit, non-root user,
-labels, no compilers, no secrets). GPU checks run only when asked for (``--gpus``).
+labels, no compilers, no secrets) and each component's own checks (the imports and
+versions of :attr:`~dockergen.model.Resolved.smoke_imports`, flash-attn's arch audit).
+GPU checks run only when asked for (``--gpus``).
+May import: :mod:`dockergen.components`, :mod:`dockergen.daemon` (the protocol only),
+:mod:`dockergen.errors`, :mod:`dockergen.model`, :mod:`dockergen.profile`.
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from dockergen.components import flash_attn
+from dockergen.daemon import ContainerDaemon, DaemonError
 from dockergen.errors import SECRET_NAME, SECRET_VALUE, DockergenError, ExitCode
+from dockergen.model import Resolved
 from dockergen.profile import CommandTest
-from dockergen.resolve import Resolved
 
 COMPILERS = ("gcc", "g++", "cc", "c++", "nvcc")
 
@@ -75,7 +81,7 @@ print(json.dumps(out))
 
 
 def _python(r: Resolved) -> list[str]:
-    return [f"{r.runtime['venv']}/bin/python", "-c"]
+    return [f"{r.runtime.venv}/bin/python", "-c"]
 
 
 def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
@@ -88,10 +94,10 @@ def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
     labels = cfg.get("Labels") or {}
     for key, want in (("dockergen.profile.hash", r.profile_hash),
                       ("dockergen.profile.name", r.profile.name),
-                      ("dockergen.cuda.archs", r.runtime["labels"]["dockergen.cuda.archs"]),
+                      ("dockergen.cuda.archs", r.runtime.labels["dockergen.cuda.archs"]),
                       ("org.opencontainers.image.title", r.profile.name)):
         report.add(f"label {key}", labels.get(key) == want, f"is {labels.get(key)!r}")
-    entry = json.loads(r.runtime["entrypoint"])
+    entry = json.loads(r.runtime.entrypoint)
     report.add("entrypoint", cfg.get("Entrypoint") == entry, f"is {cfg.get('Entrypoint')}")
     port = f"{r.profile.serving.port}/tcp"
     report.add(f"exposes {port}", port in (cfg.get("ExposedPorts") or {}))
@@ -104,16 +110,11 @@ def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
     report.add("no secret-looking values in env, labels or history", not leaks,
                ", ".join(sorted(set(leaks))))
 
-    # (import name, distribution, import needs a GPU driver). TensorRT-LLM loads libcuda
-    # at import time, so without --gpus its installed version is checked instead.
-    engine_module = ("vllm", "vllm", False) if r.profile.engine.name == "vllm" else (
-        "tensorrt_llm", "tensorrt-llm", not gpus)
-    modules = [("torch", "torch", False), engine_module]
-    if r.flash_attn is not None:
-        modules.append(("flash_attn", "flash-attn", False))
-    want = {"torch": r.engine["torch"], engine_module[0]: r.profile.engine.version}
-    if r.flash_attn is not None:
-        want["flash_attn"] = r.flash_attn["version"]
+    # (import name, distribution, import needs a GPU driver): each component names its own.
+    # An import that loads libcuda (TensorRT-LLM) is checked by its installed version
+    # unless the GPU checks run.
+    modules = [(i.module, i.dist, i.needs_gpu and not gpus) for i in r.smoke_imports]
+    expected = {i.module: i.version for i in r.smoke_imports}
     cuda_mm = ".".join(r.profile.cuda.version.split(".")[:2])
 
     def verify_versions(code: int, out: str) -> tuple[bool, str]:
@@ -121,7 +122,7 @@ def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
             got = json.loads(out.strip().splitlines()[-1])
         except (ValueError, IndexError):
             return False, out[-500:]
-        bad = [f"{m} is {got.get(m)!r}, expected {v}" for m, v in want.items()
+        bad = [f"{m} is {got.get(m)!r}, expected {v}" for m, v in expected.items()
                if str(got.get(m) or "").split("+")[0] != v]
         if got.get("torch.cuda") != cuda_mm:
             bad.append(f"torch CUDA is {got.get('torch.cuda')!r}, expected {cuda_mm}")
@@ -138,20 +139,7 @@ def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
         probe = "for c in " + " ".join(COMPILERS) + "; do command -v $c; done; true"
         checks.append(("no compilers in the runtime image", ["sh", "-c", probe],
                        lambda code, out: (out.strip() == "", out.strip() or "none")))
-    if r.flash_attn is not None:
-        expect = r.flash_attn["expect"].split(",")
-
-        def verify_audit(code: int, out: str) -> tuple[bool, str]:
-            try:
-                manifest = json.loads(out)
-            except ValueError:
-                return False, out[-300:]
-            missing = [a for a in expect if a not in manifest.get("present", [])]
-            return manifest.get("ok") is True and not missing, (
-                f"present {manifest.get('present')}, expected {expect}")
-
-        checks.append(("arch audit manifest matches the GPU targets",
-                       ["cat", "/opt/dockergen/arch-audit.json"], verify_audit))
+    checks += [(c.name, list(c.command), c.verify) for c in flash_attn.smoke_checks(r.flash_attn)]
     return checks
 
 
@@ -167,7 +155,8 @@ def _verify_command(test: CommandTest) -> Any:
     return verify
 
 
-def smoke_test(engine: Any, image: str, r: Resolved, gpus: bool = False) -> SmokeReport:
+def smoke_test(daemon: ContainerDaemon, image: str, r: Resolved,
+               gpus: bool = False) -> SmokeReport:
     """Run every smoke test of a profile against a built image."""
     report = SmokeReport()
     run_id = uuid.uuid4().hex[:12]
@@ -175,7 +164,7 @@ def smoke_test(engine: Any, image: str, r: Resolved, gpus: bool = False) -> Smok
     checks: list[tuple[str, list[str], Any]] = []
     try:
         if spec.defaults:
-            checks += default_checks(r, engine.inspect(image), engine.history(image), report,
+            checks += default_checks(r, daemon.inspect(image), daemon.history(image), report,
                                      gpus)
         checks += [(t.name, list(t.command), _verify_command(t)) for t in spec.commands]
         for f in spec.files:
@@ -184,12 +173,16 @@ def smoke_test(engine: Any, image: str, r: Resolved, gpus: bool = False) -> Smok
             checks.append((f"{f.path} {'exists' if f.should_exist else 'is absent'}", probe,
                            lambda code, out, want=want: (code == want, f"exit {code}")))
         for name, command, verify in checks:
-            code, out = engine.run(image, command[1:], entrypoint=command[:1],
-                                   timeout=spec.timeout_s, run_id=run_id, gpus=gpus)
+            try:
+                code, out = daemon.run(image, command[1:], entrypoint=command[:1],
+                                       timeout=spec.timeout_s, run_id=run_id, gpus=gpus)
+            except DaemonError as exc:  # the container did not start: a failed check
+                report.add(name, False, str(exc))
+                continue
             ok, detail = verify(code, out)
             report.add(name, ok, detail)
     finally:
-        engine.remove_containers(run_id)
+        daemon.remove_containers(run_id)
     return report
 
 
@@ -207,21 +200,21 @@ assert err < 2e-2, err
 """
 
 
-def gpu_checks(engine: Any, image: str, r: Resolved, report: SmokeReport) -> None:
+def gpu_checks(daemon: ContainerDaemon, image: str, r: Resolved, report: SmokeReport) -> None:
     """GPU-only checks: flash-attn against torch's reference attention; the server."""
     run_id = uuid.uuid4().hex[:12]
     try:
         if r.flash_attn is not None:
-            code, out = engine.run(image, ["-c", FA_GPU_SCRIPT],
-                                   entrypoint=[f"{r.runtime['venv']}/bin/python"],
+            code, out = daemon.run(image, ["-c", FA_GPU_SCRIPT],
+                                   entrypoint=[f"{r.runtime.venv}/bin/python"],
                                    timeout=r.profile.smoke.timeout_s, run_id=run_id, gpus=True)
             report.add("flash-attn matches torch's reference attention on the GPU",
                        code == 0, out.strip().splitlines()[-1] if out.strip() else f"exit {code}")
-        ok, detail = engine.serve_check(image, r.profile.serving.port,
+        ok, detail = daemon.serve_check(image, r.profile.serving.port,
                                         r.profile.serving.served_model_name
                                         or r.profile.serving.model,
                                         timeout=r.profile.smoke.timeout_s, run_id=run_id,
                                         gpus=True)
         report.add("server answers /health and a one-token completion", ok, detail)
     finally:
-        engine.remove_containers(run_id)
+        daemon.remove_containers(run_id)

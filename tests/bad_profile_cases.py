@@ -233,7 +233,8 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
  'engine-release-unknown': ['profile.yaml:10:12: engine.version: vllm 0.99.0 is not in the '
                             'knowledge base; use one of: 0.10.2, 0.11.0, 0.12.0, 0.14.1, '
                             '0.17.1, 0.19.1, 0.21.0, 0.24.0, 0.27.1, 0.30.0, 0.33.0 (or add '
-                            'the release with its source to dockergen/data/compat.yaml)'],
+                            'the release with its source to '
+                            'dockergen/components/serving/vllm.yaml)'],
  'engine-python': ['profile.yaml:7:9: python: vllm 0.33.0 requires Python >=3.11,<3.15, but '
                    'python is 3.10; pick a Python version inside that range'],
  'engine-cuda-major': ['profile.yaml:5:12: cuda.version: torch 2.14.0 has no wheels for CUDA '

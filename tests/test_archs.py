@@ -35,7 +35,7 @@ def test_arch_lists(tmp_path: Path, targets: str, torch_list: str, fa_archs: str
     assert r.lock["resolved"]["torch_cuda_arch_list"] == torch_list
     assert r.lock["resolved"]["flash_attn_cuda_archs"] == fa_archs
     assert r.lock["resolved"]["flash_attn_expected_sass"] == sass
-    assert r.runtime["labels"]["dockergen.cuda.archs"] == torch_list
+    assert r.runtime.labels["dockergen.cuda.archs"] == torch_list
     text = "\n".join(f"{d.key}={d.value}" for d in r.derivations)
     assert f"FLASH_ATTN_CUDA_ARCHS={fa_archs}" in text
 
@@ -97,8 +97,8 @@ def test_old_flash_attn_warns_it_cannot_restrict_archs(tmp_path: Path) -> None:
 
 
 def test_max_jobs_follows_build_memory(tmp_path: Path) -> None:
-    assert _resolve(tmp_path, "build.memory_gib=32").flash_attn["max_jobs"] == 3  # type: ignore[index]
-    assert _resolve(tmp_path, "build.memory_gib=256").flash_attn["max_jobs"] == 28  # type: ignore[index]
+    assert _resolve(tmp_path, "build.memory_gib=32").flash_attn.max_jobs == 3  # type: ignore[union-attr]
+    assert _resolve(tmp_path, "build.memory_gib=256").flash_attn.max_jobs == 28  # type: ignore[union-attr]
     low = _resolve(tmp_path, "build.memory_gib=8")
-    assert low.flash_attn["max_jobs"] == 1  # type: ignore[index]
+    assert low.flash_attn.max_jobs == 1  # type: ignore[union-attr]
     assert any("below the ~9 GiB one flash-attn compile job" in str(w) for w in low.warnings)

@@ -320,13 +320,13 @@ def test_tensorrt_llm_path_builds_and_passes_smoke(index: str, docker_client,
 
 def test_server_check_sees_health_and_one_token(index: str, tmp_path: Path) -> None:
     """The --gpus server check, run here against the stand-in server (no GPU needed)."""
-    from dockergen.engine import Engine
+    from dockergen.daemon.docker import DockerDaemon
 
     result = _build(index, "-o", str(tmp_path / "ctx"), "--no-smoke")
     assert result.rc == 0, result.err[-2000:]
     image = result.out.strip()
-    engine = Engine()
-    ok, detail = engine.serve_check(image, 8000, "/models/none", timeout=60, run_id="t")
+    daemon = DockerDaemon()
+    ok, detail = daemon.serve_check(image, 8000, "/models/none", timeout=60, run_id="t")
     assert ok, detail
-    bad, why = engine.serve_check(image, 8000, "wrong-model", timeout=60, run_id="t")
+    bad, why = daemon.serve_check(image, 8000, "wrong-model", timeout=60, run_id="t")
     assert not bad and "/v1/completions failed" in why

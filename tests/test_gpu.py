@@ -33,11 +33,11 @@ def test_server_check_on_a_gpu_image() -> None:
     image = os.environ.get("DOCKERGEN_GPU_IMAGE")
     if not image:
         pytest.skip("set DOCKERGEN_GPU_IMAGE to an image built by dockergen")
-    from dockergen.engine import Engine
+    from dockergen.daemon.docker import DockerDaemon
 
-    engine = Engine()
-    labels = engine.inspect(image)["Config"]["Labels"]
+    daemon = DockerDaemon()
+    labels = daemon.inspect(image)["Config"]["Labels"]
     port = int(os.environ.get("DOCKERGEN_GPU_PORT", "8000"))
-    ok, detail = engine.serve_check(image, port, os.environ.get("DOCKERGEN_GPU_MODEL", ""),
+    ok, detail = daemon.serve_check(image, port, os.environ.get("DOCKERGEN_GPU_MODEL", ""),
                                     timeout=900, gpus=True)
     assert ok, f"{labels.get('dockergen.profile.name')}: {detail}"

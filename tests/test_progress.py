@@ -13,7 +13,7 @@ import re
 import tarfile
 
 from dockergen.build import base_images, dockerfile_line
-from dockergen.engine import context_tar, registry_of, split_reference
+from dockergen.daemon import context_tar, registry_of, split_reference
 from dockergen.progress import BuildTracker, JsonRenderer, PlainRenderer, decode_status
 
 

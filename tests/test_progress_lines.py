@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from dockergen.engine import Engine, context_tar
+from dockergen.daemon import connect, context_tar
 from dockergen.progress import BuildTracker, PlainRenderer, decode_status
 from tests.test_build_daemon import _engine_or_skip
 from tests.test_progress import _aux, _field, _log, _vertex
@@ -76,7 +76,7 @@ def test_real_buildkit_chunks_are_joined() -> None:
     marker = uuid.uuid4().hex[:8]
     dockerfile = (f"FROM local/debian:bookworm\n"
                   f"RUN printf 'first-half-{marker}'; sleep 2; printf 'second-half\\n'\n")
-    engine = Engine(timeout=600)
+    engine = connect()
     tracker = BuildTracker()
     out = io.StringIO()
     renderer = PlainRenderer(out)

@@ -1,18 +1,18 @@
-"""The Docker Engine API, through docker-py: the only module that imports ``docker``.
+"""The Docker Engine API through docker-py: the only module that imports ``docker``.
 
 Builds go to ``POST /build`` with ``version=2`` (BuildKit) or ``version=1`` (classic),
 the context as a tar body, through docker-py's low-level client; no docker CLI is used.
 Every stream (build, pull, push) is read to its end and any in-band error becomes an
-:class:`EngineError` subclass; credentials come from the user's docker config and are
-never printed.
+:class:`DaemonError` subclass; credentials come from the user's docker config and are
+never printed. :class:`DockerDaemon` implements
+:class:`~dockergen.daemon.ContainerDaemon`.
+May import: :mod:`dockergen.daemon`, :mod:`dockergen.errors`, ``docker``.
 """
 
 from __future__ import annotations
 
 import base64
-import io
 import json
-import tarfile
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,63 +22,11 @@ import docker.auth
 import docker.errors
 import requests
 
-from dockergen.errors import DockergenError, ExitCode, redact
+from dockergen.daemon import DaemonError, PullError, PushError, registry_of, split_reference
+from dockergen.errors import redact
 
 
-class EngineError(DockergenError):
-    """The engine could not be reached or refused a request."""
-
-    exit_code = ExitCode.MISSING_TOOL
-
-
-class PullError(EngineError):
-    """A base image could not be pulled."""
-
-    exit_code = ExitCode.BUILD_FAILED
-
-
-class PushError(EngineError):
-    """An image could not be pushed (or the push carried no digest)."""
-
-    exit_code = ExitCode.PUSH_FAILED
-
-
-def split_reference(ref: str) -> tuple[str, str]:
-    """``registry/repo:tag`` -> (``registry/repo``, ``tag``); digests stay on the repo."""
-    if "@" in ref:
-        return ref, ""
-    name, _, tag = ref.rpartition(":")
-    if not name or "/" in tag:
-        return ref, "latest"
-    return name, tag
-
-
-def registry_of(ref: str) -> str:
-    """The registry host of an image reference (``docker.io`` for Docker Hub names)."""
-    first = ref.split("/", 1)[0]
-    if "/" in ref and ("." in first or ":" in first or first == "localhost"):
-        return first
-    return "docker.io"
-
-
-def context_tar(files: dict[str, bytes]) -> bytes:
-    """A reproducible tar of the build context (sorted, mtime 0, root-owned)."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        dirs = sorted({"/".join(name.split("/")[:i]) for name in files
-                       for i in range(1, name.count("/") + 1)})
-        for d in dirs:
-            info = tarfile.TarInfo(d)
-            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 0
-            tar.addfile(info)
-        for name in sorted(files):
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(files[name]), 0o644, 0
-            tar.addfile(info, io.BytesIO(files[name]))
-    return buf.getvalue()
-
-
-class Engine:
+class DockerDaemon:
     """A connection to one Docker engine (``DOCKER_HOST`` or the local socket)."""
 
     def __init__(self, timeout: int = 3600) -> None:
@@ -88,7 +36,7 @@ class Engine:
             self.api.ping()
             self.version = self.api.version()
         except (docker.errors.DockerException, requests.RequestException) as exc:
-            raise EngineError(
+            raise DaemonError(
                 "cannot reach the Docker engine: " + redact(str(exc).splitlines()[0])
                 + "; start dockerd or set DOCKER_HOST") from None
         self._config = docker.auth.load_config()
@@ -112,7 +60,7 @@ class Engine:
         except docker.errors.ImageNotFound:
             return None
         except docker.errors.APIError as exc:
-            raise EngineError(f"cannot inspect {ref}: {redact(exc.explanation or str(exc))}"
+            raise DaemonError(f"cannot inspect {ref}: {redact(exc.explanation or str(exc))}"
                               ) from None
 
     def inspect(self, ref: str) -> dict[str, Any]:
@@ -141,7 +89,11 @@ class Engine:
 
     def tag(self, image_id: str, ref: str) -> None:
         repo, tag = split_reference(ref)
-        self.api.tag(image_id, repo, tag or None)
+        try:
+            self.api.tag(image_id, repo, tag or None)
+        except docker.errors.APIError as exc:
+            raise DaemonError(f"cannot tag {ref}: {redact(exc.explanation or str(exc))}"
+                              ) from None
 
     def remove_image(self, ref: str) -> None:
         """Remove a tag (or image) we created; missing ones are fine."""
@@ -186,7 +138,7 @@ class Engine:
                                       headers=headers, stream=True, timeout=None)
             self.api._raise_for_status(response)
         except docker.errors.APIError as exc:
-            raise EngineError(f"the engine refused the build: "
+            raise DaemonError(f"the engine refused the build: "
                               f"{redact(exc.explanation or str(exc))}") from None
         self._response = response
         yield from self.api._stream_helper(response, decode=True)
@@ -212,7 +164,11 @@ class Engine:
             image, command, entrypoint=entrypoint, labels={"dockergen.run-id": run_id},
             network_disabled=network_disabled, **kwargs)
         try:
-            container.start()
+            try:
+                container.start()
+            except docker.errors.APIError as exc:  # e.g. the executable does not exist
+                raise DaemonError(f"cannot start {' '.join(command)!r} in {image}: "
+                                  f"{redact(exc.explanation or str(exc))}") from None
             try:
                 status = container.wait(timeout=timeout)
             except requests.RequestException:

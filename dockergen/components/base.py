@@ -1,0 +1,64 @@
+"""What every component shares: the check context and the message helpers.
+
+A check appends :class:`~dockergen.errors.Problem` objects (errors stop the render,
+warnings explain a legal but surprising choice); each message says what is wrong and a
+fix that is itself valid. The context also carries the few facts one component
+establishes for the next (the GPU targets, the engine release, the torch pin), so that
+components never call each other back and forth.
+May import: :mod:`dockergen.errors`, :mod:`dockergen.loader`, :mod:`dockergen.model`,
+:mod:`dockergen.profile`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dockergen.errors import Location, Problem
+from dockergen.loader import LoadedProfile
+from dockergen.model import GpuTarget
+from dockergen.profile import Profile
+
+
+@dataclass
+class Context:
+    """What the checks share: the profile, where its values are, and what was established."""
+
+    loaded: LoadedProfile
+    problems: list[Problem] = field(default_factory=list)
+    targets: list[GpuTarget] = field(default_factory=list)
+    release: dict[str, Any] | None = None  # the serving engine release row, once known
+    torch_pin: str | None = None  # engine.torch, or the release's pin
+    # Why (or whether) this engine needs a FlashAttention-2 build: set by the serving
+    # engine, shown by the flash-attn checks once the build itself is valid.
+    flash_attn_note: str | None = None
+
+    @property
+    def p(self) -> Profile:
+        return self.loaded.profile
+
+    def at(self, *path: str | int) -> Location:
+        return self.loaded.at(*path)
+
+    def error(self, path: tuple[str | int, ...], message: str, fix: str) -> None:
+        self.problems.append(Problem(self.at(*path), dotted(path), message, fix))
+
+    def warn(self, path: tuple[str | int, ...], message: str, fix: str = "") -> None:
+        self.problems.append(Problem(self.at(*path), dotted(path), message, fix, "warning"))
+
+
+def dotted(path: tuple[str | int, ...]) -> str:
+    """``("serving", "env", "X")`` -> ``serving.env.X``; ints become ``[i]``."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out
+
+
+def describe(t: GpuTarget) -> str:
+    """``h100 (9.0)``, or just the compute capability."""
+    return f"{t.name} ({t.cc})" if t.name else t.cc
+
+
+def describe_all(targets: list[GpuTarget]) -> str:
+    return ", ".join(describe(t) for t in targets)

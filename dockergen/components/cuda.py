@@ -1,0 +1,197 @@
+"""The CUDA base: GPU targets, compute capabilities, the toolkit and its base images.
+
+Owns ``cuda.yaml`` (GPUs, first/last toolkit per compute capability, toolkit releases with
+their minimum driver and OS), the checks ``gpu-known``, ``cuda-known``, ``cuda-os``,
+``cuda-arch-vs-toolkit`` and ``ca-certificates``, the arch list every compile uses, the
+devel and runtime images, the build-base system packages and the template
+``templates/components/cuda.j2``. Runtime part: the runtime image, ``ca-certificates``
+(and the JIT toolchain when asked for), ``NVIDIA_DRIVER_CAPABILITIES`` and the arch labels.
+May import: :mod:`dockergen.components.base`, :mod:`dockergen.knowledge`,
+:mod:`dockergen.model`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.version import Version
+
+from dockergen.components.base import Context, describe
+from dockergen.knowledge import load_facts
+from dockergen.model import CERT_DIR, CudaBase, Derivation, GpuTarget, cc_tuple
+
+_CC = re.compile(r"(\d{1,2})\.(\d)")
+_FAMILY_BY_MAJOR = {7: "volta/turing", 8: "ampere/ada", 9: "hopper", 10: "blackwell",
+                    11: "thor", 12: "blackwell"}
+
+
+def facts() -> dict[str, Any]:
+    return load_facts("cuda")
+
+
+# --- lookups ------------------------------------------------------------------------------
+def gpu_names() -> list[str]:
+    return sorted(facts()["gpus"])
+
+
+def gpu(given: str) -> GpuTarget | None:
+    """Resolve a GPU name (case-insensitive) or a compute capability string."""
+    key = given.strip().lower()
+    entry = facts()["gpus"].get(key)
+    if entry is not None:
+        return GpuTarget(given, entry["cc"], key, entry["family"], entry["src"])
+    m = _CC.fullmatch(key)
+    if m:
+        major = int(m.group(1))
+        return GpuTarget(given, key, None, _FAMILY_BY_MAJOR.get(major, "unknown"),
+                         "given as a compute capability")
+    return None
+
+
+def gpu_mem_gib(name: str) -> int | None:
+    entry = facts()["gpus"].get(name)
+    return int(entry["mem_gib"]) if entry else None
+
+
+def cc_arch(cc: str) -> dict[str, Any] | None:
+    entry = facts()["cuda_archs"].get(cc)
+    return dict(entry) if entry is not None else None
+
+
+def versions() -> list[str]:
+    """Every CUDA toolkit release in the knowledge, oldest first."""
+    return sorted(facts()["cuda"], key=Version)
+
+
+def toolkit(version: str) -> dict[str, Any] | None:
+    entry = facts()["cuda"].get(version)
+    return dict(entry) if entry is not None else None
+
+
+def major_minor(version: str) -> str:
+    """``"13.0.2"`` -> ``"13.0"``."""
+    return ".".join(version.split(".")[:2])
+
+
+# --- checks -------------------------------------------------------------------------------
+def check_gpus(c: Context) -> None:
+    """gpu-known: every target is a known GPU name or a compute capability."""
+    for i, given in enumerate(c.p.gpu.targets):
+        target = gpu(given)
+        if target is None:
+            guess = difflib.get_close_matches(given.lower(), gpu_names(), n=1, cutoff=0.5)
+            hint = f"did you mean {guess[0]!r}? " if guess else ""
+            c.error(("gpu", "targets", i), f"unknown GPU {given!r}",
+                    f"{hint}use a GPU name ({', '.join(gpu_names())}) or a compute "
+                    "capability like \"9.0\"")
+            continue
+        if cc_arch(target.cc) is None:
+            c.error(("gpu", "targets", i), f"compute capability {target.cc} is not in the "
+                    "knowledge base", "use one of: " + ", ".join(sorted(
+                        facts()["cuda_archs"], key=cc_tuple)))
+            continue
+        c.targets.append(target)
+    c.targets.sort(key=lambda t: (t.cc_tuple, t.given))
+
+
+def check_cuda(c: Context) -> None:
+    """cuda-known, cuda-os, cuda-arch-vs-toolkit."""
+    version = c.p.cuda.version
+    info = toolkit(version)
+    if info is None:
+        c.error(("cuda", "version"), f"CUDA {version} is not in the knowledge base",
+                "use one of: " + ", ".join(versions()))
+        return
+    if c.p.cuda.os not in info["os"]:
+        c.error(("cuda", "os"), f"nvidia/cuda {version} images are not published for "
+                f"{c.p.cuda.os}", "use one of: " + ", ".join(info["os"]))
+    cuda = Version(version)
+    for t in c.targets:
+        arch = cc_arch(t.cc) or {}
+        if cuda < Version(arch["min_cuda"]):
+            c.error(("cuda", "version"), f"CUDA {version} cannot compile for compute capability "
+                    f"{t.cc}, but gpu.targets includes {describe(t)}",
+                    f"use CUDA >= {arch['min_cuda']} (e.g. {versions()[-1]}), or drop "
+                    f"{t.given}")
+        if "max_cuda" in arch and cuda > Version(arch["max_cuda"] + ".99"):
+            c.error(("cuda", "version"), f"CUDA {version} dropped compute capability {t.cc}, "
+                    f"but gpu.targets includes {describe(t)}",
+                    f"use CUDA <= {arch['max_cuda']}, or drop {t.given}")
+
+
+def check_ca_certificates(c: Context) -> None:
+    """ca-certificates: each listed file exists and holds a PEM certificate."""
+    base = c.loaded.path.parent
+    for i, name in enumerate(c.p.build.ca_certificates):
+        path = base / name
+        try:
+            text = path.read_text(encoding="ascii")
+        except FileNotFoundError:
+            c.error(("build", "ca_certificates", i), f"{name} does not exist next to "
+                    f"{c.loaded.path.name}", "give a path relative to the profile file")
+            continue
+        except (OSError, UnicodeDecodeError):
+            c.error(("build", "ca_certificates", i), f"{name} is not a readable PEM file",
+                    "give a PEM certificate (-----BEGIN CERTIFICATE-----)")
+            continue
+        if "-----BEGIN CERTIFICATE-----" not in text or "PRIVATE KEY" in text:
+            c.error(("build", "ca_certificates", i), f"{name} is not a PEM certificate",
+                    "give a PEM certificate (-----BEGIN CERTIFICATE-----), never a key")
+
+
+# --- derivations --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CudaPart:
+    """What the CUDA base decided, for the stages and the other components."""
+
+    base: CudaBase
+    runtime_image: str
+    arch_list: str  # TORCH_CUDA_ARCH_LIST, e.g. "8.0;9.0"
+    min_driver: str
+    major_minor: str  # "13.0"
+    runtime_apt: tuple[str, ...]
+    env: dict[str, str]
+    labels: dict[str, str]
+
+
+def derive(c: Context, d: list[Derivation]) -> CudaPart:
+    """Images, arch list and driver floor of a checked profile."""
+    p = c.p
+    for t in c.targets:
+        d.append(Derivation(f"gpu {t.given}", f"compute capability {t.cc}", f"{t.family}",
+                            t.src))
+    arch_list = ";".join(sorted({t.cc for t in c.targets}, key=cc_tuple))
+    d.append(Derivation("TORCH_CUDA_ARCH_LIST", arch_list,
+                        "one entry per distinct compute capability of gpu.targets",
+                        "torch/utils/cpp_extension.py _get_cuda_arch_flags"))
+    cuda = p.cuda
+    info = toolkit(cuda.version) or {}
+    mm = major_minor(cuda.version)
+    devel_image = cuda.devel_image or f"nvidia/cuda:{cuda.version}-devel-{cuda.os}"
+    runtime_image = cuda.runtime_image or (
+        f"nvidia/cuda:{cuda.version}-{cuda.runtime_flavor}-{cuda.os}")
+    d.append(Derivation("build image", devel_image, "cuda.devel_image" if cuda.devel_image
+                        else "nvidia/cuda devel flavour of cuda.version and cuda.os (nvcc and "
+                        "headers for the CUDA compiles)", "engines-compat.md §5.3"))
+    d.append(Derivation("runtime image", runtime_image, "cuda.runtime_image"
+                        if cuda.runtime_image else f"nvidia/cuda {cuda.runtime_flavor} "
+                        "flavour: no compilers", "engines-compat.md §5.3"))
+    d.append(Derivation("minimum host driver", info["min_driver"],
+                        f"CUDA {cuda.version} (12.x/13.x minor-version compatibility allows "
+                        "older drivers with a reduced feature set)", info["src"]))
+    runtime_apt = ["ca-certificates"]
+    if p.runtime.jit_toolchain:
+        runtime_apt += ["g++", f"cuda-nvcc-{mm.replace('.', '-')}"]
+    return CudaPart(
+        # ccache and g++ compile the C++/CUDA extensions of the build stages.
+        base=CudaBase(image=devel_image, apt=("ca-certificates", "ccache", "g++"),
+                      ca_certificates=bool(p.build.ca_certificates), cert_dir=CERT_DIR),
+        runtime_image=runtime_image, arch_list=arch_list, min_driver=info["min_driver"],
+        major_minor=mm, runtime_apt=tuple(runtime_apt),
+        env={"NVIDIA_DRIVER_CAPABILITIES": "compute,utility"},
+        labels={"dockergen.cuda.archs": arch_list,
+                "dockergen.cuda.min-driver": info["min_driver"]},
+    )

@@ -1,0 +1,180 @@
+"""flash-attn: the FlashAttention-2 source build for exactly the target GPUs, and its audit.
+
+Owns ``flash_attn.yaml`` (releases, arch variable and values, nvcc gates, torch/Python
+floors, memory per compile job, pinned build dependencies), the ``fa2-*`` checks, the
+derivations (FLASH_ATTN_CUDA_ARCHS, MAX_JOBS, NVCC_THREADS), the ``flash-attn`` stage
+(``templates/components/flash_attn.j2``) with the arch-audit script it copies
+(``templates/context/arch_audit.py``), and its smoke checks. Runtime part: the audit
+manifest; the wheel itself goes into the venv in the engine stage.
+May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.python` (the
+pinned pip), :mod:`dockergen.knowledge`, :mod:`dockergen.model`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from packaging.version import Version
+
+from dockergen.components import python
+from dockergen.components.base import Context, describe
+from dockergen.knowledge import in_range, load_facts
+from dockergen.model import (
+    AUDIT_SCRIPT,
+    VENV,
+    CommandCheck,
+    Derivation,
+    FlashAttnStage,
+    Mode,
+    RuntimeCopy,
+    SmokeImport,
+    cc_tuple,
+)
+
+AUDIT_MANIFEST = "/opt/dockergen/arch-audit.json"
+
+
+def facts() -> dict[str, Any]:
+    return load_facts("flash_attn")
+
+
+def fa_arch_of(cc: str) -> str | None:
+    """The FLASH_ATTN_CUDA_ARCHS value that covers a compute capability.
+
+    flash-attn's setup.py only honours 80/90/100/120 (FA@v2.7.3..v2.8.3 add_cuda_gencodes);
+    8.6 and 8.9 run the sm_80 code (same major), 10.x the sm_100 code, 12.x sm_120.
+    """
+    major, _minor = cc_tuple(cc)
+    return {8: "80", 9: "90", 10: "100", 12: "120"}.get(major)
+
+
+def check(c: Context) -> None:
+    """fa2-*: version, GPUs, archs, toolkit, Python, torch and build memory."""
+    p, fa = c.p, facts()
+    if p.flash_attn.build == "none":
+        return
+    version = Version(p.flash_attn.version)
+    if p.flash_attn.version not in fa["releases"]:
+        c.error(("flash_attn", "version"), f"flash-attn {p.flash_attn.version} is not in the "
+                "knowledge base", "use one of: " + ", ".join(fa["releases"]))
+        return
+    old = [t for t in c.targets if cc_tuple(t.cc) < cc_tuple(fa["min_cc"])]
+    for t in old:
+        c.error(("gpu", "targets"), f"FlashAttention-2 needs compute capability >= "
+                f"{fa['min_cc']} (Ampere or newer), but gpu.targets includes {describe(t)}",
+                f"set flash_attn.build: none, or drop {t.given}")
+    if old:
+        return
+    unmapped = [t for t in c.targets if fa_arch_of(t.cc) is None]
+    for t in unmapped:
+        c.error(("gpu", "targets"), f"released flash-attn has no build for compute "
+                f"capability {t.cc} ({describe(t)})",
+                f"set flash_attn.build: none, or drop {t.given}")
+    archs: set[str] = {a for t in c.targets if (a := fa_arch_of(t.cc)) is not None}
+    if version < Version(fa["archs_env_since"]):
+        beyond = sorted(a for a in archs if a not in ("80", "90"))
+        if beyond:
+            c.error(("flash_attn", "version"), f"flash-attn {version} always builds sm_80 and "
+                    f"sm_90 only and cannot build {', '.join(beyond)}",
+                    f"use flash-attn >= {fa['archs_env_since']}")
+        else:
+            c.warn(("flash_attn", "version"), f"flash-attn {version} ignores "
+                   f"FLASH_ATTN_CUDA_ARCHS (added in {fa['archs_env_since']}) and always "
+                   "builds sm_80 and sm_90", f"use flash-attn >= {fa['archs_env_since']} to "
+                   "build only the targets' archs")
+    cuda = Version(p.cuda.version)
+    if cuda < Version(fa["nvcc_min"]):
+        c.error(("cuda", "version"), f"flash-attn needs nvcc >= {fa['nvcc_min']}",
+                f"use CUDA >= {fa['nvcc_min']}")
+    for arch in sorted(archs, key=int):
+        need = fa["arch_min_nvcc"][arch]
+        if cuda < Version(need):  # flash-attn would silently skip it
+            c.error(("cuda", "version"), f"flash-attn skips arch {arch} without an error when "
+                    f"nvcc < {need}; CUDA {p.cuda.version} would ship no kernels for it",
+                    f"use CUDA >= {need}")
+    if not in_range(p.python + ".0", fa["python"]):
+        c.error(("python",), f"flash-attn {version} requires Python {fa['python']}",
+                "pick a newer Python")
+    if c.torch_pin and Version(c.torch_pin) < Version(fa["torch_min"]):
+        c.error(("engine", "version"), f"flash-attn {version} needs torch >= {fa['torch_min']},"
+                f" but the image gets torch {c.torch_pin}", "use a newer engine release")
+    jobs = p.flash_attn.max_jobs
+    need_per_job = fa["job_gib"]
+    if isinstance(jobs, int) and jobs * need_per_job > p.build.memory_gib:
+        c.error(("flash_attn", "max_jobs"), f"{jobs} jobs need about {jobs * need_per_job} GiB "
+                f"({need_per_job} GiB per flash-attn compile job at NVCC_THREADS=4), but "
+                f"build.memory_gib is {p.build.memory_gib}",
+                f"use max_jobs: auto (= {max(1, p.build.memory_gib // need_per_job)}) or "
+                "raise build.memory_gib")
+    if p.build.memory_gib < need_per_job:
+        c.warn(("build", "memory_gib"), f"{p.build.memory_gib} GiB is below the ~"
+               f"{need_per_job} GiB one flash-attn compile job can peak at",
+               "expect the OOM killer; build on a host with more memory")
+    if c.flash_attn_note:
+        c.warn(("flash_attn", "build"), c.flash_attn_note,
+               "set flash_attn.build: none if nothing else needs it")
+
+
+def derive(c: Context, d: list[Derivation], arch_list: str, mode: Mode) -> FlashAttnStage | None:
+    """The flash-attn stage of a checked profile, or None when it is not built."""
+    p = c.p
+    if p.flash_attn.build != "source":
+        return None
+    fa = facts()
+    targets = c.targets
+    fa_archs = sorted({a for t in targets if (a := fa_arch_of(t.cc))}, key=int)
+    jobs = p.flash_attn.max_jobs
+    auto_jobs = max(1, p.build.memory_gib // int(fa["job_gib"]))
+    max_jobs = auto_jobs if jobs == "auto" else int(jobs)
+    covered = {t.cc: fa_arch_of(t.cc) for t in targets}
+    d.append(Derivation("FLASH_ATTN_CUDA_ARCHS", ";".join(fa_archs),
+                        "8.x -> 80, 9.0 -> 90, 10.x -> 100, 12.x -> 120 (flash-attn honours "
+                        "only these; " + ", ".join(f"{cc} runs sm_{a}" for cc, a in
+                                                    sorted(covered.items())) + ")",
+                        "FA@v2.7.3..v2.8.3:setup.py add_cuda_gencodes"))
+    d.append(Derivation("MAX_JOBS", str(max_jobs),
+                        f"build.memory_gib {p.build.memory_gib} / {fa['job_gib']} GiB per job"
+                        if jobs == "auto" else "flash_attn.max_jobs",
+                        "FA@v2.8.3:setup.py NinjaBuildExtension ('~8-9GB when threads = 4')"))
+    d.append(Derivation("NVCC_THREADS", str(p.flash_attn.nvcc_threads),
+                        "flash_attn.nvcc_threads", "FA@v2.8.0..HEAD:setup.py"))
+    return FlashAttnStage(
+        version=p.flash_attn.version, archs=";".join(fa_archs), torch_arch_list=arch_list,
+        expect=",".join(f"sm_{a}" for a in fa_archs), max_jobs=max_jobs,
+        max_jobs_reason=(f"{p.build.memory_gib} GiB build memory / {fa['job_gib']} GiB "
+                         "per job" if jobs == "auto" else "set in the profile"),
+        job_gib=fa["job_gib"], nvcc_threads=p.flash_attn.nvcc_threads,
+        deps=tuple(f"{k}=={v}" for k, v in sorted(fa["build_deps"].items())),
+        pip=f"pip=={python.tool('pip')}", venv=VENV, mode=mode, audit_script=AUDIT_SCRIPT,
+    )
+
+
+def runtime_copies(stage: FlashAttnStage | None) -> tuple[RuntimeCopy, ...]:
+    """The audit manifest goes into the runtime image (the smoke tests read it)."""
+    if stage is None:
+        return ()
+    return (RuntimeCopy("/wheels/arch-audit.json", AUDIT_MANIFEST, "flash-attn"),)
+
+
+def smoke_import(stage: FlashAttnStage) -> SmokeImport:
+    return SmokeImport("flash_attn", "flash-attn", stage.version)
+
+
+def smoke_checks(stage: FlashAttnStage | None) -> list[CommandCheck]:
+    """The audit manifest in the image must list every expected arch."""
+    if stage is None:
+        return []
+    expect = stage.expect.split(",")
+
+    def verify_audit(code: int, out: str) -> tuple[bool, str]:
+        try:
+            manifest = json.loads(out)
+        except ValueError:
+            return False, out[-300:]
+        missing = [a for a in expect if a not in manifest.get("present", [])]
+        return manifest.get("ok") is True and not missing, (
+            f"present {manifest.get('present')}, expected {expect}")
+
+    return [CommandCheck("arch audit manifest matches the GPU targets",
+                         ("cat", AUDIT_MANIFEST), verify_audit)]

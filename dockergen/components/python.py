@@ -1,0 +1,74 @@
+"""Python: the interpreter, uv and the venv every later stage installs into.
+
+Owns ``python.yaml`` (the python3 each base OS ships; the pinned uv and pip), the check
+``python-from-image``, and the template ``templates/components/python.j2``. Runtime part:
+the venv (and the uv-managed CPython) copied into the runtime stage, ``python3`` from the
+OS when the image's own interpreter is used, and the Python environment variables.
+May import: :mod:`dockergen.components.base`, :mod:`dockergen.knowledge`,
+:mod:`dockergen.model`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dockergen.components.base import Context
+from dockergen.knowledge import load_facts
+from dockergen.model import PYTHON_HOME, VENV, Mode, PythonSetup, RuntimeCopy
+
+
+def facts() -> dict[str, Any]:
+    return load_facts("python")
+
+
+def os_python(os_name: str) -> str | None:
+    value = facts()["os_python"].get(os_name)
+    return str(value) if value is not None else None
+
+
+def tool(name: str) -> str:
+    """The pinned version of a build tool (uv, pip)."""
+    return str(facts()["tools"][name])
+
+
+def check_python_source(c: Context) -> None:
+    """python-from-image: the base image's python3 must be the profile's version."""
+    if c.p.build.python_from != "image":
+        return
+    if c.p.cuda.devel_image:
+        return  # OS unknown; the build-base stage asserts the version itself
+    found = os_python(c.p.cuda.os)
+    if found != c.p.python:
+        c.error(("build", "python_from"), f"{c.p.cuda.os} ships Python {found}, "
+                f"but python is {c.p.python}",
+                f"use build.python_from: uv, or python: \"{found}\"")
+
+
+@dataclass(frozen=True)
+class PythonPart:
+    """The build-stage setup and what the runtime stage needs from it."""
+
+    setup: PythonSetup
+    build_apt: tuple[str, ...]
+    runtime_apt: tuple[str, ...]
+    copies: tuple[RuntimeCopy, ...]
+    env: dict[str, str]
+
+
+def derive(c: Context, mode: Mode) -> PythonPart:
+    """uv, interpreter and venv of a checked profile."""
+    p = c.p
+    from_image = p.build.python_from == "image"
+    copies = [RuntimeCopy(PYTHON_HOME, PYTHON_HOME, "build-base")] if not from_image else []
+    copies.append(RuntimeCopy(VENV, VENV, "engine"))  # the venv as the engine stage left it
+    return PythonPart(
+        setup=PythonSetup(python=p.python, python_from=p.build.python_from,
+                          python_home=PYTHON_HOME, venv=VENV, uv_version=tool("uv"),
+                          pip_index_url=p.build.pip_index_url, mode=mode),
+        # python3-venv bootstraps uv's own venv; the OS interpreter needs its headers.
+        build_apt=("python3-venv", "python3-dev") if from_image else ("python3-venv",),
+        runtime_apt=("python3",) if from_image else (),
+        copies=tuple(copies),
+        env={"PYTHONUNBUFFERED": "1", "VIRTUAL_ENV": VENV},
+    )

@@ -1,0 +1,19 @@
+"""The serving engines, one module each; this registry is the only list of them.
+
+Adding an engine: a module here with a :class:`~dockergen.components.serving.base.ServingEngine`
+subclass and its facts file, one line in :data:`ENGINES`, and its name in
+``dockergen.profile.Engine.name``.
+May import: the engine modules of this package.
+"""
+
+from __future__ import annotations
+
+from dockergen.components.serving import tensorrt_llm, vllm
+from dockergen.components.serving.base import ServingEngine
+
+ENGINES: dict[str, ServingEngine] = {e.name: e for e in (vllm.ENGINE, tensorrt_llm.ENGINE)}
+
+
+def engine_for(name: str) -> ServingEngine:
+    """The serving engine of ``engine.name``."""
+    return ENGINES[name]

@@ -1,0 +1,209 @@
+"""What every serving engine shares: releases, quantization, the engine stage, the server.
+
+:class:`ServingEngine` holds the checks and derivations that read only an engine's own
+facts file (``components/serving/<engine>.yaml``): the release is known, its Python range
+and CUDA major match the profile, the quantization methods exist and run on the targets,
+the scheduler limits the server would refuse at start-up, no credentials in the server's
+environment or arguments. An engine module subclasses it and adds what is its own: the
+server command (:meth:`ServingEngine.serve`), extra environment, the import the smoke test
+checks, and why it does or does not want a FlashAttention-2 build. The engine stage is
+formatted by ``templates/components/serving.j2``.
+May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.cuda`,
+:mod:`dockergen.components.torch`, :mod:`dockergen.errors`, :mod:`dockergen.knowledge`,
+:mod:`dockergen.model`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from packaging.version import Version
+
+from dockergen.components import cuda
+from dockergen.components.base import Context, describe_all
+from dockergen.knowledge import in_range, load_facts
+from dockergen.model import (
+    APP_HOME,
+    VENV,
+    Derivation,
+    EngineStage,
+    GpuTarget,
+    Mode,
+    RuntimeCopy,
+    ServeCommand,
+    SmokeImport,
+    TorchInstall,
+    cc_tuple,
+)
+
+OPTIONS_DIR = "/etc/dockergen"  # where engine option files from the context are copied
+
+
+@dataclass(frozen=True)
+class ServingPart:
+    """What a serving engine decided: its stage, server, and runtime contributions."""
+
+    stage: EngineStage
+    serve: ServeCommand
+    runtime_apt: tuple[str, ...]
+    copies: tuple[RuntimeCopy, ...]
+    env: dict[str, str]
+    health_cmd: str
+    smoke: SmokeImport
+
+
+class ServingEngine:
+    """One serving engine; subclasses set the class attributes and :meth:`serve`."""
+
+    name: ClassVar[str]  # engine.name in profiles
+    facts_file: ClassVar[str]  # "serving/<module>"
+    module: ClassVar[str]  # the Python module the smoke test imports
+    imports_need_gpu: ClassVar[bool] = False  # import loads libcuda (no GPU: check install)
+    health_path: ClassVar[str] = "/health"
+    # Why the engine does (or does not) want a FlashAttention-2 build; shown beside a
+    # valid flash-attn build as a warning, None when there is nothing to say.
+    flash_attn_note: ClassVar[str | None] = None
+
+    # --- facts ----------------------------------------------------------------------------
+    def facts(self) -> dict[str, Any]:
+        return load_facts(self.facts_file)
+
+    def release(self, version: str) -> dict[str, Any] | None:
+        entry = self.facts()["releases"].get(version)
+        return dict(entry) if entry is not None else None
+
+    def versions(self) -> list[str]:
+        return sorted(self.facts()["releases"], key=Version)
+
+    def quant(self, kind: str, value: str) -> dict[str, Any] | None:
+        """``kind`` is ``"quantization"`` (weights) or ``"kv_cache"``."""
+        entry = self.facts()[kind].get(value)
+        return dict(entry) if entry is not None else None
+
+    # --- checks ---------------------------------------------------------------------------
+    def check_release(self, c: Context) -> None:
+        """engine-release-known, engine-python, engine-cuda-major; sets the torch pin."""
+        p = c.p
+        c.torch_pin = p.engine.torch
+        c.flash_attn_note = self.flash_attn_note
+        release = self.release(p.engine.version)
+        if release is None:
+            c.error(("engine", "version"), f"{p.engine.name} {p.engine.version} is not in the "
+                    "knowledge base", "use one of: " + ", ".join(self.versions())
+                    + f" (or add the release with its source to dockergen/components/"
+                    f"{self.facts_file}.yaml)")
+            return
+        c.release = release
+        c.torch_pin = p.engine.torch or str(release["torch"])
+        if release.get("unverified"):
+            c.warn(("engine", "version"), f"the pins of {p.engine.name} {p.engine.version} are "
+                   f"partly unverified ({release['src']})", "confirm them before a long build")
+        if not in_range(p.python + ".0", release["python"]):
+            c.error(("python",), f"{p.engine.name} {p.engine.version} requires Python "
+                    f"{release['python']}, but python is {p.python}",
+                    "pick a Python version inside that range")
+        major = Version(p.cuda.version).major
+        if cuda.toolkit(p.cuda.version) is not None and major != release["cuda_major"]:
+            newer_ok = [v for v in self.versions()
+                        if self.facts()["releases"][v]["cuda_major"] == major]
+            alt = f", or {p.engine.name} {newer_ok[-1]}" if newer_ok else ""
+            want = [v for v in cuda.versions() if Version(v).major == release["cuda_major"]]
+            c.error(("cuda", "version"), f"{p.engine.name} {p.engine.version} wheels are built "
+                    f"for CUDA {release['cuda_major']}.x, but cuda.version is {p.cuda.version}",
+                    f"use CUDA {want[-1] if want else str(release['cuda_major']) + '.x'}{alt}")
+
+    def check_quantization(self, c: Context) -> None:
+        """Weight and KV-cache methods exist for this engine and run on the targets."""
+        p = c.p
+        for kind, value, path in (("quantization", p.quantization.weights,
+                                   ("quantization", "weights")),
+                                  ("kv_cache", p.quantization.kv_cache,
+                                   ("quantization", "kv_cache"))):
+            entry = self.quant(kind, value)
+            if entry is None:
+                known = ", ".join(self.facts()[kind])
+                c.error(path, f"{p.engine.name} has no {value} "
+                        f"{'KV cache' if kind == 'kv_cache' else 'weight quantization'}",
+                        f"use one of: {known}")
+                continue
+            too_old = [t for t in c.targets if cc_tuple(t.cc) < cc_tuple(entry["min_cc"])]
+            if too_old:
+                c.error(path, f"{value} needs compute capability >= {entry['min_cc']} on "
+                        f"{p.engine.name}, but gpu.targets includes {describe_all(too_old)}",
+                        _quant_fix(kind, value, too_old))
+                continue
+            fast = entry.get("fast_cc")
+            slow = [t for t in c.targets if fast and cc_tuple(t.cc) < cc_tuple(fast)]
+            if slow:
+                what = ("runs weight-only (W8A16 FP8-Marlin): memory savings, no FP8 speedup"
+                        if kind == "quantization" else
+                        "is stored in fp8 but attention runs without FP8 kernels")
+                c.warn(path, f"{value} on {describe_all(slow)} {what} (FP8 compute needs "
+                       f"compute capability >= {fast})",
+                       "expected on Ampere; use bf16 for full speed")
+
+    def check_scheduler(self, c: Context) -> None:
+        """vllm-batched-tokens: limits the server's scheduler would reject at start-up."""
+        s = c.p.serving
+        if s.max_num_batched_tokens is None:
+            return
+        if (s.enable_chunked_prefill is False and s.max_model_len is not None
+                and s.max_num_batched_tokens < s.max_model_len):
+            c.error(("serving", "max_num_batched_tokens"), f"{s.max_num_batched_tokens} is "
+                    f"below max_model_len ({s.max_model_len}) with chunked prefill disabled; "
+                    "the server refuses to start",
+                    "raise it to >= max_model_len or enable chunked prefill")
+        if s.max_num_seqs is not None and s.max_num_batched_tokens < s.max_num_seqs:
+            c.error(("serving", "max_num_batched_tokens"), f"{s.max_num_batched_tokens} is "
+                    f"below max_num_seqs ({s.max_num_seqs}); the server refuses to start",
+                    "raise max_num_batched_tokens or lower max_num_seqs")
+
+    # --- derivations ----------------------------------------------------------------------
+    def serve(self, c: Context, d: list[Derivation]) -> ServeCommand:
+        """The server command of a checked profile (entrypoint, arguments, option files)."""
+        raise NotImplementedError
+
+    def requirements(self, c: Context) -> tuple[str, ...]:
+        """What the engine stage installs: the engine, then packages pinned in lockstep."""
+        return (f"{self.facts()['package']}=={c.p.engine.version}",)
+
+    def extra_env(self, c: Context) -> dict[str, str]:
+        """Engine-specific environment of the runtime image."""
+        return {}
+
+    def derive(self, c: Context, d: list[Derivation], torch: TorchInstall,
+               flash_attn: bool, mode: Mode) -> ServingPart:
+        """The engine stage, the server command and the runtime contributions."""
+        p = c.p
+        indexes = [torch.index]
+        if p.build.engine_index_url:
+            indexes.append(p.build.engine_index_url)
+        elif self.facts().get("extra_index_url"):
+            indexes.append(self.facts()["extra_index_url"])
+        stage = EngineStage(name=p.engine.name, requirements=self.requirements(c),
+                            torch=torch.version, indexes=tuple(indexes), venv=VENV, mode=mode,
+                            flash_attn=flash_attn)
+        serve = self.serve(c, d)
+        env = {"HF_HOME": f"{APP_HOME}/.cache/huggingface", "HOME": APP_HOME,
+               **self.extra_env(c)}
+        health = (f"import urllib.request; urllib.request.urlopen("
+                  f"'http://127.0.0.1:{p.serving.port}{self.health_path}', timeout=5)")
+        return ServingPart(
+            stage=stage, serve=serve,
+            runtime_apt=tuple(self.facts().get("runtime_apt", [])),
+            copies=tuple(RuntimeCopy(name, f"{OPTIONS_DIR}/{name}")
+                         for name in sorted(serve.context_files)),
+            env=env, health_cmd=json.dumps([f"{VENV}/bin/python", "-c", health]),
+            smoke=SmokeImport(self.module, self.facts()["package"], p.engine.version,
+                              self.imports_need_gpu),
+        )
+
+
+def _quant_fix(kind: str, value: str, too_old: list[GpuTarget]) -> str:
+    drop = " or ".join(t.given for t in too_old)
+    if kind == "kv_cache":
+        return f"use kv_cache: auto, or drop {drop}"
+    alt = "bf16 or int8" if value == "fp8" else "fp16"
+    return f"use {alt}, or drop {drop}"

@@ -1,0 +1,79 @@
+"""vLLM: ``vllm serve``, its releases, quantization methods and server flags.
+
+Owns ``vllm.yaml`` (releases with torch pin, Python range and CUDA major; quantization and
+KV-cache methods with their minimum compute capability) and the mapping of the profile's
+serving fields to ``vllm serve`` flags. Everything shared with other engines is in
+:class:`~dockergen.components.serving.base.ServingEngine`.
+May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving.base`,
+:mod:`dockergen.model`.
+"""
+
+from __future__ import annotations
+
+from dockergen.components.base import Context
+from dockergen.components.serving.base import ServingEngine
+from dockergen.model import Derivation, ServeCommand
+
+ARGS_SRC = "VLLM-WHEEL 0.33.0 engine/arg_utils.py"
+
+
+class Vllm(ServingEngine):
+    """vLLM's OpenAI-compatible server."""
+
+    name = "vllm"
+    facts_file = "serving/vllm"
+    module = "vllm"
+    flash_attn_note = (
+        "vLLM's own attention uses its bundled vllm-flash-attn, not this package; this "
+        "FlashAttention-2 build serves other code in the image (e.g. transformers "
+        "attn_implementation=\"flash_attention_2\")")
+
+    def extra_env(self, c: Context) -> dict[str, str]:
+        return {"VLLM_NO_USAGE_STATS": "1"}  # air-gapped fleets: no usage-stats phone-home
+
+    def serve(self, c: Context, d: list[Derivation]) -> ServeCommand:
+        p = c.p
+        s, q = p.serving, p.quantization
+        args: list[str] = [s.model, "--host", s.host, "--port", str(s.port)]
+
+        def flag(name: str, value: object, source: str) -> None:
+            args.extend([name, str(value)])
+            d.append(Derivation(f"serve {name}", str(value), f"from {source}", ARGS_SRC))
+
+        if s.served_model_name:
+            flag("--served-model-name", s.served_model_name, "serving.served_model_name")
+        if s.max_model_len is not None:
+            flag("--max-model-len", s.max_model_len, "serving.max_model_len")
+        if s.gpu_memory_utilization is not None:
+            flag("--gpu-memory-utilization", s.gpu_memory_utilization,
+                 "serving.gpu_memory_utilization")
+        if s.max_num_batched_tokens is not None:
+            flag("--max-num-batched-tokens", s.max_num_batched_tokens,
+                 "serving.max_num_batched_tokens")
+        if s.max_num_seqs is not None:
+            flag("--max-num-seqs", s.max_num_seqs, "serving.max_num_seqs")
+        flag("--tensor-parallel-size", s.tensor_parallel_size, "serving.tensor_parallel_size")
+        if s.enable_chunked_prefill is not None:
+            name = "--enable-chunked-prefill" if s.enable_chunked_prefill else (
+                "--no-enable-chunked-prefill")
+            args.append(name)
+            d.append(Derivation(f"serve {name}", "", "from serving.enable_chunked_prefill",
+                                "VLLM-WHEEL 0.33.0 SchedulerConfig"))
+        weights = self.quant("quantization", q.weights) or {}
+        if weights.get("flag"):
+            flag("--quantization", weights["flag"], f"quantization.weights={q.weights}")
+        elif weights.get("dtype"):
+            flag("--dtype", weights["dtype"], f"quantization.weights={q.weights}")
+        elif q.weights != "auto":
+            d.append(Derivation("serve --quantization", "(from the checkpoint)",
+                                f"quantization.weights={q.weights}: vLLM reads "
+                                "quantization_config from the checkpoint",
+                                weights.get("src", "")))
+        kv = self.quant("kv_cache", q.kv_cache) or {}
+        if kv.get("flag"):
+            flag("--kv-cache-dtype", kv["flag"], f"quantization.kv_cache={q.kv_cache}")
+        args.extend(s.extra_args)
+        return ServeCommand(("vllm", "serve"), tuple(args))
+
+
+ENGINE = Vllm()

@@ -1,0 +1,219 @@
+"""The typed resolved model: what the checks decided, handed to every output.
+
+Frozen dataclasses, one per Dockerfile stage plus the whole :class:`Resolved`. The
+components build their slices (:mod:`dockergen.components`), :mod:`dockergen.resolve`
+assembles them, the templates only format them, and every later output (build records,
+smoke tests, bake files, run configurations) reads the same model.
+May import: nothing of dockergen except :mod:`dockergen.profile` and :mod:`dockergen.errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from dockergen.errors import Problem
+from dockergen.profile import Profile
+
+Mode = Literal["buildkit", "classic"]
+
+# Paths inside the image: one place, every component and template uses these.
+VENV = "/opt/venv"
+PYTHON_HOME = "/opt/python"
+APP_HOME = "/home/app"
+AUDIT_SCRIPT = "arch_audit.py"
+CERT_DIR = "certs"
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """One derived setting and why it has that value (``dockergen explain``)."""
+
+    key: str
+    value: str
+    reason: str
+    src: str = ""
+
+
+@dataclass(frozen=True)
+class GpuTarget:
+    """One entry of ``gpu.targets`` after lookup."""
+
+    given: str
+    cc: str  # "9.0"
+    name: str | None  # known GPU name, None when given as a compute capability
+    family: str
+    src: str
+
+    @property
+    def cc_tuple(self) -> tuple[int, int]:
+        return cc_tuple(self.cc)
+
+
+def cc_tuple(cc: str) -> tuple[int, int]:
+    """``"8.9"`` -> ``(8, 9)``."""
+    major, minor = cc.split(".")
+    return int(major), int(minor)
+
+
+# --- build-base stage: CUDA base system, Python, torch ------------------------------------
+@dataclass(frozen=True)
+class CudaBase:
+    """The CUDA devel image and the build-base system packages."""
+
+    image: str
+    apt: tuple[str, ...]
+    ca_certificates: bool
+    cert_dir: str
+
+
+@dataclass(frozen=True)
+class PythonSetup:
+    """uv, the interpreter and the venv of the build stages."""
+
+    python: str
+    python_from: Literal["uv", "image"]
+    python_home: str
+    venv: str
+    uv_version: str
+    pip_index_url: str | None
+    mode: Mode
+
+
+@dataclass(frozen=True)
+class TorchInstall:
+    """torch from PyTorch's CUDA-matched index."""
+
+    version: str
+    index: str
+    venv: str
+    mode: Mode
+
+
+@dataclass(frozen=True)
+class BuildBase:
+    """The build-base stage: one slice per component."""
+
+    cuda: CudaBase
+    python: PythonSetup
+    torch: TorchInstall
+
+
+# --- flash-attn stage ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class FlashAttnStage:
+    """The FlashAttention-2 source build and its arch audit."""
+
+    version: str
+    archs: str  # FLASH_ATTN_CUDA_ARCHS, e.g. "80;90"
+    torch_arch_list: str
+    expect: str  # "sm_80,sm_90"
+    max_jobs: int
+    max_jobs_reason: str
+    job_gib: int
+    nvcc_threads: int
+    deps: tuple[str, ...]
+    pip: str
+    venv: str
+    mode: Mode
+    audit_script: str
+
+
+# --- engine stage -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EngineStage:
+    """The serving engine installed into the venv, keeping the torch pin."""
+
+    name: str
+    requirements: tuple[str, ...]  # the engine first, then packages pinned in lockstep
+    torch: str
+    indexes: tuple[str, ...]
+    venv: str
+    mode: Mode
+    flash_attn: bool
+
+    @property
+    def requirement(self) -> str:
+        """The engine's own requirement, e.g. ``vllm==0.33.0``."""
+        return self.requirements[0]
+
+
+@dataclass(frozen=True)
+class ServeCommand:
+    """How the image starts its server, and the files that command reads."""
+
+    entrypoint: tuple[str, ...]
+    args: tuple[str, ...]
+    context_files: Mapping[str, bytes] = field(default_factory=dict)
+
+
+# --- runtime stage ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RuntimeCopy:
+    """One ``COPY`` into the runtime stage (from a build stage, or from the context)."""
+
+    src: str
+    dst: str
+    stage: str | None = None
+
+
+@dataclass(frozen=True)
+class RuntimeStage:
+    """The runtime stage: the runtime image plus what each component contributes."""
+
+    image: str
+    apt: tuple[str, ...]
+    uid: int
+    home: str
+    venv: str  # first on PATH
+    copies: tuple[RuntimeCopy, ...]
+    env: Mapping[str, str]
+    labels: Mapping[str, str]
+    port: int
+    health_cmd: str  # JSON exec form
+    health_start_period: int
+    entrypoint: str  # JSON exec form
+    cmd: str  # JSON exec form
+    jit_toolchain: bool
+
+
+@dataclass(frozen=True)
+class SmokeImport:
+    """A module the built image must import at the expected version."""
+
+    module: str
+    dist: str
+    version: str
+    needs_gpu: bool = False  # imports libcuda: without --gpus only the install is checked
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Everything derived from one profile, computed once."""
+
+    profile: Profile
+    mode: Mode
+    source_name: str  # profile file name for the banner (machine-independent)
+    chain: tuple[str, ...]
+    targets: tuple[GpuTarget, ...]
+    base: BuildBase
+    flash_attn: FlashAttnStage | None
+    engine: EngineStage
+    runtime: RuntimeStage
+    context_files: Mapping[str, bytes]  # extra files of the build context
+    tags: tuple[str, ...]
+    lock: dict[str, Any]
+    profile_hash: str
+    smoke_imports: tuple[SmokeImport, ...] = ()
+    derivations: tuple[Derivation, ...] = ()
+    warnings: tuple[Problem, ...] = ()
+
+
+@dataclass(frozen=True)
+class CommandCheck:
+    """A smoke check run as a command in the built image; ``verify(code, output)``."""
+
+    name: str
+    command: tuple[str, ...]
+    verify: Any  # Callable[[int, str], tuple[bool, str]]

@@ -1,0 +1,159 @@
+"""The one-way flow of the README's Architecture section, enforced on the import graph.
+
+Every module's imports (top level and inside functions) are read with ``ast`` and checked
+against the layer it belongs to. A violation names the module and the import.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PACKAGE = ROOT / "dockergen"
+
+# module (or package prefix ending in ".") -> what it may import from dockergen.
+# "dockergen" alone is the package's __init__ (the version string).
+_BASE = {"dockergen", "dockergen.errors"}
+_COMPONENT = _BASE | {"dockergen.knowledge", "dockergen.loader", "dockergen.model",
+                      "dockergen.profile", "dockergen.components", "dockergen.components.base"}
+ALLOWED: dict[str, set[str]] = {
+    "dockergen": set(),
+    "dockergen.errors": set(),
+    "dockergen.knowledge": set(),
+    "dockergen.resources": set(),
+    "dockergen.yamlsource": _BASE,
+    "dockergen.profile": _BASE,
+    "dockergen.credentials": _BASE | {"dockergen.yamlsource"},
+    "dockergen.loader": _BASE | {"dockergen.credentials", "dockergen.profile",
+                                 "dockergen.resources", "dockergen.yamlsource"},
+    "dockergen.schema": _BASE | {"dockergen.profile"},
+    "dockergen.model": _BASE | {"dockergen.profile"},
+    "dockergen.components.base": _COMPONENT,
+    "dockergen.components.cuda": _COMPONENT,
+    "dockergen.components.python": _COMPONENT,
+    "dockergen.components.image": _COMPONENT,
+    "dockergen.components.torch": _COMPONENT | {"dockergen.components.cuda"},
+    "dockergen.components.flash_attn": _COMPONENT | {"dockergen.components.python"},
+    "dockergen.components.serving.base": _COMPONENT | {"dockergen.components.cuda",
+                                                       "dockergen.components.torch"},
+    # a serving engine sees the shared engine base, never another engine
+    "dockergen.components.serving.": _COMPONENT | {"dockergen.components.serving.base"},
+    "dockergen.components.serving": {"dockergen.components.serving",
+                                     "dockergen.components.serving.base",
+                                     "dockergen.components.serving.*"},
+    "dockergen.components": set(),
+    "dockergen.resolve": _COMPONENT | {"dockergen.components.*"},
+    "dockergen.render": _BASE | {"dockergen.model", "dockergen.resources"},
+    "dockergen.progress": _BASE,
+    "dockergen.daemon": _BASE | {"dockergen.daemon.docker"},  # connect(), lazily
+    "dockergen.daemon.docker": _BASE | {"dockergen.daemon"},
+    "dockergen.smoke": _BASE | {"dockergen.components", "dockergen.components.flash_attn",
+                                "dockergen.components.serving.base", "dockergen.daemon",
+                                "dockergen.model", "dockergen.profile"},
+    "dockergen.api": {"dockergen", "dockergen.*"} - {"dockergen.cli"},
+    "dockergen.build": _BASE | {"dockergen.api", "dockergen.daemon", "dockergen.loader",
+                                "dockergen.progress", "dockergen.render", "dockergen.smoke",
+                                "dockergen.components.serving.base"},
+    "dockergen.cli": {"dockergen", "dockergen.*"},
+    "dockergen.__main__": {"dockergen.cli"},
+}
+# Third-party packages with one owner.
+ONLY_IMPORTER = {"docker": "dockergen.daemon.docker", "requests": "dockergen.daemon.docker",
+                 "click": "dockergen.cli", "jinja2": "dockergen.render"}
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(source: str, module: str) -> list[str]:
+    """Every module a source file imports (relative imports resolved)."""
+    out: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg = module.split(".")[: -node.level]
+                base = ".".join([*pkg, base] if base else pkg)
+            # `from dockergen.components import cuda` imports the module itself
+            out += [f"{base}.{a.name}" if _is_module(f"{base}.{a.name}") else base
+                    for a in node.names]
+    return out
+
+
+def _is_module(name: str) -> bool:
+    if not name.startswith("dockergen."):
+        return False
+    rel = Path(*name.split(".")[1:])
+    return (PACKAGE / rel).with_suffix(".py").exists() or (PACKAGE / rel / "__init__.py").exists()
+
+
+def _allowed_for(module: str) -> set[str]:
+    if module in ALLOWED:
+        return ALLOWED[module]
+    for key, value in ALLOWED.items():
+        if key.endswith(".") and module.startswith(key):
+            return value
+    raise AssertionError(f"{module} has no layer in tests/test_architecture.py: add it to the "
+                         "README's Architecture section and to ALLOWED")
+
+
+def _permits(allowed: set[str], target: str) -> bool:
+    return target in allowed or any(
+        a.endswith(".*") and target.startswith(a[:-1]) for a in allowed)
+
+
+def violations(module: str, source: str) -> list[str]:
+    """What ``module`` imports against the flow."""
+    found = []
+    allowed = _allowed_for(module)
+    for target in imports_of(source, module):
+        top = target.split(".")[0]
+        if top == "dockergen":
+            if target != module and not _permits(allowed, target):
+                found.append(f"{module} imports {target}")
+        elif top in ONLY_IMPORTER and ONLY_IMPORTER[top] != module:
+            found.append(f"{module} imports {target} (only {ONLY_IMPORTER[top]} may)")
+    return found
+
+
+def all_modules() -> list[tuple[str, str]]:
+    return [(module_name(p), p.read_text()) for p in sorted(PACKAGE.rglob("*.py"))]
+
+
+def test_every_module_follows_the_flow() -> None:
+    found = [v for module, source in all_modules() for v in violations(module, source)]
+    assert found == []
+
+
+def test_the_checker_catches_violations() -> None:
+    # a component importing the CLI, anything but the daemon adapter importing docker,
+    # one serving engine importing another, rendering importing a component
+    assert violations("dockergen.components.torch", "from dockergen import cli\n") == [
+        "dockergen.components.torch imports dockergen.cli"]
+    assert violations("dockergen.build", "import docker\n") == [
+        "dockergen.build imports docker (only dockergen.daemon.docker may)"]
+    assert violations("dockergen.components.serving.vllm",
+                      "from dockergen.components.serving import tensorrt_llm\n") == [
+        "dockergen.components.serving.vllm imports dockergen.components.serving.tensorrt_llm"]
+    assert violations("dockergen.render", "def f():\n    from dockergen.components import cuda\n"
+                      ) == ["dockergen.render imports dockergen.components.cuda"]
+    with pytest.raises(AssertionError, match="has no layer"):
+        violations("dockergen.newthing", "")
+
+
+def test_every_module_says_what_it_may_import() -> None:
+    missing = [m for m, source in all_modules()
+               if m not in ("dockergen", "dockergen.__main__")
+               and "May import" not in (ast.get_docstring(ast.parse(source)) or "")]
+    assert missing == []
