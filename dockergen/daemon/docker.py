@@ -12,7 +12,9 @@ May import: :mod:`dockergen.daemon`, :mod:`dockergen.errors`, ``docker``.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import socket
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -144,10 +146,21 @@ class DockerDaemon:
         yield from self.api._stream_helper(response, decode=True)
 
     def cancel(self) -> None:
-        """Drop the build connection: the engine cancels the build."""
+        """Drop the build connection: the engine cancels the build.
+
+        Closing the response from another thread does not wake a read blocked on a silent
+        build step (issue 7: closed at 1 s, noticed at 15 s when the next byte came, and the
+        daemon never saw a disconnect). Shutting the socket down does both at once: the
+        blocked read returns, and the daemon gets end-of-stream and cancels the build.
+        """
         response = getattr(self, "_response", None)
-        if response is not None:
-            response.close()
+        if response is None:
+            return
+        sock = _socket_of(response)
+        if sock is not None:
+            with contextlib.suppress(OSError):  # already closed: nothing left to wake
+                sock.shutdown(socket.SHUT_RDWR)
+        response.close()
 
     # --- containers (smoke tests) -------------------------------------------------------
     def run(self, image: str, command: list[str], *, entrypoint: list[str] | None = None,
@@ -276,3 +289,15 @@ def _permanent(message: str) -> bool:
     text = message.lower()
     return any(w in text for w in ("unauthorized", "authentication required", "denied",
                                    "no basic auth credentials"))
+
+
+def _socket_of(response: Any) -> socket.socket | None:
+    """The socket under a streamed requests response (unix socket, TCP or TLS)."""
+    raw = getattr(response, "raw", None)
+    conn = getattr(raw, "_connection", None)
+    sock = getattr(conn, "sock", None)
+    if isinstance(sock, socket.socket):
+        return sock
+    fp = getattr(getattr(raw, "_fp", None), "fp", None)  # http.client's socket file
+    sock = getattr(getattr(fp, "raw", None), "_sock", None)
+    return sock if isinstance(sock, socket.socket) else None
