@@ -105,6 +105,39 @@ def check_build_args(args: dict[str, str]) -> None:
                               "recorded in the image history; pass secrets at run time")
 
 
+# Docker's reference grammar (distribution/reference): [host[:port]/]path[:tag]; lowercase
+# path components; a tag is 1-128 of [A-Za-z0-9_.-] not starting with '.' or '-'.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+# a first component is a registry host only with a '.', a port, or as localhost
+_REFERENCE = re.compile(
+    rf"(?:(?:localhost|{_LABEL}(?:\.{_LABEL})+)(?::\d{{1,5}})?/|{_LABEL}:\d{{1,5}}/)?"
+    rf"{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?")
+
+
+def check_tags(tags: tuple[str, ...]) -> None:
+    """Refuse malformed ``--tag`` values before anything is built (not after the build)."""
+    for ref in tags:
+        if len(ref) > 255 or not _REFERENCE.fullmatch(ref):
+            raise UnsafeInput(f"--tag {ref!r}: not a valid image reference; write "
+                              "REPOSITORY[:TAG] in lowercase, e.g. "
+                              "registry.example.com/llm/vllm:candidate")
+
+
+def stages(dockerfile: str) -> list[str]:
+    """The named stages of a Dockerfile, in order."""
+    return re.findall(r"^FROM\s+(?:--\S+\s+)*\S+\s+AS\s+(\S+)\s*$", dockerfile,
+                      re.MULTILINE | re.IGNORECASE)
+
+
+def check_target(target: str | None, dockerfile: str) -> None:
+    """``--target`` must name a stage of the rendered Dockerfile."""
+    names = stages(dockerfile)
+    if target is not None and target not in names:
+        raise UnsafeInput(f"--target {target!r}: no such stage; the stages are "
+                          f"{', '.join(names)}")
+
+
 def base_images(dockerfile: str, build_args: dict[str, str]) -> list[str]:
     """The external images a Dockerfile starts from, after ARG defaults and overrides."""
     args: dict[str, str] = {}
@@ -313,6 +346,7 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
     from dockergen.render import write_context
 
     check_build_args(options.build_args)
+    check_tags(options.tags)
     if options.push and not options.smoke:
         raise UnsafeInput("--push needs the smoke tests: drop --no-smoke")
     if ca_certs:  # the profile's certificates plus the command line's, as absolute paths
@@ -327,6 +361,7 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
         builder = "buildkit" if daemon.has_buildkit() else "classic"
     builder = "buildkit" if builder == "auto" else builder
     ctx: RenderedContext = render_context(path, overrides, builder)  # type: ignore[arg-type]
+    check_target(options.target, ctx.files["Dockerfile"].decode())
     if not quiet:
         for warning in ctx.warnings:
             echo(str(warning))
