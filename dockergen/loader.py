@@ -330,6 +330,7 @@ def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Probl
 _MISSING = "required field is missing"
 
 _VALUE_FIX = {
+    "smoke": "keep `defaults: true`, or add `commands:` or `files:`",
     "version": 'quote a version like "13.0.2" or "0.33.0"',
     "python": 'write e.g. python: "3.12"',
     "model": "use a path like /models/llama-3-8b-instruct",

@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     PlainValidator,
     WithJsonSchema,
+    model_validator,
 )
 
 # --- string shapes ------------------------------------------------------------------
@@ -260,6 +261,14 @@ class Smoke(_Section):
     commands: tuple[CommandTest, ...] = ()
     files: tuple[FileTest, ...] = ()
     timeout_s: int = Field(300, ge=5, le=3600)
+
+    @model_validator(mode="after")
+    def _some_check(self) -> Smoke:
+        # Zero checks is not a pass: `--push` would publish an image nothing has looked at.
+        if not (self.defaults or self.commands or self.files):
+            raise ValueError("no smoke checks at all (defaults off, no commands, no files); "
+                             "an image would be pushed that nothing has checked")
+        return self
 
 
 class Profile(_Section):

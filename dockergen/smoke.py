@@ -50,7 +50,8 @@ class SmokeReport:
 
     @property
     def ok(self) -> bool:
-        return all(c.ok for c in self.checks)
+        """Every check passed, and there was at least one: zero checks is not a pass."""
+        return bool(self.checks) and all(c.ok for c in self.checks)
 
     def add(self, name: str, ok: bool, detail: str = "") -> None:
         self.checks.append(Check(name, ok, detail))
