@@ -319,7 +319,8 @@ def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Probl
             fix = f"write `{last}: [a, b]`"
         elif kind == "value_error":
             msg = str(err.get("ctx", {}).get("error", err["msg"]))
-            fix = _VALUE_FIX.get(last, "see `dockergen schema` for the allowed form")
+            named = next((str(part) for part in reversed(loc) if isinstance(part, str)), "")
+            fix = _VALUE_FIX.get(named, "see `dockergen schema` for the allowed form")
         else:  # pragma: no cover - any new pydantic error type still reads sensibly
             msg = err["msg"]
             fix = "see `dockergen schema`"
@@ -330,6 +331,8 @@ def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Probl
 _MISSING = "required field is missing"
 
 _VALUE_FIX = {
+    "expected_output": "write a Python regular expression; escape ( [ { * + ? . with a backslash",
+    "excluded_output": "write a Python regular expression; escape ( [ { * + ? . with a backslash",
     "smoke": "keep `defaults: true`, or add `commands:` or `files:`",
     "version": 'quote a version like "13.0.2" or "0.33.0"',
     "python": 'write e.g. python: "3.12"',

@@ -236,14 +236,26 @@ class Runtime(_Section):
         False, description="Keep nvcc and gcc in the runtime image for JIT kernels.")
 
 
+def _regex(value: str) -> str:
+    # compiled here so that `validate` reports it, not the smoke test after a long build
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"{_show(value)} is not a valid regular expression: {exc}") from None
+    return value
+
+
+Regex = Annotated[Text, AfterValidator(_regex)]
+
+
 class CommandTest(_Section):
     """A command run in the built image (exec form; the entrypoint is bypassed)."""
 
     name: Text
     command: tuple[Text, ...] = Field(min_length=1)
     exit_code: int = 0
-    expected_output: tuple[Text, ...] = Field((), description="Regexes the output must match.")
-    excluded_output: tuple[Text, ...] = Field((), description="Regexes it must not match.")
+    expected_output: tuple[Regex, ...] = Field((), description="Regexes the output must match.")
+    excluded_output: tuple[Regex, ...] = Field((), description="Regexes it must not match.")
 
 
 class FileTest(_Section):

@@ -32,3 +32,18 @@ def test_an_empty_report_is_not_ok() -> None:
     assert not report.ok
     report.add("something", True)
     assert report.ok
+
+
+def test_an_invalid_smoke_regex_is_a_validate_error(tmp_path: Path) -> None:
+    """Issue 7: it passed `validate` and raised re.error in the smoke test after the build."""
+    (tmp_path / "profile.yaml").write_text(
+        VALID + 'smoke:\n  commands:\n    - name: x\n      command: ["true"]\n'
+                '      expected_output: ["(unclosed"]\n      excluded_output: ["ok", "*x"]\n')
+    result = run_cli("validate", "profile.yaml", cwd=tmp_path)
+    assert result.rc == 2
+    fix = "write a Python regular expression; escape ( [ { * + ? . with a backslash"
+    assert result.err.splitlines()[:2] == [
+        "profile.yaml:28:25: smoke.commands[0].expected_output[0]: '(unclosed' is not a valid "
+        "regular expression: missing ), unterminated subpattern at position 0; " + fix,
+        "profile.yaml:29:31: smoke.commands[0].excluded_output[1]: '*x' is not a valid "
+        "regular expression: nothing to repeat at position 0; " + fix]
