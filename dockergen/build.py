@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from dockergen.errors import SECRET_NAME, DockergenError, ExitCode, redact
-from dockergen.progress import BuildTracker, decode_status, make_renderer
+from dockergen.progress import BuildTracker, StatusUpdate, decode_status, make_renderer
 
 if TYPE_CHECKING:
     from dockergen.daemon import ContainerDaemon
@@ -236,11 +236,14 @@ def run_build(daemon: ContainerDaemon, files: dict[str, bytes], plan: BuildPlan,
                               nocache=options.no_cache, platform=options.platform,
                               network=options.network)
         for message in stream:
-            log.write(json.dumps(message, sort_keys=True) + "\n")
             if message.get("id") == "moby.buildkit.trace":
-                for kind, step, line in tracker.apply(decode_status(message["aux"])):
+                update = decode_status(message["aux"])
+                log.write(_log_line(message, update))
+                for kind, step, line in tracker.apply(update):
                     renderer.event(kind, step, line)
-            elif message.get("id") == "moby.image.id" or (
+                continue
+            log.write(_log_line(message))
+            if message.get("id") == "moby.image.id" or (
                     isinstance(message.get("aux"), dict) and "ID" in message["aux"]):
                 image_id = message["aux"]["ID"]
             elif "stream" in message:
@@ -293,6 +296,23 @@ def run_build(daemon: ContainerDaemon, files: dict[str, bytes], plan: BuildPlan,
                           "removed the tags this build created") from None
     return BuildResult(image_id, list(plan.tags), tracker.summary(),
                        round(time.monotonic() - started, 3), plan.builder)
+
+
+def _log_line(message: dict[str, Any], update: StatusUpdate | None = None) -> str:
+    """One build.log line, redacted like every other output.
+
+    BuildKit's trace messages carry their step output base64-encoded in protobuf, where a
+    plain redaction would not see a token; they are logged decoded, as text.
+    """
+    if update is not None:
+        message = {"id": message["id"], "aux": {
+            "vertexes": [{"digest": v.digest, "name": v.name, "cached": v.cached,
+                          "started": v.started, "completed": v.completed, "error": v.error}
+                         for v in update.vertexes],
+            "logs": [{"vertex": g.vertex, "stream": g.stream,
+                      "msg": g.msg.decode("utf-8", errors="replace")} for g in update.logs],
+            "warnings": update.warnings}}
+    return redact(json.dumps(message, sort_keys=True, ensure_ascii=False)) + "\n"
 
 
 def _failure(message: dict[str, Any], tracker: BuildTracker, dockerfile: str,
