@@ -369,12 +369,16 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
     check_tags(options.tags)
     if options.push and not options.smoke:
         raise UnsafeInput("--push needs the smoke tests: drop --no-smoke")
+    for cert in ca_certs:
+        if not cert.is_file():
+            raise UnsafeInput(f"--ca-cert {str(cert)!r}: no such file; give a PEM certificate")
     if ca_certs:  # the profile's certificates plus the command line's, as absolute paths
         loaded = load_profile(path, overrides)
         paths = [str((loaded.path.parent / c).resolve())
                  for c in loaded.profile.build.ca_certificates]
         paths += [str(c.resolve()) for c in ca_certs]
-        overrides = (*overrides, f"build.ca_certificates=[{', '.join(paths)}]")
+        # a JSON list is YAML: each path quoted and escaped, spaces and all
+        overrides = (*overrides, f"build.ca_certificates={json.dumps(paths)}")
     builder = options.builder
     if builder == "auto" and not dry_run:
         daemon = daemon or connect()

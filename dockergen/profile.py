@@ -62,6 +62,10 @@ _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
     "url": (re.compile(r"https?://[A-Za-z0-9.-]+(:\d{1,5})?(/[A-Za-z0-9._~/-]*)?"),
             "an http(s) URL without credentials, query or spaces"),
     "file_path": (re.compile(r"[A-Za-z0-9._/-]{1,255}"), "a relative or absolute file path"),
+    # a file on the build host, read by dockergen and never written into the Dockerfile
+    # (certificates are copied as certs/extra-N.crt), so any printable path is safe
+    "host_path": (re.compile(r"[^\x00-\x1f\x7f]{1,4096}"),
+                  "a file path without control characters"),
 }
 
 # Printable text (labels, description): no control, format (e.g. bidi overrides), separator
@@ -107,6 +111,7 @@ LabelKey = Annotated[str, _shaped("label_key")]
 TagTemplate = Annotated[str, _shaped("tag_template")]
 Url = Annotated[str, _shaped("url")]
 FilePath = Annotated[str, _shaped("file_path")]
+HostPath = Annotated[str, _shaped("host_path")]
 Text = Annotated[str, AfterValidator(_text)]
 
 
@@ -215,7 +220,7 @@ class Build(_Section):
 
     memory_gib: int = Field(64, ge=4, le=4096,
                             description="Build host memory; sizes MAX_JOBS of CUDA compiles.")
-    ca_certificates: tuple[FilePath, ...] = Field(
+    ca_certificates: tuple[HostPath, ...] = Field(
         (), description="Extra CA certificate files (PEM) for TLS-intercepting proxies; "
                         "installed in build stages only. Relative to the profile.")
     python_from: Literal["uv", "image"] = Field(
