@@ -21,7 +21,7 @@ from dockergen import __version__
 from dockergen.components import cuda, flash_attn, image, python, torch
 from dockergen.components.base import Context
 from dockergen.components.serving import engine_for
-from dockergen.errors import ProfileError
+from dockergen.errors import Problem, ProfileError
 from dockergen.loader import LoadedProfile
 from dockergen.model import (
     APP_HOME,
@@ -51,6 +51,34 @@ def check(loaded: LoadedProfile) -> Context:
     return ctx
 
 
+# Set by the images themselves or by the runtime stage's own ENV lines (runtime.j2 puts the
+# venv first on PATH; the nvidia/cuda images set LD_LIBRARY_PATH for libcuda; uv's
+# relocatable CPython must not see a PYTHONHOME).
+_RESERVED_ENV = {
+    "PATH": "is set by the runtime stage (the venv's bin first, where the server lives)",
+    "LD_LIBRARY_PATH": "is set by the CUDA base image so that libcuda is found",
+    "PYTHONHOME": "would point the venv's Python at another standard library"}
+
+
+def _check_env_names(loaded: LoadedProfile, derived: dict[str, str]) -> None:
+    """serving.env must not replace what dockergen's image depends on (issue 7: an env
+    PATH hid `vllm`, and NVIDIA_DRIVER_CAPABILITIES was silently overridden)."""
+    problems = []
+    for name in sorted(loaded.profile.serving.env):
+        if name in derived:
+            why = f"is set by dockergen to {derived[name]!r}, which the image depends on"
+        elif name in _RESERVED_ENV:
+            why = _RESERVED_ENV[name]
+        else:
+            continue
+        problems.append(Problem(loaded.at("serving", "env", name), f"serving.env.{name}",
+                                f"{name} {why}; it cannot be overridden here",
+                                f"remove {name} from serving.env (docker run -e {name}=... "
+                                "still overrides it at run time, on purpose)"))
+    if problems:
+        raise ProfileError(problems)
+
+
 def resolve(loaded: LoadedProfile, mode: Mode = "buildkit") -> Resolved:
     """Check a loaded profile and derive everything; raise :class:`ProfileError` on errors."""
     ctx = check(loaded)
@@ -74,6 +102,7 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit") -> Resolved:
         python=python_part.setup, torch=torch_install)
 
     env = {**cuda_part.env, **python_part.env, **serving.env}
+    _check_env_names(loaded, env)
     env.update(p.serving.env)
     release_tags = image.tags(p)
     stage = serving.stage
