@@ -9,6 +9,7 @@ May import: :mod:`dockergen.errors`.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Annotated, Any, Literal
 
@@ -104,7 +105,29 @@ ImageRef = Annotated[str, _shaped("image_ref")]
 ImageRepo = Annotated[str, _shaped("image_repo")]
 ModelPath = Annotated[str, _shaped("model")]
 Host = Annotated[str, _shaped("host")]
-ExtraArg = Annotated[str, _shaped("extra_arg")]
+def _extra_arg(value: str) -> str:
+    """A flag, a plain value, or a JSON object/array value (``--speculative-config``).
+
+    The server command is written in exec form (a JSON array), so a JSON value reaches the
+    server as one argument, never through a shell; only its shape is checked here.
+    """
+    regex, what = _PATTERNS["extra_arg"]
+    if regex.fullmatch(value):
+        return value
+    flag, sep, rest = value.partition("=")
+    text = rest if sep and regex.fullmatch(flag + "=") else value
+    if text[:1] in "{[" and len(value) <= 2048 and value.isprintable():
+        try:
+            json.loads(text)
+        except ValueError:
+            pass
+        else:
+            return value
+    raise ValueError(f"{_show(value)} is not {what}, or a JSON object or array "
+                     "(e.g. '{\"method\": \"ngram\"}')")
+
+
+ExtraArg = Annotated[str, AfterValidator(_extra_arg)]
 EnvName = Annotated[str, _shaped("env_name")]
 EnvValue = Annotated[str, _shaped("env_value")]
 LabelKey = Annotated[str, _shaped("label_key")]

@@ -39,7 +39,7 @@ def checks(loaded: LoadedProfile) -> list[Callable[[Context], None]]:
     engine = engine_for(loaded.profile.engine.name)
     return [cuda.check_gpus, cuda.check_cuda, engine.check_release, torch.check,
             python.check_python_source, flash_attn.check, engine.check_quantization,
-            engine.check_scheduler, image.check_tags,
+            engine.check_scheduler, engine.check_extra_args, image.check_tags,
             cuda.check_ca_certificates]
 
 

@@ -83,6 +83,42 @@ class ServingEngine:
         return dict(entry) if entry is not None else None
 
     # --- checks ---------------------------------------------------------------------------
+    # server flags the profile derives -> the field that owns them (each engine's serve())
+    derived_flags: ClassVar[dict[str, str]] = {}
+
+    def flag_name(self, arg: str) -> str | None:
+        """The flag an ``extra_args`` item sets (``--a-b=1`` -> ``--a-b``), or None."""
+        return arg.split("=", 1)[0] if arg.startswith("-") and not arg[1:2].isdigit() else None
+
+    def check_extra_args(self, c: Context) -> None:
+        """serving.extra_args may not set what the profile derives, nor removed flags.
+
+        A derived flag given again lands after the derived one and wins, while `explain`,
+        the labels and the lock file still show the profile's value (issue 7).
+        """
+        removed = self.facts().get("removed_flags", {})
+        version = Version(c.p.engine.version)
+        args = c.p.serving.extra_args
+        for i, arg in enumerate(args):
+            name = self.flag_name(arg)
+            if name is None:
+                continue
+            given = repr(arg)
+            if "=" not in arg and i + 1 < len(args) and self.flag_name(args[i + 1]) is None:
+                given += f" and its value {args[i + 1]!r}"
+            if name in self.derived_flags:
+                owner = self.derived_flags[name]
+                c.error(("serving", "extra_args", i), f"{name} is derived from {owner}; given "
+                        "here it would silently win over the profile's value (explain, labels "
+                        "and the lock file would disagree with the server)",
+                        f"set {owner} instead and remove {given}")
+            elif name in removed and version >= Version(removed[name]["since"]):
+                row = removed[name]
+                c.error(("serving", "extra_args", i), f"{name} was removed in {self.name} "
+                        f"{row['since']} ({row['src']}); the server would refuse to start",
+                        f"remove {given}" + (f"; {row['instead']}" if row.get("instead")
+                                             else ""))
+
     def check_release(self, c: Context) -> None:
         """engine-release-known, engine-python, engine-cuda-major; sets the torch pin."""
         p = c.p

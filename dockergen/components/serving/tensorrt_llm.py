@@ -10,7 +10,7 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 from dockergen.components.base import Context
 from dockergen.components.serving.base import OPTIONS_DIR, ServingEngine
@@ -27,6 +27,17 @@ class TensorrtLlm(ServingEngine):
     facts_file = "serving/tensorrt_llm"
     module = "tensorrt_llm"
     imports_need_gpu = True  # loads libcuda at import time
+    # src: doc:nvidia.github.io/TensorRT-LLM commands/trtllm-serve (serve() below sets each)
+    derived_flags: ClassVar[dict[str, str]] = {
+        "--host": "serving.host", "--port": "serving.port",
+        "--backend": "the engine (dockergen serves with the PyTorch backend)",
+        "--tp_size": "serving.tensor_parallel_size", "--max_seq_len": "serving.max_model_len",
+        "--max_num_tokens": "serving.max_num_batched_tokens",
+        "--max_batch_size": "serving.max_num_seqs",
+        "--kv_cache_free_gpu_memory_fraction": "serving.gpu_memory_utilization",
+        "--extra_llm_api_options": "quantization.kv_cache and serving.enable_chunked_prefill "
+                                   "(dockergen writes the options file)",
+    }
 
     def serve(self, c: Context, d: list[Derivation]) -> ServeCommand:
         s, q = c.p.serving, c.p.quantization

@@ -10,6 +10,8 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from dockergen.components.base import Context
 from dockergen.components.serving.base import ServingEngine
 from dockergen.model import Derivation, ServeCommand
@@ -27,6 +29,28 @@ class Vllm(ServingEngine):
         "vLLM's own attention uses its bundled vllm-flash-attn, not this package; this "
         "FlashAttention-2 build serves other code in the image (e.g. transformers "
         "attn_implementation=\"flash_attention_2\")")
+
+    # src: VLLM-WHEEL 0.33.0 engine/arg_utils.py, entrypoints/openai/cli_args.py (serve()
+    # below sets each from its field); -tp and -q are the parser's short aliases
+    derived_flags: ClassVar[dict[str, str]] = {
+        "--model": "serving.model", "--host": "serving.host", "--port": "serving.port",
+        "--served-model-name": "serving.served_model_name",
+        "--max-model-len": "serving.max_model_len",
+        "--gpu-memory-utilization": "serving.gpu_memory_utilization",
+        "--max-num-batched-tokens": "serving.max_num_batched_tokens",
+        "--max-num-seqs": "serving.max_num_seqs",
+        "--tensor-parallel-size": "serving.tensor_parallel_size",
+        "-tp": "serving.tensor_parallel_size",
+        "--enable-chunked-prefill": "serving.enable_chunked_prefill",
+        "--no-enable-chunked-prefill": "serving.enable_chunked_prefill",
+        "--quantization": "quantization.weights", "-q": "quantization.weights",
+        "--dtype": "quantization.weights", "--kv-cache-dtype": "quantization.kv_cache",
+    }
+
+    def flag_name(self, arg: str) -> str | None:
+        # vLLM's FlexibleArgumentParser reads --max_model_len as --max-model-len
+        name = super().flag_name(arg)
+        return "--" + name[2:].replace("_", "-") if name and name.startswith("--") else name
 
     def extra_env(self, c: Context) -> dict[str, str]:
         return {"VLLM_NO_USAGE_STATS": "1"}  # air-gapped fleets: no usage-stats phone-home
