@@ -39,12 +39,28 @@ class TensorrtLlm(ServingEngine):
                                    "(dockergen writes the options file)",
     }
 
+    def check_extra_args(self, c: Context) -> None:
+        """Also: serving.served_model_name has no trtllm-serve flag we can vouch for."""
+        super().check_extra_args(c)
+        if c.p.serving.served_model_name is not None:
+            # The 1.x trtllm-serve options documented for 0.18/0.19 have no served-model-name
+            # flag; a newer CLI mirror lists --served_model_name (engines-compat.md 3.5,
+            # unverified for 1.1.0). Silently dropping it made the GPU smoke check ask for a
+            # name the server never had (issue 7), so it is refused instead.
+            c.error(("serving", "served_model_name"), "trtllm-serve (TensorRT-LLM "
+                    f"{c.p.engine.version}) has no verified flag for a served model name; "
+                    "the server names the model by its MODEL argument (serving.model)",
+                    "remove serving.served_model_name; clients use the serving.model value "
+                    "as the model name")
+
     def serve(self, c: Context, d: list[Derivation]) -> ServeCommand:
         s, q = c.p.serving, c.p.quantization
         args: list[str] = [s.model, "--host", s.host, "--port", str(s.port), "--backend",
                            "pytorch", "--tp_size", str(s.tensor_parallel_size)]
         d.append(Derivation("serve --backend", "pytorch", "the default LLM backend since 1.0",
                             SERVE_SRC))
+        d.append(Derivation("served model name", s.model, "trtllm-serve names the model by its "
+                            "MODEL argument (no served-model-name flag)", SERVE_SRC))
         mapping = (("--max_seq_len", s.max_model_len, "serving.max_model_len"),
                    ("--max_num_tokens", s.max_num_batched_tokens,
                     "serving.max_num_batched_tokens"),
