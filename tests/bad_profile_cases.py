@@ -261,10 +261,11 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                 'per flash-attn compile job at NVCC_THREADS=4), but build.memory_gib is 64; '
                 'use max_jobs: auto (= 7) or raise build.memory_gib'],
  'fp8-trtllm-ampere': ['profile.yaml:15:12: quantization.weights: fp8 needs compute capability '
-                       '>= 8.9 on tensorrt-llm, but gpu.targets includes a100 (8.0); use bf16 '
-                       'or int8, or drop a100'],
+                       '>= 8.9 on tensorrt-llm, but gpu.targets includes a100 (8.0); use weights: '
+                       'fp16 or bf16 or int8, or drop a100'],
  'bf16-on-turing': ['profile.yaml:15:12: quantization.weights: bf16 needs compute capability '
-                    '>= 8.0 on vllm, but gpu.targets includes t4 (7.5); use fp16, or drop t4'],
+                    '>= 8.0 on vllm, but gpu.targets includes t4 (7.5); use weights: fp16 or fp8 '
+                    'or int8, or drop t4'],
  'kv-int8-vllm': ['profile.yaml:16:13: quantization.kv_cache: vllm has no int8 KV cache; use '
                   'one of: auto, fp8'],
  'batched-tokens-below-len': ['profile.yaml:20:27: serving.max_num_batched_tokens: 2048 is '
@@ -308,4 +309,5 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
               '8.0 (Ampere or newer), but gpu.targets includes t4 (7.5); set flash_attn.build: '
               'none, or drop t4',
               'profile.yaml:15:12: quantization.weights: bf16 needs compute capability >= 8.0 '
-              'on vllm, but gpu.targets includes t4 (7.5); use fp16, or drop t4']}
+              'on vllm, but gpu.targets includes t4 (7.5); use weights: fp16 or fp8 or int8, '
+              'or drop t4']}

@@ -168,7 +168,7 @@ class ServingEngine:
             if too_old:
                 c.error(path, f"{value} needs compute capability >= {entry['min_cc']} on "
                         f"{p.engine.name}, but gpu.targets includes {describe_all(too_old)}",
-                        _quant_fix(kind, value, too_old))
+                        _quant_fix(self.facts()[kind], kind, value, c.targets, too_old))
                 continue
             fast = entry.get("fast_cc")
             slow = [t for t in c.targets if fast and cc_tuple(t.cc) < cc_tuple(fast)]
@@ -237,9 +237,20 @@ class ServingEngine:
         )
 
 
-def _quant_fix(kind: str, value: str, too_old: list[GpuTarget]) -> str:
+def _quant_fix(rows: dict[str, Any], kind: str, value: str, targets: list[GpuTarget],
+               too_old: list[GpuTarget]) -> str:
+    """Methods that run on every target (never the failing one), or drop the old GPUs.
+
+    Issue 7: the fix said "use fp16" for a failing fp16, "use kv_cache: auto" when auto
+    failed, and "use bf16 or int8" on V100 where both are invalid too.
+    """
     drop = " or ".join(t.given for t in too_old)
-    if kind == "kv_cache":
-        return f"use kv_cache: auto, or drop {drop}"
-    alt = "bf16 or int8" if value == "fp8" else "fp16"
-    return f"use {alt}, or drop {drop}"
+    lowest = min((cc_tuple(t.cc) for t in targets), default=(0, 0))
+    works = [name for name, row in rows.items()
+             if name != value and cc_tuple(row["min_cc"]) <= lowest]
+    # the first three explicit choices (facts-file order); auto only when nothing else runs
+    works = [w for w in works if w != "auto"][:3] or works
+    field = "kv_cache" if kind == "kv_cache" else "weights"
+    if not works:
+        return f"drop {drop}; no {field} choice runs on it"
+    return f"use {field}: {' or '.join(works)}, or drop {drop}"
