@@ -175,7 +175,8 @@ class RuntimeStage:
     health_start_period: int
     entrypoint: str  # JSON exec form
     cmd: str  # JSON exec form
-    jit_toolchain: bool
+    jit_toolchain: bool  # runtime.jit_toolchain: nvcc and g++ kept
+    jit_c_compiler: bool = False  # the serving engine compiles C at run time (Triton)
 
 
 @dataclass(frozen=True)

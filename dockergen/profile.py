@@ -187,7 +187,7 @@ class Cuda(_Section):
 class Engine(_Section):
     """The inference engine and its release; torch and friends are derived from it."""
 
-    name: Literal["vllm", "tensorrt-llm"]
+    name: Literal["vllm", "tensorrt-llm", "sglang"]
     version: PackageVersion
     torch: PackageVersion | None = Field(
         None, description="Override the torch pin derived from the engine release.")

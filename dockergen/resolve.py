@@ -39,8 +39,8 @@ def checks(loaded: LoadedProfile) -> list[Callable[[Context], None]]:
     engine = engine_for(loaded.profile.engine.name)
     return [cuda.check_gpus, cuda.check_cuda, engine.check_release, torch.check,
             python.check_python_source, flash_attn.check, engine.check_quantization,
-            engine.check_scheduler, engine.check_extra_args, image.check_tags,
-            cuda.check_ca_certificates]
+            engine.check_scheduler, engine.check_server_args, engine.check_extra_args,
+            image.check_tags, cuda.check_ca_certificates]
 
 
 def check(loaded: LoadedProfile) -> Context:
@@ -150,7 +150,7 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit") -> Resolved:
         health_start_period=p.serving.health_start_period_s,
         entrypoint=json.dumps(list(serving.serve.entrypoint)),
         cmd=json.dumps(list(serving.serve.args)),
-        jit_toolchain=p.runtime.jit_toolchain,
+        jit_toolchain=p.runtime.jit_toolchain, jit_c_compiler=serving.c_compiler,
     )
     smoke = [torch.smoke_import(torch_install), serving.smoke]
     if fa is not None:

@@ -18,11 +18,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from dockergen.components import flash_attn
+from dockergen.components import flash_attn, python
 from dockergen.daemon import ContainerDaemon, DaemonError
 from dockergen.errors import SECRET_NAME, SECRET_VALUE, DockergenError, ExitCode
-from dockergen.model import Resolved
+from dockergen.model import CommandCheck, Resolved, cc_tuple
 from dockergen.profile import CommandTest
+from dockergen.resources import templates_dir
 
 COMPILERS = ("gcc", "g++", "cc", "c++", "nvcc")
 
@@ -136,12 +137,43 @@ def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
         ("runs as the non-root uid", ["id", "-u"],
          lambda code, out: (code == 0 and out.strip() == str(uid), out.strip())),
     ]
-    if not r.profile.runtime.jit_toolchain:
+    if r.runtime.jit_c_compiler:  # the engine compiles at run time: prove it can
+        jit = python.jit_check(r.runtime.venv)
+        checks.append((jit.name, list(jit.command), jit.verify))
+    elif not r.profile.runtime.jit_toolchain:
         probe = "for c in " + " ".join(COMPILERS) + "; do command -v $c; done; true"
         checks.append(("no compilers in the runtime image", ["sh", "-c", probe],
                        lambda code, out: (out.strip() == "", out.strip() or "none")))
     checks += [(c.name, list(c.command), c.verify) for c in flash_attn.smoke_checks(r.flash_attn)]
+    audit = image_audit_check(r)
+    checks.append((audit.name, list(audit.command), audit.verify))
     return checks
+
+
+def image_audit_check(r: Resolved) -> CommandCheck:
+    """The whole-image audit (templates/context/image_audit.py) run in the built image."""
+    script = (templates_dir() / "context" / "image_audit.py").read_text(encoding="utf-8")
+    major = r.profile.cuda.version.split(".")[0]
+    targets = ",".join(sorted({t.cc for t in r.targets}, key=cc_tuple))
+    roots = [r.runtime.venv] + [c.dst for c in r.runtime.copies
+                                if c.dst != r.runtime.venv and c.stage == "build-base"]
+
+    def verify(code: int, out: str) -> tuple[bool, str]:
+        try:
+            report = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return False, out[-500:]
+        problems = report.get("problems") or []
+        summary = (f"{report.get('elf_files')} ELF files, {report.get('cuda_libraries')} with "
+                   f"CUDA code")
+        return code == 0 and report.get("ok") is True, (
+            "; ".join(problems[:20]) + (f" (+{len(problems) - 20} more)" if len(problems) > 20
+                                        else "") if problems else summary)
+
+    return CommandCheck(f"whole-image audit: libraries resolve, link CUDA {major}, carry code "
+                        f"for {targets}",
+                        (f"{r.runtime.venv}/bin/python", "-c", script, "--cuda-major", major,
+                         "--targets", targets, *roots), verify)
 
 
 def _verify_command(test: CommandTest) -> Any:

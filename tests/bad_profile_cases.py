@@ -187,8 +187,8 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                       '`model:` under `serving`'],
  'missing-section': ['profile.yaml:1:1: image: required field is missing; add `image:` at the '
                      'top level'],
- 'unknown-choice': ["profile.yaml:9:9: engine.name: 'vlm' is not one of: vllm, tensorrt-llm; "
-                    "did you mean 'vllm'?"],
+ 'unknown-choice': ["profile.yaml:9:9: engine.name: 'vlm' is not one of: vllm, tensorrt-llm, "
+                    "sglang; did you mean 'vllm'?"],
  'empty-targets': ['profile.yaml:3:12: gpu.targets: must not be empty; list at least one '
                    'entry, e.g. [h100]'],
  'gpu-mem-util-range': ['profile.yaml:20:27: serving.gpu_memory_utilization: 1.5 is out of '
@@ -288,13 +288,14 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                      'next to profile.yaml; give a path relative to the profile file'],
  'extends-missing': ["profile.yaml:1:10: extends: no profile named 'nothere' next to "
                      'profile.yaml or among the shipped profiles; use one of: a100-bf16, '
-                     'a100-h100, base, h100-fp8, h100-trtllm-fp8, l40s-awq'],
+                     'a100-h100, base, h100-fp8, h100-sglang-fp8, h100-trtllm-fp8, '
+                     'l40s-awq'],
  'abstract-base': ['profile.yaml:1:11: abstract: this profile only provides defaults for '
                    'others; render a profile that says `extends: profile`'],
  'many-at-once': ['profile.yaml:7:9: python: 3.10 is a number in YAML (read as 3.1), not text; '
                   'quote it: python: "3.10"',
-                  "profile.yaml:9:9: engine.name: 'vlm' is not one of: vllm, tensorrt-llm; did "
-                  "you mean 'vllm'?"],
+                  "profile.yaml:9:9: engine.name: 'vlm' is not one of: vllm, tensorrt-llm, "
+                  "sglang; did you mean 'vllm'?"],
  'set-bad-value': ["--set serving.port: serving.port: expected a whole number, got 'http'; "
                    'write a whole number without quotes'],
  'set-unknown-field': ['--set serving.max_model_lenn: serving.max_model_lenn: unknown key '

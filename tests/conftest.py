@@ -7,10 +7,13 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.standin import IndexServer, build_index, ensure_images
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ROOT / "profiles"
@@ -75,3 +78,32 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         print(f"\nDOCKERGEN_REQUIRE_ALL=1: {len(_skipped)} test(s) were skipped, which CI "
               "does not allow:\n  " + "\n  ".join(_skipped))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# --- the real engine and the stand-in package index, shared by the daemon tests ----------
+def _engine_or_skip():  # type: ignore[no-untyped-def]
+    import docker
+
+    try:
+        client = docker.from_env(timeout=600)
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - any failure means "no engine here"
+        pytest.skip(f"no Docker engine: {exc} (run tests/infra/provision.sh)")
+    return client
+
+
+@pytest.fixture(scope="session")
+def docker_client():  # type: ignore[no-untyped-def]
+    return _engine_or_skip()
+
+
+@pytest.fixture(scope="session")
+def index(docker_client, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:  # type: ignore[no-untyped-def]
+    ensure_images(docker_client.api)
+    root = tmp_path_factory.mktemp("index")
+    build_index(root)
+    server = IndexServer(root)
+    yield server.url
+    server.close()
+
+

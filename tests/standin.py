@@ -5,7 +5,11 @@
   (plain Debian), both derived from the debootstrap'ed ``local/debian:bookworm``.
 - A PEP 503 package index on 127.0.0.1 serving small real packages under the names the
   templates install: ``torch`` (2.13.0, 2.14.0), ``vllm`` (0.27.1, 0.30.0, 0.33.0; its
-  ``vllm serve`` answers /health), and a ``flash-attn`` 2.8.3 *sdist* whose setup.py, like
+  ``vllm serve`` answers /health), ``sglang`` 0.5.23 (its ``sglang serve`` accepts exactly the
+  flags of the real release's wheel, rejects any other as argparse does, and compiles a C
+  launcher with the system compiler before serving, as Triton does at its first kernel)
+  with ``sglang-kernel`` and ``flashinfer-python`` pinned as the real metadata pins them,
+  and a ``flash-attn`` 2.8.3 *sdist* whose setup.py, like
   the real one, imports the venv's torch (--no-build-isolation), reads
   FLASH_ATTN_CUDA_ARCHS, silently skips values it does not know, and compiles a CUDA kernel
   with nvcc (through PYTORCH_NVCC, i.e. ccache). Build tools (uv, pip, setuptools, wheel,
@@ -27,7 +31,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -38,6 +44,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 CACHE = Path(os.environ.get("DOCKERGEN_TEST_CACHE", "/tmp/dockergen-test-cache"))
+ROOT = Path(__file__).resolve().parent.parent
 DEVEL = "local/standin-devel:bookworm"
 RUNTIME = "local/standin-runtime:bookworm"
 BASE = "local/debian:bookworm"
@@ -111,8 +118,85 @@ def main() -> None:
     HTTPServer((host, port), Handler).serve_forever()
 '''
 
+SGLANG_CLI = '''"""`sglang serve`: the real release's flags, Triton's launcher build, /health."""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from importlib import resources
+
+LAUNCHER = ('#include <Python.h>\\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, '
+            '"launcher", NULL, -1, NULL};\\nPyMODINIT_FUNC PyInit_launcher(void) '
+            '{ return PyModule_Create(&m); }\\n')
+
+
+def parser() -> argparse.ArgumentParser:
+    """Every option string of the real `sglang serve` (sglang_flags.json); values optional."""
+    p = argparse.ArgumentParser(prog="sglang serve")
+    flags = json.loads(resources.files("sglang").joinpath("flags.json").read_text())
+    for flag in flags:
+        p.add_argument(flag, nargs="?", const=True, default=None)
+    return p
+
+
+def triton_launcher() -> None:
+    """What triton/runtime/build.py does at the first kernel launch."""
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        raise SystemExit("RuntimeError: Failed to find C compiler. Please specify via CC "
+                         "environment variable or set triton.knobs.build.impl.")
+    d = tempfile.mkdtemp()
+    with open(os.path.join(d, "launcher.c"), "w") as fh:
+        fh.write(LAUNCHER)
+    subprocess.check_call([cc, os.path.join(d, "launcher.c"), "-O1", "-shared", "-fPIC",
+                           "-I" + sysconfig.get_paths()["include"], "-o",
+                           os.path.join(d, "launcher" + sysconfig.get_config_var("EXT_SUFFIX"))])
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    if not argv or argv[0] != "serve":
+        print("usage: sglang serve --model-path MODEL ...", file=sys.stderr)
+        sys.exit(2)
+    args = vars(parser().parse_args(argv[1:]))  # unknown flags: exit 2, as argparse does
+    model = args.get("model_path")
+    if not isinstance(model, str):
+        parser().error("the following arguments are required: --model-path")
+    served = args.get("served_model_name") or model
+    triton_launcher()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", 0))
+            request = json.loads(self.rfile.read(length) or b"{}")
+            ok = self.path == "/v1/completions" and request.get("model") == served
+            self.send_response(200 if ok else 404)
+            self.end_headers()
+            if ok:
+                self.wfile.write(json.dumps({"choices": [{"text": "!"}]}).encode())
+
+        def do_GET(self) -> None:
+            body = {"/health": b"", "/v1/models": json.dumps(
+                {"data": [{"id": served}]}).encode()}.get(self.path)
+            self.send_response(200 if body is not None else 404)
+            self.end_headers()
+            self.wfile.write(body or b"")
+
+        def log_message(self, format: str, *a: object) -> None:  # noqa: A002
+            pass
+
+    HTTPServer((args.get("host") or "127.0.0.1", int(args.get("port") or 30000)),
+               Handler).serve_forever()
+'''
+
 FA_SETUP = '''"""Stand-in flash-attn build: the real one's contract, a tiny kernel."""
 import os
+import shutil
 import subprocess
 
 import torch  # noqa: F401 - like flash-attn: needs the venv's torch (--no-build-isolation)
@@ -151,13 +235,15 @@ setup(name="flash_attn", version="2.8.3", packages=["flash_attn"],
 FA_KERNEL = "__global__ void flash_fwd(float *o, const float *q) { o[threadIdx.x] = q[0]; }\n"
 
 
-def _wheel(out: Path, name: str, version: str, files: dict[str, str],
-           requires: list[str] = (), scripts: dict[str, str] | None = None) -> None:  # type: ignore[assignment]
+def _wheel(out: Path, name: str, version: str, files: dict[str, str | bytes],
+           requires: list[str] = (), scripts: dict[str, str] | None = None,  # type: ignore[assignment]
+           extras: tuple[str, ...] = (), python: str = ">=3.9") -> None:
     """Write a minimal, valid pure-Python wheel."""
     dist = f"{name}-{version}.dist-info"
     meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}",
-            "Requires-Python: >=3.9"] + [f"Requires-Dist: {r}" for r in requires]
-    contents = dict(files)
+            f"Requires-Python: {python}"] + [f"Provides-Extra: {e}" for e in extras] + [
+                f"Requires-Dist: {r}" for r in requires]
+    contents: dict[str, str | bytes] = dict(files)
     contents[f"{dist}/METADATA"] = "\n".join(meta) + "\n"
     contents[f"{dist}/WHEEL"] = ("Wheel-Version: 1.0\nGenerator: dockergen-tests\n"
                                  "Root-Is-Purelib: true\nTag: py3-none-any\n")
@@ -166,8 +252,9 @@ def _wheel(out: Path, name: str, version: str, files: dict[str, str],
             f"{k} = {v}\n" for k, v in scripts.items())
     record = []
     for path, text in contents.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
-        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+        raw = text if isinstance(text, bytes) else text.encode()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(raw).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={digest.decode()},{len(raw)}")
     record.append(f"{dist}/RECORD,,")
     contents[f"{dist}/RECORD"] = "\n".join(record) + "\n"
     with zipfile.ZipFile(out / f"{name}-{version}-py3-none-any.whl", "w") as zf:
@@ -190,27 +277,69 @@ def _sdist(out: Path, known: tuple[str, ...]) -> None:
     (out / "flash_attn-2.8.3.tar.gz").write_bytes(buf.getvalue())
 
 
-def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120")) -> Path:
+def broken_libraries(work: Path) -> dict[str, bytes]:
+    """Two shared objects the whole-image audit must reject, built with the real compilers.
+
+    ``_ext_missing_dep.so`` needs ``libdgmissing.so.1``, which no image has (linked against a
+    throw-away copy); ``_C_sm80.so`` carries CUDA code for sm_80 only, so an H100 (9.0) has
+    nothing to run.
+    """
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "missing.c").write_text("int dg_missing(void) { return 1; }\n")
+    (work / "ext.c").write_text("int dg_missing(void);\nint ext(void) { return dg_missing(); }\n")
+    (work / "k.cu").write_text(FA_KERNEL)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libdgmissing.so.1", "-o",
+                    str(work / "libdgmissing.so.1"), str(work / "missing.c")], check=True)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(work / "ext.so"), str(work / "ext.c"),
+                    str(work / "libdgmissing.so.1")], check=True)
+    nvcc = "nvcc" if shutil.which("nvcc") else "/usr/local/cuda/bin/nvcc"
+    subprocess.run([nvcc, "-shared", "-Xcompiler", "-fPIC", "-o", str(work / "sm80.so"),
+                    str(work / "k.cu"), "-gencode", "arch=compute_80,code=sm_80"], check=True)
+    return {"vllm/_ext_missing_dep.so": (work / "ext.so").read_bytes(),
+            "vllm/_C_sm80.so": (work / "sm80.so").read_bytes()}
+
+
+def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120"),
+                broken_libs: bool = False) -> Path:
     """Create the stand-in package index under ``root``; return the files folder.
 
     ``fa_archs`` are the FLASH_ATTN_CUDA_ARCHS values the flash-attn sdist honours; a mirror
     serving a patched build that knows fewer is what the arch audit must catch.
+    ``broken_libs`` puts :func:`broken_libraries` into the vllm 0.33.0 wheel: what the
+    whole-image audit must catch.
     """
     files = root / "files"
     files.mkdir(parents=True, exist_ok=True)
-    for version in ("2.9.0", "2.13.0", "2.14.0"):
+    for version in ("2.9.0", "2.13.0", "2.14.0", "2.14.1"):
         _wheel(files, "torch", version, {"torch/__init__.py": TORCH_INIT.format(
             version=version)})
     for version, torch in (("0.27.1", "2.13.0"), ("0.30.0", "2.13.0"), ("0.33.0", "2.14.0")):
-        _wheel(files, "vllm", version, {"vllm/__init__.py": VLLM_INIT.format(version=version),
-                                        "vllm/cli.py": VLLM_CLI},
-               requires=[f"torch=={torch}"], scripts={"vllm": "vllm.cli:main"})
+        vllm: dict[str, str | bytes] = {"vllm/__init__.py": VLLM_INIT.format(version=version),
+                                        "vllm/cli.py": VLLM_CLI}
+        if broken_libs and version == "0.33.0":
+            vllm.update(broken_libraries(root / "broken"))
+        _wheel(files, "vllm", version, vllm, requires=[f"torch=={torch}"],
+               scripts={"vllm": "vllm.cli:main"})
     _wheel(files, "tensorrt_llm", "1.1.0",
            {"tensorrt_llm/__init__.py": '__version__ = "1.1.0"\n',
             "tensorrt_llm/serve.py": VLLM_CLI.replace('args[0] != "serve"', "False").replace(
                 "model = args[1]", "model = args[0]").replace("args = sys.argv[1:]",
                                                               "args = sys.argv[1:]")},
            requires=["torch==2.9.0"], scripts={"trtllm-serve": "tensorrt_llm.serve:main"})
+    # sglang 0.5.23 as its real metadata pins it (Requires-Python >=3.11, torch==2.14.1,
+    # sglang-kernel==0.4.10, flashinfer_python[cu13]==0.7.2), serving the real flag list
+    flags = json.loads((ROOT / "dockergen/components/serving/sglang_flags.json").read_text())
+    _wheel(files, "sglang", "0.5.23",
+           {"sglang/__init__.py": '__version__ = "0.5.23"\nimport torch  # noqa: F401\n',
+            "sglang/cli.py": SGLANG_CLI,
+            "sglang/flags.json": json.dumps(flags["releases"]["0.5.23"])},
+           requires=["torch==2.14.1", "sglang-kernel==0.4.10",
+                     "flashinfer_python[cu13]==0.7.2"],
+           scripts={"sglang": "sglang.cli:main"}, python=">=3.11")
+    _wheel(files, "sglang_kernel", "0.4.10", {"sgl_kernel/__init__.py": '__version__ = "0.4.10"\n'},
+           requires=["torch==2.14.1"])
+    _wheel(files, "flashinfer_python", "0.7.2",
+           {"flashinfer/__init__.py": '__version__ = "0.7.2"\n'}, extras=("cu13",))
     _sdist(files, fa_archs)
     wheels = CACHE / "wheels"
     if not all(any(wheels.glob(f"{w.split('==')[0].replace('-', '_')}-{w.split('==')[1]}-*"))

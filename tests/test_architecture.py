@@ -52,6 +52,7 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.daemon": _BASE | {"dockergen.daemon.docker"},  # connect(), lazily
     "dockergen.daemon.docker": _BASE | {"dockergen.daemon"},
     "dockergen.smoke": _BASE | {"dockergen.components", "dockergen.components.flash_attn",
+                                "dockergen.components.python", "dockergen.resources",
                                 "dockergen.components.serving.base", "dockergen.daemon",
                                 "dockergen.model", "dockergen.profile"},
     "dockergen.api": {"dockergen", "dockergen.*"} - {"dockergen.cli"},

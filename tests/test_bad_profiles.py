@@ -68,7 +68,7 @@ def test_validate_reports_every_file(tmp_path: Path) -> None:
     assert result.err.splitlines() == [
         'bad1.yaml:7:9: python: 3.10 is a number in YAML (read as 3.1), not text; '
         'quote it: python: "3.10"',
-        "bad2.yaml:9:9: engine.name: 'vlm' is not one of: vllm, tensorrt-llm; "
+        "bad2.yaml:9:9: engine.name: 'vlm' is not one of: vllm, tensorrt-llm, sglang; "
         "did you mean 'vllm'?",
         "dockergen: 2 problem(s); nothing was written",
     ]

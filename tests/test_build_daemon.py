@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, Run, run_cli
-from tests.standin import IndexServer, build_index, ensure_images
+from tests.standin import IndexServer, build_index
 
 pytestmark = pytest.mark.daemon
 
@@ -31,32 +31,6 @@ ANON = os.environ.get("DOCKERGEN_TEST_REGISTRY", "localhost:5000")
 AUTH = os.environ.get("DOCKERGEN_TEST_AUTH_REGISTRY", "localhost:5001")
 USER = os.environ.get("DOCKERGEN_TEST_AUTH_USER", "dgtest")
 PASSWORD = os.environ.get("DOCKERGEN_TEST_AUTH_PASS", "dgtest-secret-pass")
-
-
-def _engine_or_skip():  # type: ignore[no-untyped-def]
-    import docker
-
-    try:
-        client = docker.from_env(timeout=600)
-        client.ping()
-    except Exception as exc:  # noqa: BLE001 - any failure means "no engine here"
-        pytest.skip(f"no Docker engine: {exc} (run tests/infra/provision.sh)")
-    return client
-
-
-@pytest.fixture(scope="session")
-def docker_client():  # type: ignore[no-untyped-def]
-    return _engine_or_skip()
-
-
-@pytest.fixture(scope="session")
-def index(docker_client, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:  # type: ignore[no-untyped-def]
-    ensure_images(docker_client.api)
-    root = tmp_path_factory.mktemp("index")
-    build_index(root)
-    server = IndexServer(root)
-    yield server.url
-    server.close()
 
 
 @pytest.fixture(scope="session")

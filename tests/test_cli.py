@@ -15,8 +15,8 @@ def test_profiles_lists_shipped_ones() -> None:
     result = run_cli("profiles")
     assert result.rc == 0
     names = [line.split()[0] for line in result.out.splitlines()]
-    assert names == ["a100-bf16", "a100-h100", "base", "h100-fp8", "h100-trtllm-fp8",
-                     "l40s-awq"]
+    assert names == ["a100-bf16", "a100-h100", "base", "h100-fp8", "h100-sglang-fp8",
+                     "h100-trtllm-fp8", "l40s-awq"]
     assert "(abstract" in result.out
 
 
@@ -28,7 +28,7 @@ def test_schema_is_generated_from_the_model() -> None:
     assert {"gpu", "cuda", "engine", "flash_attn", "quantization", "serving", "image",
             "build", "runtime"} <= set(schema["properties"])
     engine = schema["$defs"]["Engine"]["properties"]["name"]
-    assert engine["enum"] == ["vllm", "tensorrt-llm"]
+    assert engine["enum"] == ["vllm", "tensorrt-llm", "sglang"]
 
 
 def test_render_stdout_is_the_dockerfile() -> None:

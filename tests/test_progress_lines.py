@@ -9,7 +9,7 @@ import pytest
 
 from dockergen.daemon import connect, context_tar
 from dockergen.progress import BuildTracker, PlainRenderer, decode_status
-from tests.test_build_daemon import _engine_or_skip
+from tests.conftest import _engine_or_skip
 from tests.test_progress import _aux, _field, _log, _vertex
 
 

@@ -86,7 +86,7 @@ def test_an_extending_profile_is_still_checked(
     assert _errors(validator, 'extends: base\nname: x\npython: 3.10\n') == [
         "3.1 is not of type 'string'"]
     assert _errors(validator, "extends: base\nname: x\nengine: {name: vlm}\n") == [
-        "'vlm' is not one of ['vllm', 'tensorrt-llm']"]
+        "'vlm' is not one of ['vllm', 'tensorrt-llm', 'sglang']"]
 
 
 def test_list_items_stay_complete_in_an_extending_profile(

@@ -54,7 +54,7 @@ def test_the_readme_documents_it() -> None:
 @pytest.mark.daemon
 def test_a_contributor_builds_an_image_by_hand(served: tuple[str, str], tmp_path: Path) -> None:
     """The printed command, run as printed, builds the stand-in image."""
-    from tests.test_build_daemon import _engine_or_skip
+    from tests.conftest import _engine_or_skip
 
     _engine_or_skip()
     images = subprocess.run([sys.executable, "-m", "tests.standin", "images"], cwd=ROOT,

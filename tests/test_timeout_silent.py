@@ -16,7 +16,7 @@ import time
 import pytest
 
 from dockergen.build import BuildOptions, BuildPlan, BuildTimeout, run_build
-from tests.test_build_daemon import _engine_or_skip
+from tests.conftest import _engine_or_skip
 
 pytestmark = pytest.mark.daemon
 

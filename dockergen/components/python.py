@@ -15,7 +15,7 @@ from typing import Any
 
 from dockergen.components.base import Context
 from dockergen.knowledge import load_facts
-from dockergen.model import PYTHON_HOME, VENV, Mode, PythonSetup, RuntimeCopy
+from dockergen.model import PYTHON_HOME, VENV, CommandCheck, Mode, PythonSetup, RuntimeCopy
 
 
 def facts() -> dict[str, Any]:
@@ -72,3 +72,35 @@ def derive(c: Context, mode: Mode) -> PythonPart:
         copies=tuple(copies),
         env={"PYTHONUNBUFFERED": "1", "VIRTUAL_ENV": VENV},
     )
+
+
+# What Triton does at its first kernel launch (triton/runtime/build.py): find $CC, gcc or
+# clang, compile a C file against this interpreter's headers into an extension module, and
+# import it. If this fails in the image, the engine's first Triton kernel fails the same way.
+JIT_PROBE = """
+import importlib.util, os, shutil, subprocess, sysconfig, tempfile
+cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
+if not cc:
+    raise SystemExit("Failed to find C compiler (as Triton would)")
+d = tempfile.mkdtemp()
+src = os.path.join(d, "dgprobe.c")
+with open(src, "w") as fh:
+    fh.write('#include <Python.h>\\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, '
+             '"dgprobe", NULL, -1, NULL};\\nPyMODINIT_FUNC PyInit_dgprobe(void) '
+             '{ return PyModule_Create(&m); }\\n')
+so = os.path.join(d, "dgprobe" + sysconfig.get_config_var("EXT_SUFFIX"))
+subprocess.check_call([cc, src, "-O1", "-shared", "-fPIC",
+                       "-I" + sysconfig.get_paths()["include"], "-o", so])
+spec = importlib.util.spec_from_file_location("dgprobe", so)
+spec.loader.exec_module(importlib.util.module_from_spec(spec))
+print("compiled and imported a C extension with", cc)
+"""
+
+
+def jit_check(venv: str) -> CommandCheck:
+    """The image can build and import a C extension the way Triton does at run time."""
+    return CommandCheck(
+        "a C extension compiles and imports (what Triton does at its first kernel)",
+        (f"{venv}/bin/python", "-c", JIT_PROBE),
+        lambda code, out: (code == 0, out.strip().splitlines()[-1] if out.strip()
+                           else f"exit {code}"))

@@ -8,10 +8,11 @@ May import: the engine modules of this package.
 
 from __future__ import annotations
 
-from dockergen.components.serving import tensorrt_llm, vllm
+from dockergen.components.serving import sglang, tensorrt_llm, vllm
 from dockergen.components.serving.base import ServingEngine
 
-ENGINES: dict[str, ServingEngine] = {e.name: e for e in (vllm.ENGINE, tensorrt_llm.ENGINE)}
+ENGINES: dict[str, ServingEngine] = {
+    e.name: e for e in (vllm.ENGINE, tensorrt_llm.ENGINE, sglang.ENGINE)}
 
 
 def engine_for(name: str) -> ServingEngine:

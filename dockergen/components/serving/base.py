@@ -52,6 +52,7 @@ class ServingPart:
     env: dict[str, str]
     health_cmd: str
     smoke: SmokeImport
+    c_compiler: bool  # the engine compiles C at run time (Triton's launcher)
 
 
 class ServingEngine:
@@ -165,7 +166,11 @@ class ServingEngine:
                         f"use one of: {known}")
                 continue
             too_old = [t for t in c.targets if cc_tuple(t.cc) < cc_tuple(entry["min_cc"])]
-            if too_old:
+            if too_old and entry.get("unverified"):  # a floor no artefact confirmed: warn
+                c.warn(path, f"{value} may need compute capability >= {entry['min_cc']} on "
+                       f"{p.engine.name} (unverified: {entry['src']}), and gpu.targets "
+                       f"includes {describe_all(too_old)}", "test it on that GPU first")
+            elif too_old:
                 c.error(path, f"{value} needs compute capability >= {entry['min_cc']} on "
                         f"{p.engine.name}, but gpu.targets includes {describe_all(too_old)}",
                         _quant_fix(self.facts()[kind], kind, value, c.targets, too_old))
@@ -196,6 +201,9 @@ class ServingEngine:
                     f"below max_num_seqs ({s.max_num_seqs}); the server refuses to start",
                     "raise max_num_batched_tokens or lower max_num_seqs")
 
+    def check_server_args(self, c: Context) -> None:
+        """Engine-specific checks of the server arguments (none by default)."""
+
     # --- derivations ----------------------------------------------------------------------
     def serve(self, c: Context, d: list[Derivation]) -> ServeCommand:
         """The server command of a checked profile (entrypoint, arguments, option files)."""
@@ -224,16 +232,23 @@ class ServingEngine:
         serve = self.serve(c, d)
         env = {"HF_HOME": f"{APP_HOME}/.cache/huggingface", "HOME": APP_HOME,
                **self.extra_env(c)}
+        facts = self.facts()
+        health_path = facts.get("health_path", self.health_path)
         health = (f"import urllib.request; urllib.request.urlopen("
-                  f"'http://127.0.0.1:{p.serving.port}{self.health_path}', timeout=5)")
+                  f"'http://127.0.0.1:{p.serving.port}{health_path}', timeout=5)")
+        runtime_apt = list(facts.get("runtime_apt", []))
+        c_compiler = bool(facts.get("runtime_c_compiler"))
+        if c_compiler:  # what Triton's launcher build needs: a C compiler, libc and Python headers
+            runtime_apt += ["gcc", "libc6-dev"]
+            if p.build.python_from == "image":
+                runtime_apt.append("python3-dev")  # uv's CPython carries its own headers
         return ServingPart(
-            stage=stage, serve=serve,
-            runtime_apt=tuple(self.facts().get("runtime_apt", [])),
+            stage=stage, serve=serve, runtime_apt=tuple(runtime_apt), c_compiler=c_compiler,
             copies=tuple(RuntimeCopy(name, f"{OPTIONS_DIR}/{name}")
                          for name in sorted(serve.context_files)),
             env=env, health_cmd=json.dumps([f"{VENV}/bin/python", "-c", health]),
-            smoke=SmokeImport(self.module, self.facts()["package"], p.engine.version,
-                              self.imports_need_gpu),
+            smoke=SmokeImport(self.module, facts["package"], p.engine.version,
+                              bool(facts.get("import_needs_gpu", self.imports_need_gpu))),
         )
 
 

@@ -1,0 +1,149 @@
+"""SGLang: ``sglang serve``, its releases, kernels pinned in lockstep, and its server flags.
+
+Owns ``sglang.yaml`` (releases with torch pin, Python range, CUDA major, the sglang-kernel
+and FlashInfer pins; quantization rows read from the wheel's quantization configs; the
+health endpoint; the run-time C compiler Triton needs) and ``sglang_flags.json`` (every
+option string of ``sglang serve`` per release, extracted from the real wheel by
+``tools/sglang_flags.py``). Maps the profile's serving fields to ``sglang serve`` flags and
+checks every flag of the server command, derived or extra, against the release's list.
+
+SGLang does not use Dao-AILab's flash-attn: FA3 ships prebuilt in sglang-kernel and FA4 is
+the pure-Python flash-attn-4 (SGLANG-WHEEL 0.5.23 METADATA; ``from flash_attn`` only in
+fallbacks for GPUs other than sm8x/sm9x and in the diffusion runtime), so a FlashAttention-2
+source build is flagged as a multi-hour compile the server does not use.
+May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving.base`,
+:mod:`dockergen.knowledge`, :mod:`dockergen.model`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any, ClassVar
+
+from dockergen.components.base import Context
+from dockergen.components.serving.base import ServingEngine
+from dockergen.knowledge import COMPONENTS_DIR
+from dockergen.model import Derivation, ServeCommand
+
+FLAGS_FILE = COMPONENTS_DIR / "serving" / "sglang_flags.json"
+ARGS_SRC = "SGLANG-WHEEL {version} sglang/srt/arg_groups/fields/*.py (sglang_flags.json)"
+
+
+@functools.lru_cache(maxsize=1)
+def _flag_data() -> dict[str, Any]:
+    data = json.loads(FLAGS_FILE.read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def release_flags(version: str) -> frozenset[str] | None:
+    """Every option string ``sglang serve`` accepts in a release, from its wheel."""
+    flags = _flag_data()["releases"].get(version)
+    return frozenset(flags) if flags is not None else None
+
+
+class Sglang(ServingEngine):
+    """SGLang's OpenAI-compatible server (``sglang serve``)."""
+
+    name = "sglang"
+    facts_file = "serving/sglang"
+    module = "sglang"
+    flash_attn_note = (
+        "SGLang does not use Dao-AILab flash-attn (its FA3 kernels ship prebuilt in "
+        "sglang-kernel, FA4 is the pure-Python flash-attn-4); this FlashAttention-2 build "
+        "only serves other code in the image")
+
+    # serve() below sets each from its field (flag names: sglang_flags.json)
+    derived_flags: ClassVar[dict[str, str]] = {
+        "--model-path": "serving.model", "--host": "serving.host", "--port": "serving.port",
+        "--served-model-name": "serving.served_model_name",
+        "--context-length": "serving.max_model_len",
+        "--mem-fraction-static": "serving.gpu_memory_utilization",
+        "--max-running-requests": "serving.max_num_seqs",
+        "--chunked-prefill-size": "serving.max_num_batched_tokens and "
+                                  "serving.enable_chunked_prefill",
+        "--max-prefill-tokens": "serving.max_num_batched_tokens",
+        "--tp-size": "serving.tensor_parallel_size", "--tp": "serving.tensor_parallel_size",
+        "--quantization": "quantization.weights", "--dtype": "quantization.weights",
+        "--kv-cache-dtype": "quantization.kv_cache",
+    }
+
+    def requirements(self, c: Context) -> tuple[str, ...]:
+        release = c.release or {}
+        return (f"sglang=={c.p.engine.version}", release["kernel"], release["flashinfer"])
+
+    def check_scheduler(self, c: Context) -> None:
+        """No start-up refusal of SGLang's scheduler is known; vLLM's rules do not apply."""
+
+    def check_server_args(self, c: Context) -> None:
+        """Every flag of the server command exists in the release (from its real wheel)."""
+        flags = release_flags(c.p.engine.version)
+        if c.release is None:
+            return
+        if flags is None:
+            c.error(("engine", "version"), f"no flag list for sglang {c.p.engine.version}",
+                    "extract it with tools/sglang_flags.py into "
+                    "dockergen/components/serving/sglang_flags.json")
+            return
+        for i, arg in enumerate(c.p.serving.extra_args):
+            name = arg.split("=", 1)[0]
+            if name.startswith("--") and name not in flags:
+                c.error(("serving", "extra_args", i), f"sglang {c.p.engine.version} has no "
+                        f"{name} flag (its server would exit with 'unrecognized arguments')",
+                        "remove it; see `sglang serve --help` of that release")
+
+    def serve(self, c: Context, d: list[Derivation]) -> ServeCommand:
+        p = c.p
+        s, q = p.serving, p.quantization
+        src = ARGS_SRC.format(version=p.engine.version)
+        args: list[str] = []
+
+        def flag(name: str, value: object, source: str) -> None:
+            args.extend([name, str(value)])
+            d.append(Derivation(f"serve {name}", str(value), f"from {source}", src))
+
+        flag("--model-path", s.model, "serving.model")
+        flag("--host", s.host, "serving.host (SGLang's own default is 127.0.0.1)")
+        flag("--port", s.port, "serving.port")
+        if s.served_model_name:
+            flag("--served-model-name", s.served_model_name, "serving.served_model_name")
+        if s.max_model_len is not None:
+            flag("--context-length", s.max_model_len, "serving.max_model_len")
+        if s.gpu_memory_utilization is not None:
+            flag("--mem-fraction-static", s.gpu_memory_utilization,
+                 "serving.gpu_memory_utilization (closest equivalent: the fraction of GPU "
+                 "memory for weights and KV cache)")
+        if s.max_num_seqs is not None:
+            flag("--max-running-requests", s.max_num_seqs, "serving.max_num_seqs")
+        if s.enable_chunked_prefill is False:
+            flag("--chunked-prefill-size", -1, "serving.enable_chunked_prefill: false (-1 "
+                 "disables chunked prefill)")
+            if s.max_num_batched_tokens is not None:
+                flag("--max-prefill-tokens", s.max_num_batched_tokens,
+                     "serving.max_num_batched_tokens (the prefill batch budget)")
+        elif s.max_num_batched_tokens is not None:
+            flag("--chunked-prefill-size", s.max_num_batched_tokens,
+                 "serving.max_num_batched_tokens (the per-step prefill budget)")
+        flag("--tp-size", s.tensor_parallel_size, "serving.tensor_parallel_size")
+        weights = self.quant("quantization", q.weights) or {}
+        if weights.get("flag"):
+            flag("--quantization", weights["flag"], f"quantization.weights={q.weights}")
+        elif weights.get("dtype"):
+            flag("--dtype", weights["dtype"], f"quantization.weights={q.weights}")
+        elif q.weights != "auto":
+            d.append(Derivation("serve --quantization", "(from the checkpoint)",
+                                f"quantization.weights={q.weights}: SGLang reads "
+                                "quantization_config from the checkpoint",
+                                weights.get("src", "")))
+        kv = self.quant("kv_cache", q.kv_cache) or {}
+        if kv.get("flag"):
+            flag("--kv-cache-dtype", kv["flag"], f"quantization.kv_cache={q.kv_cache}")
+        args.append("--enable-metrics")  # /metrics exists only with it
+        d.append(Derivation("serve --enable-metrics", "", "always: SGLang serves Prometheus "
+                            "metrics on its port only with this flag", src))
+        args.extend(s.extra_args)
+        return ServeCommand(("sglang", "serve"), tuple(args))
+
+
+ENGINE = Sglang()
