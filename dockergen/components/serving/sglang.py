@@ -125,6 +125,9 @@ class Sglang(ServingEngine):
         elif s.max_num_batched_tokens is not None:
             flag("--chunked-prefill-size", s.max_num_batched_tokens,
                  "serving.max_num_batched_tokens (the per-step prefill budget)")
+        if s.enable_chunked_prefill:  # explain says what the profile set, even with no flag
+            d.append(Derivation("chunked prefill", "on", "serving.enable_chunked_prefill: true "
+                                "is SGLang's default (a positive --chunked-prefill-size)", src))
         flag("--tp-size", s.tensor_parallel_size, "serving.tensor_parallel_size")
         weights = self.quant("quantization", q.weights) or {}
         if weights.get("flag"):

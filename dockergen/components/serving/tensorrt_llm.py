@@ -59,6 +59,8 @@ class TensorrtLlm(ServingEngine):
                            "pytorch", "--tp_size", str(s.tensor_parallel_size)]
         d.append(Derivation("serve --backend", "pytorch", "the default LLM backend since 1.0",
                             SERVE_SRC))
+        d.append(Derivation("serve --tp_size", str(s.tensor_parallel_size),
+                            "from serving.tensor_parallel_size", SERVE_SRC))
         d.append(Derivation("served model name", s.model, "trtllm-serve names the model by its "
                             "MODEL argument (no served-model-name flag)", SERVE_SRC))
         mapping = (("--max_seq_len", s.max_model_len, "serving.max_model_len"),
