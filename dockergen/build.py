@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from dockergen.buildid import content_tag
 from dockergen.errors import SECRET_NAME, DockergenError, ExitCode, redact
 from dockergen.progress import BuildTracker, StatusUpdate, decode_status, make_renderer
 
@@ -389,8 +390,17 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
     if not quiet:
         for warning in ctx.warnings:
             echo(str(warning))
-    refs = [f"{ctx.resolved.profile.image.name}:{t}" for t in ctx.resolved.tags]
-    refs += list(options.tags)
+    dockerfile = ctx.files["Dockerfile"].decode()
+    target = None if options.target in (None, stages(dockerfile)[-1]) else options.target
+    if target is not None and options.push:
+        raise UnsafeInput(f"--push of the intermediate stage {target!r} is refused: only the "
+                          "final stage is smoke-tested and released; build it without --push")
+    image = ctx.resolved.profile.image.name
+    immutable = f"{image}:" + content_tag(ctx.files, mode=builder, build_args=options.build_args,
+                                          target=target, platform=options.platform)
+    # an intermediate stage is not the release: it never gets the release tags
+    refs = [] if target else [f"{image}:{t}" for t in ctx.resolved.tags]
+    refs += [immutable, *options.tags]
     plan = BuildPlan(ctx.name, builder, sorted(ctx.files),
                      base_images(ctx.files["Dockerfile"].decode(), options.build_args), refs,
                      options.build_args)
@@ -405,7 +415,8 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
     folder = output or Path("build") / ctx.name
     write_context(folder, ctx.files)
     record: dict[str, Any] = {"profile": ctx.name, "profile_hash": ctx.resolved.profile_hash,
-                              "builder": builder, "tags": refs, "status": "started"}
+                              "builder": builder, "tags": refs, "immutable_tag": immutable,
+                              "target": target or "(final stage)", "status": "started"}
     record_path = folder / "build-record.json"
     with open(folder / "build.log", "w", encoding="utf-8") as log:
         try:
@@ -418,17 +429,20 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
                   **result.summary)
     echo(f"built {result.image_id} in {result.seconds:.1f}s "
          f"({result.summary['cached_steps']} cached, {result.summary['executed_steps']} run)")
-    if options.smoke:
-        _smoke(daemon, ctx, refs, options.gpus, record, record_path, echo)
+    if options.smoke and target is None:  # the smoke tests check the runtime stage
+        _smoke(daemon, ctx, refs, immutable, options.gpus, record, record_path, echo)
+    elif target is not None:
+        record["smoke"] = f"not run: --target {target} is an intermediate stage"
     if options.push:
-        _push(daemon, refs, record, record_path, echo, out)
+        _push(daemon, refs, immutable, result.image_id, record, record_path, echo, out)
     else:
         out(result.image_id)
     write_record(record_path, record)
     return record
 
 
-def _smoke(daemon: ContainerDaemon, ctx: Any, refs: list[str], gpus: bool, record: dict[str, Any],
+def _smoke(daemon: ContainerDaemon, ctx: Any, refs: list[str], keep: str, gpus: bool,
+           record: dict[str, Any],
            record_path: Path, echo: Callable[[str], None]) -> None:
     """Run the smoke tests; on failure keep only the immutable tag and raise."""
     from dockergen.smoke import SmokeFailed, gpu_checks, smoke_test
@@ -442,8 +456,7 @@ def _smoke(daemon: ContainerDaemon, ctx: Any, refs: list[str], gpus: bool, recor
              + ("" if check.ok else f": {check.detail}"))
     if report.ok:
         return
-    keep = refs[len(ctx.resolved.tags) - 1]  # the immutable dg-<hash> tag
-    for ref in refs:
+    for ref in refs:  # keep only the immutable dg-<hash> tag
         if ref != keep:
             daemon.remove_image(ref)
     record.update(status="smoke-failed")
@@ -453,11 +466,28 @@ def _smoke(daemon: ContainerDaemon, ctx: Any, refs: list[str], gpus: bool, recor
                       f"pushed; the image stays as {keep} for inspection")
 
 
-def _push(daemon: ContainerDaemon, refs: list[str], record: dict[str, Any], record_path: Path,
-          echo: Callable[[str], None], out: Callable[[str], None]) -> None:
-    """Push every tag; record the digests (or the failure) before returning or raising."""
+def _push(daemon: ContainerDaemon, refs: list[str], immutable: str, image_id: str,
+          record: dict[str, Any], record_path: Path, echo: Callable[[str], None],
+          out: Callable[[str], None]) -> None:
+    """Push every tag; record the digests (or the failure) before returning or raising.
+
+    The immutable tag is never moved: if the registry already has it under a digest that is
+    not this image's, nothing is pushed (the same inputs built again, e.g. --no-cache, give
+    another image; the tag keeps naming the first one).
+    """
+    from dockergen.daemon import PushError, split_reference
+
     digests: dict[str, str] = {}
     try:
+        existing = daemon.registry_digest(immutable)
+        if existing is not None:
+            repo = split_reference(immutable)[0]
+            if f"{repo}@{existing}" not in daemon.inspect(image_id).get("RepoDigests", []):
+                raise PushError(
+                    f"{immutable} already names {existing} in the registry and this build's "
+                    f"image {image_id} is another one (the same inputs built again, e.g. with "
+                    "--no-cache); nothing was pushed, the immutable tag is never moved; "
+                    f"pull {immutable} to use the released image, or change an input")
         for ref in refs:
             digests[ref] = daemon.push(ref, on_status=echo)
             echo(f"pushed {ref}@{digests[ref]}")

@@ -177,7 +177,9 @@ def explain(profile: str, overrides: tuple[str, ...], mode: str) -> None:
         click.echo(f"  {''.ljust(width)}    why: {d.reason}")
         if d.src:
             click.echo(f"  {''.ljust(width)}    src: {d.src}")
-    click.echo("  tags: " + ", ".join(resolved.tags))
+    click.echo("  tags: " + ", ".join([*resolved.tags, "dg-<hash of the build's inputs: context, "
+                                       "build args, target, platform, mode, dockergen version> "
+                                       "(added by build)"]))
     for w in resolved.warnings:
         click.echo(f"warning: {w}")
 

@@ -129,8 +129,8 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit") -> Resolved:
     }
     canonical = json.dumps(lock_core, sort_keys=True, separators=(",", ":"))
     profile_hash = "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
-    tags = (*release_tags, f"dg-{profile_hash[7:19]}")
-    lock_core["resolved"]["tags"] = list(tags)
+    # the immutable dg-<hash> tag hashes the build's inputs; `build` adds it (buildid.py)
+    tags = tuple(release_tags)
 
     labels = image.labels(p, cuda_part.runtime_image, profile_hash, {
         **cuda_part.labels,

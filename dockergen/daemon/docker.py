@@ -252,6 +252,17 @@ class DockerDaemon:
         return [str(h.get("CreatedBy", "")) for h in self.api.history(ref)]
 
     # --- push -------------------------------------------------------------------------
+    def registry_digest(self, ref: str) -> str | None:
+        """The digest the registry holds for ``ref`` (GET /distribution/REF/json)."""
+        try:
+            found = self.api.inspect_distribution(ref, auth_config=self.auth_for(ref))
+        except docker.errors.APIError as exc:
+            if _not_there(exc):
+                return None
+            raise PushError(f"cannot ask the registry about {ref}: "
+                            f"{redact(exc.explanation or str(exc))}") from None
+        return str(found["Descriptor"]["digest"])
+
     def push(self, ref: str, retries: int = 3, backoff: float = 1.0,
              on_status: Callable[[str], None] | None = None) -> str:
         """Push ``ref``; return its digest. Only a stream carrying the digest counts."""
@@ -283,6 +294,11 @@ class DockerDaemon:
         hint = (f"log in first: docker login {registry_of(ref)}" if _permanent(last)
                 else "check that the registry is reachable")
         raise PushError(f"cannot push {ref}: {last}; {hint}")
+
+
+def _not_there(exc: docker.errors.APIError) -> bool:
+    text = str(exc.explanation or exc).lower()
+    return exc.status_code == 404 or "manifest unknown" in text or "not found" in text
 
 
 def _permanent(message: str) -> bool:
