@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import dockerfile
+import pytest
 
+from dockergen.api import render_context
+from dockergen.components.serving.vllm import release_flags
 from tests.bad_profile_cases import VALID
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, shipped_names
 
 DISAGREE = ("given here it would silently win over the profile's value (explain, labels and "
             "the lock file would disagree with the server)")
@@ -76,3 +82,42 @@ def test_malformed_json_is_rejected(tmp_path: Path) -> None:
 def test_shipped_profiles_still_render() -> None:
     result = run_cli("validate", "-q", *sorted(str(p) for p in (ROOT / "profiles").glob("*.yaml")))
     assert result.rc == 0, result.err
+
+
+def test_an_unknown_flag_is_rejected_with_the_wheel_as_source(tmp_path: Path) -> None:
+    """Flags are checked against the release's real list (tools/vllm_flags.py)."""
+    rc, _, err = _render(tmp_path, "[--enforce-eager, --no-enable-prefix-caching, --bogus-flag=1]")
+    assert rc == 2
+    first = err.splitlines()[0]
+    assert first.startswith("profile.yaml:20:61: serving.extra_args[2]: vllm 0.33.0 has no "
+                            "--bogus-flag flag (its server would exit with 'unrecognized "
+                            "arguments'; VLLM-WHEEL 0.33.0 vllm-0.33.0-")
+    assert len(err.splitlines()) == 2  # the known flag and its --no- form pass
+
+
+@pytest.mark.parametrize("name", [n for n in shipped_names() if "trtllm" not in n
+                                  and "sglang" not in n])
+def test_every_flag_dockergen_derives_exists_in_the_release(name: str) -> None:
+    ctx = render_context(Path(name), ("serving.max_num_seqs=8", "serving.served_model_name=x",
+                                      "serving.enable_chunked_prefill=false",
+                                      "serving.max_num_batched_tokens=65536"))
+    flags = release_flags(ctx.resolved.profile.engine.version)
+    assert flags is not None
+    cmd = json.loads(ctx.resolved.runtime.cmd)
+    assert [a for a in cmd if a.startswith("--") and a not in flags
+            and "--" + a[5:] not in flags] == []
+
+
+@pytest.mark.network
+def test_the_vllm_flag_list_matches_the_real_wheel() -> None:
+    """Re-extract the flags of vllm 0.33.0 from its wheel on PyPI."""
+    cache = Path(os.environ.get("DOCKERGEN_CACHE", Path.home() / ".cache" / "dockergen"))
+    wheels = cache / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q",
+                    "--only-binary=:all:", "-d", str(wheels), "vllm==0.33.0"], check=True)
+    wheel = next(wheels.glob("vllm-0.33.0-*.whl"))
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "vllm_flags.py"), str(wheel)],
+                         capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == sorted(release_flags("0.33.0") or [])
+    assert "--swap-space" not in out  # removed in 0.18.0, as vllm.yaml records
