@@ -2,7 +2,8 @@
 
 Every problem found is collected and raised at once as a :class:`ProfileError` whose
 lines read ``FILE:LINE:COL: field.path: what is wrong; what to do``.
-May import: :mod:`dockergen.credentials`, :mod:`dockergen.errors`, :mod:`dockergen.profile`,
+May import: :mod:`dockergen.credentials`, :mod:`dockergen.errors`, :mod:`dockergen.knowledge`
+(which facts tables exist, for user knowledge files), :mod:`dockergen.profile`,
 :mod:`dockergen.resources`, :mod:`dockergen.yamlsource`.
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from dockergen import credentials
+from dockergen import credentials, knowledge
 from dockergen.errors import Location, Problem, ProfileError
 from dockergen.profile import Profile
 from dockergen.resources import profiles_dir
@@ -38,6 +39,8 @@ class LoadedProfile:
     display: str
     chain: tuple[str, ...]  # the files it was built from, child first
     overrides: tuple[str, ...] = field(default=())
+    # the profile's `knowledge:` files: {component: {table: {key: row}}}, rows marked
+    user_facts: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     def at(self, *path: str | int) -> Location:
         """Location of a field, for problems about it."""
@@ -416,4 +419,66 @@ def load_profile(path: str | Path, overrides: tuple[str, ...] = ()) -> LoadedPro
                                     f"render a profile that says `extends: {resolved.stem}`")])
     profile = _validate(data, pos)
     assert profile is not None
-    return LoadedProfile(profile, pos, resolved, chain[0], chain, overrides)
+    facts = read_user_knowledge(profile.knowledge, resolved.parent, pos)
+    return LoadedProfile(profile, pos, resolved, chain[0], chain, overrides, facts)
+
+
+def read_user_knowledge(files: tuple[str, ...], folder: Path, pos: Positions
+                        ) -> dict[str, dict[str, dict[str, Any]]]:
+    """Read a profile's user knowledge files: additions to the shipped fact tables.
+
+    A file maps a component's facts name (``serving/vllm``, ``flash_attn``, ``torch``, ...)
+    to tables of it (``releases``, ...) to new rows keyed like the shipped ones, each a
+    mapping with a non-empty ``src``. Shipped facts are never replaced: a key dockergen
+    already knows is an error. Each row's ``src`` is marked as the user's, and list tables
+    (flash-attn's releases) get the new keys appended.
+    """
+    problems: list[Problem] = []
+    overlay: dict[str, dict[str, dict[str, Any]]] = {}
+    for i, name in enumerate(files):
+        path = folder / name
+        if not path.is_file():
+            problems.append(Problem(pos.of(("knowledge", i)), f"knowledge[{i}]",
+                                    f"{name} does not exist next to the profile",
+                                    "give the path of a knowledge file relative to the profile"))
+            continue
+        shown = display_path(path)
+        data, fpos = read_yaml_file(path, shown)
+        if not isinstance(data, dict):
+            problems.append(Problem(fpos.default, "", "a knowledge file maps component names "
+                                    "to tables of facts", "e.g. `serving/vllm: {releases: "
+                                    "{\"0.32.0\": {torch: ..., src: ...}}}`"))
+            continue
+        for component, tables in data.items():
+            where = fpos.key_of((component,))
+            if not knowledge.has_facts(str(component)):
+                problems.append(Problem(where, str(component), "not a component's facts",
+                                        "use one of: " + ", ".join(knowledge.fact_names())))
+                continue
+            builtin = knowledge.builtin_facts(component)
+            for table, rows in (tables or {}).items():
+                at = (component, table)
+                if not isinstance(builtin.get(table), (dict, list)) or not isinstance(rows,
+                                                                                    dict):
+                    problems.append(Problem(fpos.key_of(at), f"{component}.{table}",
+                                            "not a table of rows that can be added to",
+                                            "add rows to a table such as `releases`"))
+                    continue
+                for key, row in rows.items():
+                    loc = fpos.key_of((*at, key))
+                    field_name = f"{component}.{table}.{key}"
+                    if key in builtin[table]:
+                        problems.append(Problem(loc, field_name, "dockergen already knows "
+                                                "this; shipped facts are not replaced",
+                                                "remove it from the knowledge file"))
+                    elif not isinstance(row, dict) or not str(row.get("src") or "").strip():
+                        problems.append(Problem(loc, field_name, "a fact needs its source",
+                                                "write it as a mapping with `src:` (where you "
+                                                "read it: wheel METADATA, release notes, ...)"))
+                    else:
+                        marked = {**row, "src": f"user knowledge {shown}: {row['src']}",
+                                  "user": shown}
+                        overlay.setdefault(component, {}).setdefault(table, {})[key] = marked
+    if problems:
+        raise ProfileError(problems)
+    return overlay

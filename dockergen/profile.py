@@ -320,6 +320,10 @@ class Profile(_Section):
     abstract: bool = Field(
         False, description="Only provides defaults for profiles that extend it; "
                            "never rendered itself. Not inherited.")
+    knowledge: tuple[HostPath, ...] = Field(
+        (), description="User knowledge files (relative to the profile) adding releases to "
+                        "dockergen's facts, e.g. a vLLM release it does not know yet; each "
+                        "added fact needs its src and is shown as the user's in explain.")
     name: Name
     description: Text = ""
     gpu: Gpu

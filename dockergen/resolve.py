@@ -11,13 +11,14 @@ May import: :mod:`dockergen.components`, :mod:`dockergen.errors`, :mod:`dockerge
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
 
-from dockergen import __version__
+from dockergen import __version__, knowledge
 from dockergen.components import cuda, flash_attn, image, python, torch
 from dockergen.components.base import Context
 from dockergen.components.serving import engine_for
@@ -80,7 +81,22 @@ def _check_env_names(loaded: LoadedProfile, derived: dict[str, str]) -> None:
 
 
 def resolve(loaded: LoadedProfile, mode: Mode = "buildkit") -> Resolved:
-    """Check a loaded profile and derive everything; raise :class:`ProfileError` on errors."""
+    """Check a loaded profile and derive everything; raise :class:`ProfileError` on errors.
+
+    The profile's user knowledge (``knowledge:`` files) joins the shipped facts for this
+    resolve only, and every user fact is listed in the derivations (``explain``).
+    """
+    with knowledge.user_facts(loaded.user_facts):
+        resolved = _resolve(loaded, mode)
+    added = tuple(Derivation(f"user fact {component}", f"{table} {key}",
+                             f"added by {row['user']}, not shipped with dockergen", row["src"])
+                  for component, tables in sorted(loaded.user_facts.items())
+                  for table, rows in sorted(tables.items())
+                  for key, row in sorted(rows.items()))
+    return dataclasses.replace(resolved, derivations=resolved.derivations + added)
+
+
+def _resolve(loaded: LoadedProfile, mode: Mode) -> Resolved:
     ctx = check(loaded)
     if any(pr.severity == "error" for pr in ctx.problems):
         raise ProfileError(ctx.problems)

@@ -180,9 +180,9 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                       "mean 'version'?); allowed keys here: build, version, max_jobs, "
                       'nvcc_threads'],
  'unknown-top-level': ["profile.yaml:2:1: engnie: unknown key 'engnie' (did you mean "
-                       "'engine'?); allowed keys here: extends, abstract, name, description, "
-                       'gpu, cuda, python, engine, flash_attn, quantization, serving, image, '
-                       'build, runtime, smoke'],
+                       "'engine'?); allowed keys here: extends, abstract, knowledge, name, "
+                       'description, gpu, cuda, python, engine, flash_attn, quantization, '
+                       'serving, image, build, runtime, smoke'],
  'missing-required': ['profile.yaml:18:3: serving.model: required field is missing; add '
                       '`model:` under `serving`'],
  'missing-section': ['profile.yaml:1:1: image: required field is missing; add `image:` at the '
@@ -233,8 +233,8 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
  'engine-release-unknown': ['profile.yaml:10:12: engine.version: vllm 0.99.0 is not in the '
                             'knowledge base; use one of: 0.10.2, 0.11.0, 0.12.0, 0.14.1, '
                             '0.17.1, 0.19.1, 0.21.0, 0.24.0, 0.27.1, 0.30.0, 0.33.0 (or add '
-                            'the release with its source to '
-                            'dockergen/components/serving/vllm.yaml)'],
+                            'the release with its source in a knowledge file listed under the '
+                            "profile's `knowledge:`, table serving/vllm: releases)"],
  'engine-python': ['profile.yaml:7:9: python: vllm 0.33.0 requires Python >=3.11,<3.15, but '
                    'python is 3.10; pick a Python version inside that range'],
  'engine-cuda-major': ['profile.yaml:5:12: cuda.version: torch 2.14.0 has no wheels for CUDA '

@@ -129,8 +129,8 @@ class ServingEngine:
         if release is None:
             c.error(("engine", "version"), f"{p.engine.name} {p.engine.version} is not in the "
                     "knowledge base", "use one of: " + ", ".join(self.versions())
-                    + f" (or add the release with its source to dockergen/components/"
-                    f"{self.facts_file}.yaml)")
+                    + f" (or add the release with its source in a knowledge file listed "
+                    f"under the profile's `knowledge:`, table {self.facts_file}: releases)")
             return
         c.release = release
         c.torch_pin = p.engine.torch or str(release["torch"])
