@@ -67,6 +67,14 @@ def render_context(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "bu
     return RenderedContext(resolved.profile.name, resolved, files)
 
 
+def immutable_tag(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "buildkit") -> str:
+    """The ``dg-<hash>`` tag ``dockergen build`` gives this profile with default options
+    (no build args, the final stage, the daemon's platform); see :mod:`dockergen.buildid`."""
+    from dockergen.buildid import content_tag
+
+    return content_tag(render_context(path, overrides, mode).files, mode=mode)
+
+
 def _is_abstract(path: Path) -> bool:
     data, _ = read_yaml_file(path, path.name)
     return isinstance(data, dict) and data.get("abstract") is True

@@ -154,6 +154,13 @@ def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], quiet: bool)
             problems.extend(exc.problems)
             continue
         _warn([str(w) for w in resolved.warnings], quiet)
+        if resolved.profile.serving.hf_config:  # it names its model: check that it fits
+            from dockergen.plan import validate_capacity
+            try:
+                validate_capacity(Path(path), overrides)
+            except ProfileError as exc:
+                problems.extend(exc.problems)
+                continue
         click.echo(f"{path}: ok")
     if problems:
         raise ProfileError(problems)
@@ -235,6 +242,91 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
     build_profile(Path(profile), overrides, options, output=Path(output) if output else None,
                   dry_run=dry_run, ca_certs=tuple(Path(c) for c in ca_certs), quiet=quiet,
                   echo=lambda text: click.echo(text, err=True), out=click.echo)
+
+
+@cli.command()
+@click.argument("profile", required=False, type=click.Path(dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["compose", "k8s"]), required=True,
+              help="compose: a Compose file; k8s: Deployment + Service.")
+@click.option("--record", type=click.Path(dir_okay=False),
+              help="build-record.json of `dockergen build --push`: pin the image by digest.")
+@click.option("-o", "--output", type=click.Path(),
+              help="Write to this file (with --all: a folder, OUTPUT/<name>/FILE).")
+@click.option("--all", "deploy_all", is_flag=True, help="Every shipped profile (examples).")
+@click.option("--opt-in", "opt_in", multiple=True,
+              type=click.Choice(["ipc-host", "host-network", "memlock-unlimited"]),
+              help="Allow a host-sharing or raised-limit setting (prints a warning).")
+@click.option("--gpu-ids", help="Compose: explicit GPU ids or UUIDs, comma-separated "
+              "(default: a count of tensor_parallel_size).")
+@click.option("--bind", "bind_address", default="127.0.0.1", show_default=True,
+              help="Compose: host address the port is published on.")
+@click.option("--namespace", default="llm-serving", show_default=True)
+@click.option("--runtime-class", help="Kubernetes runtimeClassName (e.g. nvidia).")
+@click.option("--hf-secret", default="hf-token", show_default=True,
+              help="Kubernetes secret holding HF_TOKEN under key 'token'.")
+@click.option("--model-claim", help="Kubernetes PVC of the model (default <name>-model).")
+@click.option("--cpus", type=click.IntRange(1, 1024), default=8, show_default=True)
+@click.option("--memory-gib", type=click.IntRange(1, 65536), default=64, show_default=True)
+@_set_option
+@click.option("-q", "--quiet", is_flag=True, help="Do not print warnings.")
+def deploy(profile: str | None, fmt: str, record: str | None, output: str | None,
+           deploy_all: bool, opt_in: tuple[str, ...], gpu_ids: str | None,
+           bind_address: str, namespace: str, runtime_class: str | None, hf_secret: str,
+           model_claim: str | None, cpus: int, memory_gib: int, overrides: tuple[str, ...],
+           quiet: bool) -> None:
+    """Write a hardened Compose file or Kubernetes manifest for PROFILE."""
+    from dockergen.api import shipped_renderable
+    from dockergen.deploy import DeployOptions, deploy_profile
+    from dockergen.deploy.write import write_text
+
+    if deploy_all == bool(profile):
+        raise click.UsageError("give either PROFILE or --all")
+    if deploy_all and (not output or record):
+        raise click.UsageError("--all needs -o DIR and takes no --record")
+    options = DeployOptions(
+        record=Path(record) if record else None, opt_in=opt_in,
+        gpu_ids=tuple(i for i in (gpu_ids or "").split(",") if i), bind_address=bind_address,
+        namespace=namespace, runtime_class=runtime_class, hf_secret=hf_secret,
+        model_claim=model_claim, cpus=cpus, memory_gib=memory_gib)
+    paths = shipped_renderable() if deploy_all else [Path(profile or "")]
+    outputs = [deploy_profile(p, fmt, overrides, options) for p in paths]
+    for out in outputs:
+        _warn(out.warnings, quiet)
+        if deploy_all:
+            target = Path(output or "") / out.name / out.filename
+            write_text(target, out.text)
+            click.echo(f"wrote {target}", err=True)
+        elif output:
+            write_text(Path(output), out.text)
+            click.echo(f"wrote {output}", err=True)
+        else:
+            click.echo(out.text, nl=False)
+
+
+@cli.command()
+@click.argument("profile", type=click.Path(dir_okay=False))
+@click.option("--model-config", help="The model's config.json, or a built-in model name "
+              "(default: the profile's serving.hf_config).")
+@click.option("--model-dir", type=click.Path(file_okay=False, exists=True),
+              help="Model folder: config.json + *.safetensors (exact weight bytes).")
+@click.option("--overhead-gib", type=click.FloatRange(0, 1024), default=2.0, show_default=True,
+              help="Memory besides weights and KV cache per GPU (CUDA graphs, activations).")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@_set_option
+def plan(profile: str, model_config: str | None, model_dir: str | None, overhead_gib: float,
+         as_json: bool, overrides: tuple[str, ...]) -> None:
+    """Capacity plan: weights, KV cache per token, tokens per GPU, max concurrency."""
+    from dockergen.plan import check_fit, format_table, plan_profile
+
+    if model_config and model_dir:
+        raise click.UsageError("give --model-config or --model-dir, not both")
+    result, at = plan_profile(Path(profile), overrides, model_config,
+                              Path(model_dir) if model_dir else None, overhead_gib)
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2, sort_keys=True))
+    else:
+        click.echo(format_table(result), nl=False)
+    check_fit(result, at)  # the plan is printed first: it shows what would fit
 
 
 @cli.command("profiles")

@@ -19,6 +19,11 @@ from dockergen.yamlsource import FieldPath, Positions
 
 _SECRET_FLAG = re.compile(r"--(api-key|hf-token|token)\b")
 _IMAGE = "would be readable by anyone who pulls the image"
+# where each serving engine takes its API key at run time (src: vLLM reads VLLM_API_KEY,
+# VLLM-WHEEL 0.33.0 envs.py; the others take it as an option or a mounted secret)
+_SERVER_SECRET_HINT = {
+    "vllm": "pass it at run time (e.g. the VLLM_API_KEY environment variable)",
+    "": "pass it at run time (an environment variable or a mounted secret)"}
 
 
 def _dotted(path: FieldPath) -> str:
@@ -31,6 +36,9 @@ def _dotted(path: FieldPath) -> str:
 def scan(data: dict[str, Any], pos: Positions) -> list[Problem]:
     """Every credential-like name or value in the merged profile data, as problems."""
     problems: list[Problem] = []
+    engine = data.get("engine")
+    name = engine.get("name") if isinstance(engine, dict) else None
+    server_hint = _SERVER_SECRET_HINT.get(str(name), _SERVER_SECRET_HINT[""])
 
     def add(path: FieldPath, message: str, fix: str) -> None:
         problems.append(Problem(pos.of(path), _dotted(path), message, fix))
@@ -56,8 +64,7 @@ def scan(data: dict[str, Any], pos: Positions) -> list[Problem]:
             return
         if path[:2] == ("serving", "extra_args"):
             if SECRET_VALUE.search(value) or _SECRET_FLAG.match(value):
-                add(path, f"a credential in the server arguments {_IMAGE}",
-                    "pass it at run time (e.g. the VLLM_API_KEY environment variable)")
+                add(path, f"a credential in the server arguments {_IMAGE}", server_hint)
         elif path[:2] == ("image", "labels") or path == ("description",):
             if SECRET_VALUE.search(value):
                 add(path, f"the value looks like a credential and {_IMAGE} (it becomes a "

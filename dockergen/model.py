@@ -207,6 +207,8 @@ class Resolved:
     lock: dict[str, Any]
     profile_hash: str
     smoke_imports: tuple[SmokeImport, ...] = ()
+    # libraries loaded on some compute capabilities only (whole-image audit): (glob, ccs)
+    arch_scopes: tuple[tuple[str, tuple[str, ...]], ...] = ()
     derivations: tuple[Derivation, ...] = ()
     warnings: tuple[Problem, ...] = ()
 

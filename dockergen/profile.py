@@ -228,6 +228,10 @@ class Serving(_Section):
         default_factory=dict, description="Non-secret runtime environment (never tokens).")
     health_start_period_s: int = Field(600, ge=0, le=7200,
                                        description="HEALTHCHECK --start-period (model load).")
+    hf_config: FilePath | None = Field(
+        None, description="The model's Hugging Face config.json (relative to the profile "
+                          "file) or a built-in model name (dockergen plan); validate then "
+                          "checks that max_model_len fits. Not part of the image.")
 
 
 class Image(_Section):

@@ -123,7 +123,9 @@ def _resolve(loaded: LoadedProfile, mode: Mode) -> Resolved:
     release_tags = image.tags(p)
     stage = serving.stage
     lock_core: dict[str, Any] = {
-        "profile": p.model_dump(mode="json", exclude={"extends", "abstract"}),
+        # serving.hf_config only feeds `plan`/`validate`: not an image input, not hashed.
+        "profile": p.model_dump(mode="json", exclude={"extends": True, "abstract": True,
+                                                      "serving": {"hf_config"}}),
         "resolved": {
             "gpu": [{"target": t.given, "cc": t.cc} for t in ctx.targets],
             "torch_cuda_arch_list": cuda_part.arch_list,
@@ -178,6 +180,7 @@ def _resolve(loaded: LoadedProfile, mode: Mode) -> Resolved:
         targets=tuple(ctx.targets), base=base, flash_attn=fa, engine=stage, runtime=runtime,
         context_files=MappingProxyType(dict(serving.serve.context_files)), tags=tags,
         lock=lock, profile_hash=profile_hash, smoke_imports=tuple(smoke),
+        arch_scopes=serving.arch_scopes,
         derivations=tuple(d),
         warnings=tuple(pr for pr in ctx.problems if pr.severity == "warning"),
     )

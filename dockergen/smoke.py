@@ -173,7 +173,9 @@ def image_audit_check(r: Resolved) -> CommandCheck:
     return CommandCheck(f"whole-image audit: libraries resolve, link CUDA {major}, carry code "
                         f"for {targets}",
                         (f"{r.runtime.venv}/bin/python", "-c", script, "--cuda-major", major,
-                         "--targets", targets, *roots), verify)
+                         "--targets", targets,
+                         *[f"--arch-scope={glob}={','.join(ccs)}" for glob, ccs in r.arch_scopes],
+                         *roots), verify)
 
 
 def _verify_command(test: CommandTest) -> Any:

@@ -303,7 +303,7 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                        'model, served_model_name, host, port, max_model_len, '
                        'gpu_memory_utilization, max_num_batched_tokens, max_num_seqs, '
                        'enable_chunked_prefill, tensor_parallel_size, extra_args, env, '
-                       'health_start_period_s'],
+                       'health_start_period_s, hf_config'],
  'set-malformed': ['--set serving.port: expected FIELD.PATH=VALUE; e.g. --set '
                    'serving.max_model_len=16384'],
  'set-rule': ['--set gpu.targets: gpu.targets: FlashAttention-2 needs compute capability >= '

@@ -62,6 +62,12 @@ ALLOWED: dict[str, set[str]] = {
                                 "dockergen.loader",
                                 "dockergen.progress", "dockergen.render", "dockergen.smoke",
                                 "dockergen.components.serving.base"},
+    # run configurations read the resolved model through api; facts of their own
+    "dockergen.deploy": _BASE | {"dockergen.api", "dockergen.deploy.compose",
+                                 "dockergen.deploy.facts", "dockergen.deploy.kubernetes"},
+    "dockergen.deploy.": _BASE | {"dockergen.deploy", "dockergen.deploy.facts"},
+    # GPU memory sizes are CUDA-component facts the resolved model does not carry
+    "dockergen.plan": _BASE | {"dockergen.api", "dockergen.loader", "dockergen.components.cuda"},
     "dockergen.cli": {"dockergen", "dockergen.*"},
     "dockergen.__main__": {"dockergen.cli"},
 }

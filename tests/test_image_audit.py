@@ -30,6 +30,7 @@ GENCODES = {
     "sass90a+100,ptx120,compressed": ["arch=compute_90a,code=sm_90a",
                                       "arch=compute_100,code=sm_100",
                                       "arch=compute_120,code=compute_120"],
+    "sass100f,ptx90a": ["arch=compute_100f,code=sm_100f", "arch=compute_90a,code=compute_90a"],
 }
 
 
@@ -42,14 +43,15 @@ def _compile(tmp: Path, name: str, gencodes: list[str], *extra: str) -> Path:
     return out
 
 
-def _cuobjdump_code(path: Path) -> set[tuple[str, int]]:
+def _cuobjdump_code(path: Path) -> set[tuple[str, int, str]]:
     found = set()
     for flag, kind in (("--list-elf", "sass"), ("--list-ptx", "ptx")):
         out = subprocess.run([CUOBJDUMP, flag, str(path)], capture_output=True, text=True,  # type: ignore[list-item]
                              check=False).stdout
         for line in out.splitlines():
-            arch = line.rsplit(".sm_", 1)[1].split(".")[0].rstrip("a")
-            found.add((kind, int(arch)))
+            arch = line.rsplit(".sm_", 1)[1].split(".")[0]  # "90", "90a", "100f"
+            digits = arch.rstrip("a")  # cuobjdump lists family "f" code as plain sm_100
+            found.add((kind, int(digits), arch[len(digits):]))
     return found
 
 
@@ -63,13 +65,16 @@ def test_fatbin_reader_agrees_with_cuobjdump(tmp_path: Path, case: str) -> None:
 
 
 @pytest.mark.parametrize(("code", "cc", "runs"), [
-    ({("sass", 80)}, (8, 6), True),  # same major, newer minor: runs
-    ({("sass", 86)}, (8, 0), False),  # newer minor SASS does not run on an older GPU
-    ({("sass", 80)}, (9, 0), False),  # another major never runs SASS
-    ({("ptx", 80)}, (9, 0), True),  # PTX JIT-compiles forward
-    ({("ptx", 90)}, (8, 9), False),
+    ({("sass", 80, "")}, (8, 6), True),  # same major, newer minor: runs
+    ({("sass", 86, "")}, (8, 0), False),  # newer minor SASS does not run on an older GPU
+    ({("sass", 80, "")}, (9, 0), False),  # another major never runs SASS
+    ({("ptx", 80, "")}, (9, 0), True),  # PTX JIT-compiles forward
+    ({("ptx", 90, "")}, (8, 9), False),
+    ({("sass", 90, "a")}, (9, 0), True),  # arch-specific code: its own arch only
+    ({("sass", 90, "a"), ("ptx", 90, "a")}, (10, 0), False),
+    ({("sass", 100, "")}, (10, 3), True),  # plain (and family) code: the whole 10.x family
 ])
-def test_which_code_runs_on_which_gpu(code: set[tuple[str, int]], cc: tuple[int, int],
+def test_which_code_runs_on_which_gpu(code: set[tuple[str, int, str]], cc: tuple[int, int],
                                       runs: bool) -> None:
     assert image_audit.runs_on(code, cc) is runs
 
@@ -103,10 +108,35 @@ def test_the_audit_names_each_broken_library(tmp_path: Path) -> None:
     ])
     # the same tree for an A100-only image: the sm_80 library is fine there
     code, report = _audit(root, "--targets", "8.0")
-    assert len(report["problems"]) == 2  # type: ignore[arg-type]
-    # a library built for one arch on purpose can be exempted from the arch rule
-    code, report = _audit(root, "--targets", "8.0,9.0", "--skip-arch", "*/_C_sm80.so")
+    assert code == 1 and sorted(report["problems"]) == sorted([  # type: ignore[type-var]
+        f"{root}/_ext_missing_dep.so: needs libdgmissing.so.1, which is not in the image",
+        f"{root}/cu12.so: links libcudart.so.12, but the image has CUDA 13"])
+    # a library the engine loads on 8.x only is checked against 8.x targets only
+    code, report = _audit(root, "--targets", "8.0,9.0", "--arch-scope", "*/_C_sm80.so=8.0,8.6")
     assert not any("_C_sm80" in p for p in report["problems"])  # type: ignore[attr-defined]
+    code, report = _audit(root, "--targets", "9.0", "--arch-scope", "*/_C_sm80.so=9.0")
+    assert any("_C_sm80" in p for p in report["problems"])  # type: ignore[attr-defined]
+
+
+def test_a_dependency_loaded_by_name_from_the_image_resolves(tmp_path: Path) -> None:
+    """Like a torch extension: needs libc10.so with no RUNPATH; import torch loaded it."""
+    root = tmp_path / "venv"
+    (root / "torch" / "lib").mkdir(parents=True)
+    (root / "ext").mkdir()
+    (tmp_path / "c10.c").write_text("int c10(void) { return 10; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libc10.so", "-o",
+                    str(root / "torch" / "lib" / "libc10.so"), str(tmp_path / "c10.c")],
+                   check=True)
+    (tmp_path / "e.c").write_text("int c10(void);\nint ext(void) { return c10(); }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(root / "ext" / "_C.so"),
+                    str(tmp_path / "e.c"), str(root / "torch" / "lib" / "libc10.so")],
+                   check=True)
+    code, report = _audit(root, "--targets", "8.0")
+    assert code == 0 and report["problems"] == [], report
+    (root / "torch" / "lib" / "libc10.so").unlink()  # now it is really missing
+    code, report = _audit(root, "--targets", "8.0")
+    assert report["problems"] == [
+        f"{root}/ext/_C.so: needs libc10.so, which is not in the image"]
 
 
 def test_a_clean_tree_passes(tmp_path: Path) -> None:
@@ -143,3 +173,44 @@ def test_a_broken_image_fails_the_build_with_exit_6(broken_index: str, tmp_path:
     assert "nothing was pushed" in result.err and "Traceback" not in result.err
     record = json.loads((tmp_path / "ctx" / "build-record.json").read_text())
     assert record["status"] == "smoke-failed" and "pushed" not in record
+
+
+@pytest.mark.network
+def test_real_vllm_libraries_cover_every_shipped_target(tmp_path: Path) -> None:
+    """The real vLLM 0.33.0 wheel's CUDA libraries against each shipped vLLM profile.
+
+    With the engine's arch scopes (components/serving/vllm.yaml) nothing is missing; without
+    them the single-family libraries (FA3, FlashMLA, Blackwell-only kernels) would fail an
+    A100 image although vLLM never loads them there.
+    """
+    import os
+    import zipfile
+
+    from dockergen.api import resolve_profile
+    from dockergen.model import cc_tuple
+
+    cache = Path(os.environ.get("DOCKERGEN_CACHE", Path.home() / ".cache" / "dockergen"))
+    wheels = cache / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q",
+                    "--only-binary=:all:", "--python-version", "3.12", "--platform",
+                    "manylinux_2_28_x86_64", "-d", str(wheels), "vllm==0.33.0"], check=True)
+    wheel = next(wheels.glob("vllm-0.33.0-*.whl"))
+    root = tmp_path / "venv"
+    with zipfile.ZipFile(wheel) as zf:
+        for name in zf.namelist():
+            if name.endswith(".so"):
+                zf.extract(name, root)
+    checked = 0
+    for stem in ("a100-bf16", "a100-h100", "h100-fp8", "l40s-awq"):
+        r = resolve_profile(ROOT / "profiles" / f"{stem}.yaml")
+        targets = [cc_tuple(t.cc) for t in r.targets]
+        scopes = [(glob, {cc_tuple(cc) for cc in ccs}) for glob, ccs in r.arch_scopes]
+        report = image_audit.audit([str(root)], 13, targets, scopes)
+        assert report["cuda_libraries"] == 9
+        assert [p for p in report["problems"] if "no code for" in p] == [], stem  # type: ignore[union-attr]
+        checked += 1
+        if stem == "a100-bf16":
+            bare = image_audit.audit([str(root)], 13, targets, [])
+            assert len([p for p in bare["problems"] if "no code for" in p]) == 6  # type: ignore[union-attr]
+    assert checked == 4

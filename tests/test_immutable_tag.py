@@ -127,3 +127,15 @@ def test_a_real_registry_keeps_the_first_image(tmp_path: Path) -> None:
         _push(daemon, [immutable, f"{repo}:second"], immutable, ids[1], record,
               tmp_path / "r.json", lambda _: None, lambda _: None)
     assert daemon.registry_digest(immutable) == digest  # still the first image
+
+
+def test_deploy_without_a_record_names_the_tag_a_default_build_gives() -> None:
+    """deploy (no --record) and `build` agree on the immutable tag."""
+    from tests.conftest import run_cli
+
+    plan = run_cli("build", "h100-fp8", "--dry-run", "-q", env={"DOCKER_HOST": "tcp://127.0.0.1:9"})
+    assert plan.rc == 0, plan.err
+    planned = [line.strip() for line in plan.out.splitlines() if ":dg-" in line]
+    deploy = run_cli("deploy", "h100-fp8", "--format", "compose")
+    assert deploy.rc == 0, deploy.err
+    assert len(planned) == 1 and f"image: {planned[0]}" in deploy.out

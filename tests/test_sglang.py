@@ -192,3 +192,48 @@ def test_the_flag_list_matches_the_real_wheel(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "sglang_flags.py"), str(wheel)],
                          capture_output=True, text=True, check=True).stdout
     assert json.loads(out) == sorted(release_flags("0.5.23") or [])
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ('["--port", "9000"]', "--port is set by serving.port; here it would silently override "
+                           "the profile; set serving.port instead"),
+    ('["--tensor-parallel-size=2"]', "--tensor-parallel-size is set by "
+                                     "serving.tensor_parallel_size; here it would silently "
+                                     "override the profile; set serving.tensor_parallel_size "
+                                     "instead"),
+    ('["--enable-metrics"]', "--enable-metrics is always passed by dockergen; remove it from "
+                             "serving.extra_args"),
+])
+def test_extra_args_cannot_override_derived_flags(extra: str, message: str) -> None:
+    with pytest.raises(ProfileError) as exc:
+        resolve_profile(PROFILE, (f"serving.extra_args={extra}",))
+    assert exc.value.lines() == [
+        f"--set serving.extra_args: serving.extra_args[0]: {message}"]
+
+
+def test_a_derived_flag_missing_from_the_release_is_an_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from dockergen.components.serving import sglang
+
+    real = sglang.release_flags("0.5.23")
+    assert real is not None
+    monkeypatch.setattr(sglang, "release_flags",
+                        lambda version: real - {"--context-length"})
+    with pytest.raises(ProfileError) as exc:
+        resolve_profile(PROFILE)
+    assert any("sglang 0.5.23 has no --context-length flag, which dockergen derives from "
+               "serving.max_model_len; use a release that has it, or unset that field" in line
+               for line in exc.value.lines())
+
+
+def test_a_credential_hint_fits_the_engine() -> None:
+    with pytest.raises(ProfileError) as exc:
+        resolve_profile(PROFILE, ('serving.extra_args=["--api-key", "abc"]',))
+    assert any("pass it at run time (an environment variable or a mounted secret)" in line
+               and "VLLM" not in line for line in exc.value.lines())
+
+
+def test_an_unverified_gpu_free_import_checks_the_install_instead() -> None:
+    r = resolve_profile(PROFILE)
+    sglang_import = next(i for i in r.smoke_imports if i.module == "sglang")
+    assert sglang_import.needs_gpu and sglang_import.version == "0.5.23"

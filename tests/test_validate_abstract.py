@@ -32,7 +32,7 @@ def test_an_abstract_profile_is_checked_as_far_as_it_goes(tmp_path: Path) -> Non
         "base.yaml:3:11: serving.prot: unknown key 'prot' (did you mean 'port'?); allowed keys "
         "here: model, served_model_name, host, port, max_model_len, gpu_memory_utilization, "
         "max_num_batched_tokens, max_num_seqs, enable_chunked_prefill, tensor_parallel_size, "
-        "extra_args, env, health_start_period_s",
+        "extra_args, env, health_start_period_s, hf_config",
         "dockergen: 2 problem(s); nothing was written"]  # missing fields are not problems
 
 

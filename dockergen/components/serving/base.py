@@ -53,6 +53,8 @@ class ServingPart:
     health_cmd: str
     smoke: SmokeImport
     c_compiler: bool  # the engine compiles C at run time (Triton's launcher)
+    # libraries the engine loads on some compute capabilities only: (glob, ccs)
+    arch_scopes: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 class ServingEngine:
@@ -249,6 +251,8 @@ class ServingEngine:
             env=env, health_cmd=json.dumps([f"{VENV}/bin/python", "-c", health]),
             smoke=SmokeImport(self.module, facts["package"], p.engine.version,
                               bool(facts.get("import_needs_gpu", self.imports_need_gpu))),
+            arch_scopes=tuple((glob, tuple(ccs)) for glob, ccs in sorted(
+                facts.get("arch_scoped_libraries", {}).items())),
         )
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, ClassVar
+from typing import Any
 
 from dockergen.components.base import Context
 from dockergen.components.serving.base import ServingEngine
@@ -54,20 +54,6 @@ class Sglang(ServingEngine):
         "sglang-kernel, FA4 is the pure-Python flash-attn-4); this FlashAttention-2 build "
         "only serves other code in the image")
 
-    # serve() below sets each from its field (flag names: sglang_flags.json)
-    derived_flags: ClassVar[dict[str, str]] = {
-        "--model-path": "serving.model", "--host": "serving.host", "--port": "serving.port",
-        "--served-model-name": "serving.served_model_name",
-        "--context-length": "serving.max_model_len",
-        "--mem-fraction-static": "serving.gpu_memory_utilization",
-        "--max-running-requests": "serving.max_num_seqs",
-        "--chunked-prefill-size": "serving.max_num_batched_tokens and "
-                                  "serving.enable_chunked_prefill",
-        "--max-prefill-tokens": "serving.max_num_batched_tokens",
-        "--tp-size": "serving.tensor_parallel_size", "--tp": "serving.tensor_parallel_size",
-        "--quantization": "quantization.weights", "--dtype": "quantization.weights",
-        "--kv-cache-dtype": "quantization.kv_cache",
-    }
 
     def requirements(self, c: Context) -> tuple[str, ...]:
         release = c.release or {}
@@ -77,7 +63,8 @@ class Sglang(ServingEngine):
         """No start-up refusal of SGLang's scheduler is known; vLLM's rules do not apply."""
 
     def check_server_args(self, c: Context) -> None:
-        """Every flag of the server command exists in the release (from its real wheel)."""
+        """Every flag of the server command exists in the release (from its real wheel), and
+        ``serving.extra_args`` never repeats a flag the profile already sets."""
         flags = release_flags(c.p.engine.version)
         if c.release is None:
             return
@@ -86,12 +73,38 @@ class Sglang(ServingEngine):
                     "extract it with tools/sglang_flags.py into "
                     "dockergen/components/serving/sglang_flags.json")
             return
+        derived: dict[str, str | None] = {}  # flag -> the profile field that sets it
+        for d in self._derivations(c):
+            if d.key.startswith("serve --"):
+                derived[d.key[len("serve "):]] = (d.reason[5:].split(" ")[0].split("=")[0]
+                                                  if d.reason.startswith("from ") else None)
+        for name in sorted(derived):
+            if name not in flags:  # a mapping this release does not have
+                c.error(("engine", "version"), f"sglang {c.p.engine.version} has no {name} "
+                        f"flag, which dockergen derives from {derived[name] or 'the profile'}",
+                        "use a release that has it, or unset that field")
+        aliases = self.facts().get("flag_aliases", {})
         for i, arg in enumerate(c.p.serving.extra_args):
             name = arg.split("=", 1)[0]
-            if name.startswith("--") and name not in flags:
+            if not name.startswith("--"):
+                continue
+            if name not in flags:
                 c.error(("serving", "extra_args", i), f"sglang {c.p.engine.version} has no "
                         f"{name} flag (its server would exit with 'unrecognized arguments')",
                         "remove it; see `sglang serve --help` of that release")
+            elif aliases.get(name, name) in derived:
+                field = derived[aliases.get(name, name)]
+                if field is None:
+                    c.error(("serving", "extra_args", i), f"{name} is always passed by "
+                            "dockergen", "remove it from serving.extra_args")
+                else:
+                    c.error(("serving", "extra_args", i), f"{name} is set by {field}; here it "
+                            "would silently override the profile", f"set {field} instead")
+
+    def _derivations(self, c: Context) -> list[Derivation]:
+        d: list[Derivation] = []
+        self.serve(c, d)
+        return d
 
     def serve(self, c: Context, d: list[Derivation]) -> ServeCommand:
         p = c.p
@@ -143,8 +156,8 @@ class Sglang(ServingEngine):
         if kv.get("flag"):
             flag("--kv-cache-dtype", kv["flag"], f"quantization.kv_cache={q.kv_cache}")
         args.append("--enable-metrics")  # /metrics exists only with it
-        d.append(Derivation("serve --enable-metrics", "", "always: SGLang serves Prometheus "
-                            "metrics on its port only with this flag", src))
+        d.append(Derivation("serve --enable-metrics", "", "always passed: SGLang serves "
+                            "Prometheus metrics on its port only with this flag", src))
         args.extend(s.extra_args)
         return ServeCommand(("sglang", "serve"), tuple(args))
 

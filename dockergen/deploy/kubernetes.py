@@ -1,0 +1,189 @@
+"""The manifest of ``dockergen deploy --format k8s``: Deployment, Service, NetworkPolicy.
+
+The pod meets the Pod Security Standards "restricted" profile (src:
+kubernetes.io/docs/concepts/security/pod-security-standards/): runAsNonRoot, a non-zero
+runAsUser, allowPrivilegeEscalation false, capabilities drop ALL, seccomp RuntimeDefault,
+only emptyDir/persistentVolumeClaim/secret volumes, no host namespaces (unless opted in).
+May import: :mod:`dockergen.deploy` and :mod:`dockergen.deploy.facts`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import yaml
+
+from dockergen.deploy import DeployFacts, DeployOptions
+from dockergen.deploy.facts import (
+    GFD_COMPUTE_MAJOR,
+    GFD_COMPUTE_MINOR,
+    GFD_DRIVER_MAJOR,
+    SHM_SRC,
+)
+
+PROBE_PERIOD_S = 10
+CACHE_LIMITS = {"tmp": "4Gi", "cache": "16Gi", "triton": "2Gi", "config": "64Mi"}
+
+
+def node_affinity(f: DeployFacts) -> dict[str, Any]:
+    """One GFD term per audited compute capability, each with the driver floor.
+
+    Terms are ORed, expressions within a term ANDed (Kubernetes nodeSelectorTerms). ``Gt``
+    compares integers, so "driver major >= M" is ``Gt M-1``.
+    """
+    driver_major = int(f.min_driver.split(".")[0])
+    terms = []
+    for cc in f.ccs:
+        major, minor = cc.split(".")
+        terms.append({"matchExpressions": [
+            {"key": GFD_DRIVER_MAJOR, "operator": "Gt", "values": [str(driver_major - 1)]},
+            {"key": GFD_COMPUTE_MAJOR, "operator": "In", "values": [major]},
+            {"key": GFD_COMPUTE_MINOR, "operator": "In", "values": [minor]},
+        ]})
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": terms}}}
+
+
+def _probe(f: DeployFacts, period: int, failures: int, timeout: int = 5) -> dict[str, Any]:
+    return {"httpGet": {"path": f.run.health_path, "port": "http"},
+            "periodSeconds": period, "timeoutSeconds": timeout, "failureThreshold": failures}
+
+
+def manifests(f: DeployFacts, o: DeployOptions) -> list[dict[str, Any]]:
+    """Deployment, Service and NetworkPolicy as plain data."""
+    labels = {"app.kubernetes.io/name": f.name, "app.kubernetes.io/managed-by": "dockergen"}
+    selector = {"app.kubernetes.io/name": f.name}
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    for c, path in f.caches():
+        volumes.append({"name": c.name, "emptyDir": {"sizeLimit": CACHE_LIMITS.get(c.name,
+                                                                                  "1Gi")}})
+        mounts.append({"name": c.name, "mountPath": path})
+    if "ipc-host" not in o.opt_in:
+        volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory",
+                                                     "sizeLimit": f"{f.shm_gib}Gi"}})
+        mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+    if f.model_dir:
+        volumes.append({"name": "model", "persistentVolumeClaim": {
+            "claimName": o.model_claim or f"{f.name}-model", "readOnly": True}})
+        mounts.append({"name": "model", "mountPath": f.model_dir, "readOnly": True})
+    env: list[dict[str, Any]] = [{"name": n, "value": v} for n, v, _ in f.env()]
+    env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
+        "name": o.hf_secret, "key": "token", "optional": True}}})
+    resources = {"cpu": str(o.cpus), "memory": f"{o.memory_gib}Gi"}
+    container: dict[str, Any] = {
+        "name": "server",
+        "image": f.image,
+        "imagePullPolicy": "Always",
+        "ports": [{"name": "http", "containerPort": f.port, "protocol": "TCP"}],
+        "env": sorted(env, key=lambda e: e["name"]),
+        "resources": {"limits": {**resources, "nvidia.com/gpu": str(f.tensor_parallel)},
+                      "requests": {**resources, "nvidia.com/gpu": str(f.tensor_parallel)}},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "privileged": False,
+            "readOnlyRootFilesystem": True,
+            "runAsGroup": f.uid,
+            "runAsNonRoot": True,
+            "runAsUser": f.uid,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        # The startup budget covers model loading (serving.health_start_period_s); the
+        # liveness probe only starts once the startup probe has succeeded.
+        "startupProbe": _probe(f, PROBE_PERIOD_S,
+                               max(1, math.ceil(f.start_period_s / PROBE_PERIOD_S))),
+        "readinessProbe": _probe(f, PROBE_PERIOD_S, 3),
+        "livenessProbe": _probe(f, 30, 3, timeout=10),
+        "volumeMounts": mounts,
+    }
+    pod: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "affinity": node_affinity(f),
+        "containers": [container],
+        "securityContext": {
+            "fsGroup": f.uid,
+            "runAsGroup": f.uid,
+            "runAsNonRoot": True,
+            "runAsUser": f.uid,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "terminationGracePeriodSeconds": 30,
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
+                         "effect": "NoSchedule"}],
+        "volumes": volumes,
+    }
+    if o.runtime_class:
+        pod["runtimeClassName"] = o.runtime_class
+    if "ipc-host" in o.opt_in:
+        pod["hostIPC"] = True
+    if "host-network" in o.opt_in:
+        pod["hostNetwork"] = True
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": f.name, "namespace": o.namespace, "labels": labels,
+                     "annotations": {"dockergen.profile.hash": f.profile_hash}},
+        "spec": {
+            "replicas": 1,
+            # Recreate: a rolling update would need a second set of GPUs.
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": selector},
+            "template": {"metadata": {"labels": labels}, "spec": pod},
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": f.name, "namespace": o.namespace, "labels": labels},
+        "spec": {"type": "ClusterIP", "selector": selector,
+                 "ports": [{"name": "http", "port": f.port, "targetPort": "http",
+                            "protocol": "TCP"}]},
+    }
+    # Only the server port is reachable; every other ingress to the pod is denied.
+    policy = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": f.name, "namespace": o.namespace, "labels": labels},
+        "spec": {"podSelector": {"matchLabels": selector}, "policyTypes": ["Ingress"],
+                 "ingress": [{"ports": [{"port": f.port, "protocol": "TCP"}]}]},
+    }
+    return [deployment, service, policy]
+
+
+def _header(f: DeployFacts, o: DeployOptions) -> str:
+    lines = [
+        f"# Generated by `dockergen deploy --format k8s` from profile {f.name} "
+        f"({f.profile_hash}).",
+        "# image: " + ("pinned by digest from the build record" if f.pinned
+                       else "TAG, NOT PINNED: pass --record build-record.json"),
+        f"# Needs: namespace {o.namespace}; secret {o.hf_secret} (key token) if the model is "
+        "gated;",
+        f"#   PVC {o.model_claim or f.name + '-model'} holding the model (mounted read-only).",
+        "# Pod Security 'restricted'; nodes chosen by GPU Feature Discovery labels: compute",
+        f"#   capability in {', '.join(f.ccs)} (the image's audited archs) and driver major >= "
+        f"{f.min_driver.split('.')[0]} (CUDA floor {f.min_driver}).",
+        f"# /dev/shm: {f.shm_gib}Gi memory emptyDir (src: {SHM_SRC}).",
+        f"# health: {f.run.health_path} (src: {f.run.health_src})",
+        "# Writable emptyDir mounts (the root filesystem is read-only):",
+    ]
+    for c, path in f.caches():
+        lines.append(f"#   {path}: {c.why} (src: {c.src})")
+    for opt in o.opt_in:
+        lines.append(f"# OPT-IN {opt}: enabled on request")
+    return "\n".join(lines) + "\n"
+
+
+class _NoAliases(yaml.SafeDumper):
+    """Write repeated values out in full (no &id001 anchors: plainer for reviewers)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def render_kubernetes(f: DeployFacts, o: DeployOptions) -> str:
+    """The manifest text: a commented header and sorted-key YAML documents."""
+    docs = [yaml.dump(d, Dumper=_NoAliases, sort_keys=True, default_flow_style=False,
+                      width=100) for d in manifests(f, o)]
+    return _header(f, o) + "---\n" + "---\n".join(docs)

@@ -1,0 +1,602 @@
+"""``dockergen plan``: does the model fit, and how many sequences fit?
+
+From a Hugging Face ``config.json`` (a file, a model folder, or a built-in shape from
+``data/models.yaml``) and the profile's GPUs, precision, tensor parallelism and
+``max_model_len``, compute weight memory, KV-cache bytes per token for each attention kind,
+the tokens that fit per GPU, and the maximum concurrency at ``max_model_len``.
+
+The per-token formulas are vLLM's own (src: vllm 0.33.0 wheel,
+vllm/v1/kv_cache_interface.py):
+``AttentionSpec.page_size_bytes = num_heads x num_states x state_content_size_bytes`` with
+``state_content_size_bytes = (head_size + head_size_v) x get_dtype_size(dtype)``, so per token
+and layer: ``kv_heads x (head_dim + head_dim) x bytes`` (MHA/GQA: the factor 2 is K and V);
+``MLAAttentionSpec`` sets ``head_size_v = 0`` with ``head_size = kv_lora_rank +
+qk_rope_head_dim`` and one latent "head" (no factor 2); ``SlidingWindowSpec.
+max_admission_blocks_per_request`` bounds a sliding layer to ``min(sliding_window - 1 +
+max_num_batched_tokens, max_model_len)`` tokens (+1 block), while ``FullAttentionSpec.
+max_memory_usage_bytes`` grows with ``max_model_len``.
+
+Library code: raises :class:`PlanError` / :class:`ProfileError`, never prints.
+May import: :mod:`dockergen.api` and :mod:`dockergen.loader` (the profile),
+:mod:`dockergen.components.cuda` (GPU memory sizes), :mod:`dockergen.errors`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dockergen.errors import DockergenError, ExitCode, Location, Problem, ProfileError
+
+GIB = 1 << 30
+KIB = 1 << 10
+DATA = Path(__file__).parent / "data" / "models.yaml"
+
+# vLLM's KV block: 16 tokens (src: vllm/config/cache.py CacheConfig.block_size default on
+# CUDA; the sliding-window bound adds one block).
+BLOCK_SIZE = 16
+# vLLM's default --gpu-memory-utilization (src: vllm 0.33.0 vllm/config/cache.py
+# CacheConfig.gpu_memory_utilization = 0.9); TensorRT-LLM's kv_cache_free_gpu_memory_fraction
+# default is also 0.9 (src: doc:nvidia.github.io/TensorRT-LLM trtllm-serve), but of the memory
+# left after the weights.
+DEFAULT_UTILIZATION = 0.9
+# Memory besides weights and KV cache: CUDA graphs, activations of the profiling run,
+# NCCL buffers, allocator slack. vLLM measures it with a profiling run at start-up
+# (src: vllm/v1/worker/gpu_worker.py Worker.determine_available_memory: KV budget =
+# requested_memory (total x gpu_memory_utilization) - weights - peak activation -
+# non-torch memory - CUDA graph memory); without a GPU dockergen reserves this estimate
+# (dockergen's assumption, adjustable with --overhead-gib).
+DEFAULT_OVERHEAD_GIB = 2.0
+
+# Bytes per element of the weight and KV-cache precisions (int4: 0.5, scales ignored).
+WEIGHT_BYTES = {"fp32": 4.0, "float32": 4.0, "bf16": 2.0, "bfloat16": 2.0, "fp16": 2.0,
+                "float16": 2.0, "fp8": 1.0, "int8": 1.0, "int4-awq": 0.5, "gptq": 0.5}
+SAFETENSORS_DTYPE_BYTES = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1,
+                           "F8_E5M2": 1, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+                           "BOOL": 1}
+
+
+class PlanError(DockergenError):
+    """A model config or folder cannot be read, or the model does not fit."""
+
+    exit_code = ExitCode.INVALID_PROFILE
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The config.json fields the formulas read (text model only)."""
+
+    name: str
+    source: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    max_position: int
+    tied: bool
+    dtype: str
+    kv_lora_rank: int = 0  # > 0: MLA
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    q_lora_rank: int = 0
+    n_routed_experts: int = 0
+    n_shared_experts: int = 0
+    moe_intermediate: int = 0
+    first_k_dense: int = 0
+    sliding_window: int = 0
+    sliding_layers: int = 0  # how many of the layers are sliding-window layers
+
+    @property
+    def attention(self) -> str:
+        if self.kv_lora_rank:
+            return "mla"
+        if self.sliding_layers:
+            return "hybrid-sliding-window"
+        return "mha" if self.kv_heads == self.heads else "gqa"
+
+
+def _int(cfg: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
+    value = cfg.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise PlanError(f"{where}: {key}: expected a whole number, got {value!r}; "
+                        "use the model's own config.json")
+    return value
+
+
+def shape_from_config(cfg: dict[str, Any], name: str, where: str) -> ModelShape:
+    """Read a Hugging Face config.json dict (multimodal: its ``text_config``)."""
+    if isinstance(cfg.get("text_config"), dict):
+        cfg = {**cfg, **cfg["text_config"]}
+    for key in ("num_hidden_layers", "hidden_size", "num_attention_heads"):
+        if key not in cfg:
+            raise PlanError(f"{where}: {key} missing; give a Hugging Face config.json of a "
+                            "decoder model (it has num_hidden_layers, hidden_size, "
+                            "num_attention_heads)")
+    layers = _int(cfg, "num_hidden_layers", where)
+    hidden = _int(cfg, "hidden_size", where)
+    heads = _int(cfg, "num_attention_heads", where)
+    kv_heads = _int(cfg, "num_key_value_heads", where, heads)
+    # head_dim from the config when present (Gemma: 256 != hidden/heads), else hidden/heads
+    # (src: vllm/config/model.py ModelConfig.get_head_size).
+    head_dim = cfg.get("head_dim") or hidden // heads
+    sliding = cfg.get("sliding_window") or 0
+    sliding_layers = 0
+    layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list) and layer_types:
+        sliding_layers = sum(1 for t in layer_types if t == "sliding_attention")
+    elif sliding and cfg.get("sliding_window_pattern"):
+        # Gemma 3: every pattern-th layer is global, the others slide
+        # (src: transformers Gemma3TextConfig: layer_types from sliding_window_pattern,
+        # "sliding_attention" if (i + 1) % pattern else "full_attention").
+        pattern = _int(cfg, "sliding_window_pattern", where)
+        sliding_layers = sum(1 for i in range(layers) if (i + 1) % pattern)
+    elif sliding and cfg.get("use_sliding_window", True) is not False:
+        # A window on every layer (Mistral-7B-v0.1); Qwen2 configs carry a window with
+        # use_sliding_window: false, which means none.
+        sliding_layers = layers
+    return ModelShape(
+        name=name, source=where, layers=layers, hidden=hidden, heads=heads,
+        kv_heads=kv_heads, head_dim=int(head_dim),
+        intermediate=_int(cfg, "intermediate_size", where, 4 * hidden),
+        vocab=_int(cfg, "vocab_size", where, 32000),
+        max_position=_int(cfg, "max_position_embeddings", where, 4096),
+        tied=bool(cfg.get("tie_word_embeddings", False)),
+        dtype=str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"),
+        kv_lora_rank=_int(cfg, "kv_lora_rank", where, 0) if cfg.get("kv_lora_rank") else 0,
+        qk_rope_head_dim=_int(cfg, "qk_rope_head_dim", where, 0),
+        qk_nope_head_dim=_int(cfg, "qk_nope_head_dim", where, 0),
+        v_head_dim=_int(cfg, "v_head_dim", where, 0),
+        q_lora_rank=cfg.get("q_lora_rank") or 0,
+        n_routed_experts=cfg.get("n_routed_experts") or cfg.get("num_local_experts") or 0,
+        n_shared_experts=cfg.get("n_shared_experts") or 0,
+        moe_intermediate=cfg.get("moe_intermediate_size") or 0,
+        first_k_dense=cfg.get("first_k_dense_replace") or 0,
+        sliding_window=int(sliding) if sliding_layers else 0,
+        sliding_layers=sliding_layers,
+    )
+
+
+def builtin_models() -> dict[str, dict[str, Any]]:
+    """The built-in model table (name -> {src, verified, config})."""
+    data = yaml.safe_load(DATA.read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def load_shape(model_config: str | None = None, model_dir: Path | None = None) -> ModelShape:
+    """A model shape from a config.json path, a built-in name, or a model folder."""
+    if model_dir is not None:
+        path = model_dir / "config.json"
+    elif model_config is None:
+        raise PlanError("no model: give --model-config (a config.json or one of "
+                        f"{', '.join(sorted(builtin_models()))}), --model-dir, or set "
+                        "serving.hf_config in the profile")
+    else:
+        table = builtin_models()
+        if model_config in table and not Path(model_config).is_file():
+            entry = table[model_config]
+            return shape_from_config(entry["config"], model_config,
+                                     f"built-in {model_config} ({entry['src']})")
+        path = Path(model_config)
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PlanError(f"{path}: no such file; give a Hugging Face config.json or one of "
+                        f"{', '.join(sorted(builtin_models()))}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PlanError(f"{path}: not a readable JSON config: {exc}; give the model's "
+                        "config.json") from None
+    if not isinstance(cfg, dict):
+        raise PlanError(f"{path}: expected a JSON object; give the model's config.json")
+    return shape_from_config(cfg, path.parent.name or path.name, str(path))
+
+
+def safetensors_bytes(model_dir: Path) -> int:
+    """Exact weight bytes from the safetensors headers of a model folder.
+
+    Format (src: huggingface/safetensors README "Format"): 8-byte little-endian header
+    length N, then N bytes of JSON {name: {dtype, shape, data_offsets: [begin, end]}, ...,
+    "__metadata__": {...}}; a tensor occupies end - begin bytes. Only headers are read.
+    """
+    files = sorted(model_dir.glob("*.safetensors"))
+    if not files:
+        raise PlanError(f"{model_dir}: no *.safetensors files; give the model folder "
+                        "(with config.json and its safetensors shards) or use --model-config")
+    total = 0
+    for f in files:
+        try:
+            with open(f, "rb") as fh:
+                head = fh.read(8)
+                if len(head) != 8:
+                    raise ValueError("shorter than the 8-byte header length")
+                (n,) = struct.unpack("<Q", head)
+                if n > 100_000_000:
+                    raise ValueError(f"header length {n} is implausible")
+                header = json.loads(fh.read(n))
+            for name, info in header.items():
+                if name == "__metadata__":
+                    continue
+                begin, end = info["data_offsets"]
+                total += int(end) - int(begin)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise PlanError(f"{f}: not a safetensors file: {exc}; re-download the "
+                            "checkpoint") from None
+    return total
+
+
+def count_params(m: ModelShape) -> int:
+    """Parameters of the text model from its shape (dense, GQA, MLA and MoE layers).
+
+    Linear layers without bias, RMSNorm weights, untied LM head unless tied; the
+    Llama counts equal the model cards exactly (tests/test_plan.py).
+    """
+    embed = m.vocab * m.hidden * (1 if m.tied else 2)
+    if m.kv_lora_rank:
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        q = (m.hidden * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * m.heads * qk
+             if m.q_lora_rank else m.hidden * m.heads * qk)
+        attn = (q + m.hidden * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
+                + m.kv_lora_rank * m.heads * (m.qk_nope_head_dim + m.v_head_dim)
+                + m.heads * m.v_head_dim * m.hidden)
+    else:
+        attn = (m.hidden * m.heads * m.head_dim * 2
+                + m.hidden * m.kv_heads * m.head_dim * 2)
+    dense_mlp = 3 * m.hidden * m.intermediate
+    if m.n_routed_experts:
+        moe_mlp = (3 * m.hidden * m.moe_intermediate * (m.n_routed_experts + m.n_shared_experts)
+                   + m.hidden * m.n_routed_experts)
+        dense_layers = m.first_k_dense
+    else:
+        moe_mlp = 0
+        dense_layers = m.layers
+    norms = 2 * m.hidden
+    per_layers = (m.layers * (attn + norms) + dense_layers * dense_mlp
+                  + (m.layers - dense_layers) * moe_mlp)
+    return embed + per_layers + m.hidden
+
+
+def kv_bytes_per_token_layer(m: ModelShape, kv_bytes: int, tp: int = 1) -> int:
+    """KV bytes per token and layer on one GPU (vLLM AttentionSpec.page_size_bytes / 16).
+
+    MLA: one latent of kv_lora_rank + qk_rope_head_dim per token, no separate V, replicated
+    on every tensor-parallel rank. MHA/GQA: K and V for the rank's KV heads,
+    max(1, kv_heads // tp) (src: vllm/config/model.py ModelConfig.get_num_kv_heads).
+    """
+    if m.kv_lora_rank:
+        return (m.kv_lora_rank + m.qk_rope_head_dim) * kv_bytes
+    heads = max(1, m.kv_heads // tp)
+    return heads * (m.head_dim + m.head_dim) * kv_bytes
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """What the plan needs from the profile (see :func:`inputs_from_profile`)."""
+
+    engine: str
+    gpu_names: tuple[str, ...]
+    gpu_mem_gib: float  # the smallest of the targets
+    weights: str  # quantization.weights
+    kv_cache: str  # quantization.kv_cache
+    tensor_parallel: int
+    max_model_len: int | None
+    gpu_memory_utilization: float | None
+    max_num_batched_tokens: int | None
+
+
+@dataclass
+class Plan:
+    """The capacity plan; every number in bytes or tokens (``as_dict`` for --json)."""
+
+    model: str
+    model_source: str
+    attention: str
+    engine: str
+    gpu: str
+    gpu_memory_bytes: int
+    tensor_parallel: int
+    weight_dtype: str
+    weight_bytes_total: int
+    weight_bytes_source: str
+    weight_bytes_per_gpu: int
+    kv_cache_dtype: str
+    kv_bytes_per_token: int  # all layers, one replica (tp=1 view)
+    kv_bytes_per_token_per_gpu: int  # growing (full-attention) layers on one GPU
+    sliding_bytes_per_token_per_gpu: int  # bounded (sliding-window) layers on one GPU
+    sliding_window: int
+    gpu_memory_utilization: float
+    overhead_bytes: int
+    overhead_source: str
+    kv_budget_bytes_per_gpu: int
+    max_model_len: int
+    bytes_per_request_per_gpu: int
+    tokens_per_gpu: int
+    max_concurrency: float
+    fits: bool
+    largest_max_model_len: int
+    smallest_tensor_parallel: int | None
+    formula: str
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _weight_dtype(m: ModelShape, weights: str) -> str:
+    if weights in ("auto", ""):
+        return m.dtype
+    return weights
+
+
+def _kv_dtype(m: ModelShape, weights: str, kv_cache: str) -> tuple[str, int]:
+    # vLLM --kv-cache-dtype auto = the model dtype (src: vllm/utils/torch_utils.py
+    # kv_cache_dtype_str_to_dtype); fp8 weights do not make the KV cache fp8.
+    if kv_cache in ("fp8", "int8"):
+        return kv_cache, 1
+    dtype = m.dtype if weights in ("auto", "fp8", "int8", "int4-awq", "gptq") else weights
+    return dtype, int(WEIGHT_BYTES.get(dtype, 2.0))
+
+
+def _request_bytes(m: ModelShape, full_pt: int, slide_pt: int, length: int,
+                   batched: int) -> int:
+    """KV bytes one request of ``length`` tokens holds on one GPU (vLLM's admission bound)."""
+    full = math.ceil(length / BLOCK_SIZE) * BLOCK_SIZE * full_pt
+    if not slide_pt:
+        return full
+    held = min(m.sliding_window - 1 + batched, length)
+    return full + (math.ceil(held / BLOCK_SIZE) + 1) * BLOCK_SIZE * slide_pt
+
+
+def make_plan(m: ModelShape, inp: PlanInputs, weight_total: int | None = None,
+              weight_source: str = "", overhead_gib: float = DEFAULT_OVERHEAD_GIB) -> Plan:
+    """Compute the plan for one tensor-parallel size (the profile's)."""
+    return _plan(m, inp, inp.tensor_parallel, weight_total, weight_source, overhead_gib,
+                 search=True)
+
+
+def _plan(m: ModelShape, inp: PlanInputs, tp: int, weight_total: int | None,
+          weight_source: str, overhead_gib: float, search: bool) -> Plan:
+    wdtype = _weight_dtype(m, inp.weights)
+    if weight_total is None:
+        per = WEIGHT_BYTES.get(wdtype)
+        if per is None:
+            raise PlanError(f"{m.source}: torch_dtype {wdtype!r} unknown; set "
+                            "quantization.weights (bf16, fp16, fp8, int8, int4-awq, gptq)")
+        weight_total = int(count_params(m) * per)
+        weight_source = (f"{count_params(m)} parameters (from the config shapes) x {per:g} "
+                         f"bytes ({wdtype})")
+    kv_name, kv_bytes = _kv_dtype(m, inp.weights, inp.kv_cache)
+    per_layer_tp1 = kv_bytes_per_token_layer(m, kv_bytes, 1)
+    per_layer = kv_bytes_per_token_layer(m, kv_bytes, tp)
+    full_layers = m.layers - m.sliding_layers
+    full_pt = per_layer * full_layers
+    slide_pt = per_layer * m.sliding_layers
+    mem = int(inp.gpu_mem_gib * GIB)
+    util = inp.gpu_memory_utilization or DEFAULT_UTILIZATION
+    overhead = int(overhead_gib * GIB)
+    w_gpu = math.ceil(weight_total / tp)
+    if inp.engine == "tensorrt-llm":
+        budget = int((mem - w_gpu - overhead) * util)
+        budget_rule = ("TensorRT-LLM: kv_cache_free_gpu_memory_fraction x (GPU memory - "
+                       "weights - overhead)")
+    elif inp.engine == "sglang":
+        # --mem-fraction-static: "the fraction of the memory used for static allocation
+        # (model weights and KV cache memory pool)" (sglang 0.5.23 wheel
+        # srt/arg_groups/fields/schedule.py); activations and CUDA graphs use the rest.
+        # Unset, SGLang reserves memory by a heuristic (srt/arg_groups/memory_hook.py
+        # reserved_mem); dockergen reserves its overhead estimate instead.
+        if inp.gpu_memory_utilization is None:
+            util = round((mem - overhead) / mem, 4)
+        budget = int(mem * util) - w_gpu
+        budget_rule = "SGLang: GPU memory x mem_fraction_static - weights"
+    else:
+        budget = int(mem * util) - w_gpu - overhead
+        budget_rule = "vLLM: GPU memory x gpu_memory_utilization - weights - overhead"
+    budget = max(budget, 0)
+    max_len = inp.max_model_len or m.max_position
+    batched = inp.max_num_batched_tokens or max_len
+    need = _request_bytes(m, full_pt, slide_pt, max_len, batched)
+    fits = need <= budget and budget > 0
+    # Largest max_model_len that fits (block-rounded), like vLLM's estimate_max_model_len.
+    lo, hi = 0, max_len
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _request_bytes(m, full_pt, slide_pt, mid, min(batched, mid)) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    largest = lo // BLOCK_SIZE * BLOCK_SIZE if lo >= BLOCK_SIZE else lo
+    tokens = budget // full_pt if full_pt else 0
+    concurrency = round(budget / need, 2) if need else 0.0
+    smallest_tp: int | None = tp if fits else None
+    if search and not fits:
+        for cand in (1, 2, 4, 8, 16, 32, 64):
+            if cand <= tp or m.heads % cand:
+                continue
+            if _plan(m, inp, cand, weight_total, weight_source, overhead_gib,
+                     search=False).fits:
+                smallest_tp = cand
+                break
+    if m.kv_lora_rank:
+        formula = (f"MLA: (kv_lora_rank {m.kv_lora_rank} + qk_rope_head_dim "
+                   f"{m.qk_rope_head_dim}) x {m.layers} layers x {kv_bytes} B, no factor 2; "
+                   "the latent is replicated on every TP rank")
+    else:
+        formula = (f"2 x {m.layers} layers x {m.kv_heads} kv_heads x {m.head_dim} head_dim "
+                   f"x {kv_bytes} B")
+        if m.sliding_layers:
+            formula += (f"; {m.sliding_layers} sliding-window layers hold at most "
+                        f"sliding_window {m.sliding_window} - 1 + max_num_batched_tokens "
+                        f"tokens, {full_layers} global layers grow with context")
+    notes = [f"KV budget: {budget_rule}"]
+    if not m.kv_lora_rank and m.kv_heads < tp:
+        notes.append(f"{m.kv_heads} KV heads < tensor_parallel_size {tp}: each rank keeps "
+                     "one replicated KV head")
+    return Plan(
+        model=m.name, model_source=m.source, attention=m.attention, engine=inp.engine,
+        gpu="/".join(inp.gpu_names), gpu_memory_bytes=mem, tensor_parallel=tp,
+        weight_dtype=wdtype, weight_bytes_total=weight_total,
+        weight_bytes_source=weight_source, weight_bytes_per_gpu=w_gpu,
+        kv_cache_dtype=kv_name, kv_bytes_per_token=per_layer_tp1 * m.layers,
+        kv_bytes_per_token_per_gpu=full_pt, sliding_bytes_per_token_per_gpu=slide_pt,
+        sliding_window=m.sliding_window, gpu_memory_utilization=util,
+        overhead_bytes=overhead,
+        overhead_source=("dockergen estimate (CUDA graphs, activations, NCCL); vLLM measures "
+                         "it at start-up: vllm/v1/worker/gpu_worker.py "
+                         "determine_available_memory"),
+        kv_budget_bytes_per_gpu=budget, max_model_len=max_len,
+        bytes_per_request_per_gpu=need, tokens_per_gpu=int(tokens),
+        max_concurrency=concurrency, fits=fits, largest_max_model_len=largest,
+        smallest_tensor_parallel=smallest_tp, formula=formula, notes=notes)
+
+
+def misfit_message(plan: Plan) -> tuple[str, str]:
+    """(problem, fix) for a plan that does not fit, worded like vLLM's start-up error."""
+    problem = (f"max_model_len {plan.max_model_len} does not fit: one request needs "
+               f"{plan.bytes_per_request_per_gpu / GIB:.2f} GiB KV cache per GPU, but "
+               f"{plan.gpu} x tensor_parallel_size {plan.tensor_parallel} leaves "
+               f"{plan.kv_budget_bytes_per_gpu / GIB:.2f} GiB after "
+               f"{plan.weight_bytes_per_gpu / GIB:.2f} GiB weights and "
+               f"{plan.overhead_bytes / GIB:.2f} GiB overhead (vLLM would stop at start-up: "
+               "'To serve at least one request with the model's max seq len ...')")
+    fixes = []
+    if plan.largest_max_model_len > 0:
+        fixes.append(f"set serving.max_model_len to {plan.largest_max_model_len} or less")
+    if plan.smallest_tensor_parallel and plan.smallest_tensor_parallel != plan.tensor_parallel:
+        fixes.append(f"set serving.tensor_parallel_size to {plan.smallest_tensor_parallel}")
+    if not fixes:
+        fixes.append("use GPUs with more memory, a smaller model or a quantized checkpoint")
+    return problem, " or ".join(fixes)
+
+
+def check_fit(plan: Plan, location: Location) -> None:
+    """Raise a :class:`ProfileError` at ``serving.max_model_len`` when the plan does not fit."""
+    if plan.fits:
+        return
+    problem, fix = misfit_message(plan)
+    raise ProfileError([Problem(location, "serving.max_model_len", problem, fix)])
+
+
+def _size(n: int) -> str:
+    if n >= GIB:
+        return f"{n / GIB:.2f} GiB"
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.2f} MiB"
+    if n >= KIB:
+        return f"{n / KIB:.2f} KiB"
+    return f"{n} B"
+
+
+def format_table(plan: Plan) -> str:
+    """The readable plan: one line per quantity, with the formula and sources."""
+    rows = [
+        ("model", f"{plan.model} ({plan.attention}; {plan.model_source})"),
+        ("engine / GPU", f"{plan.engine} on {plan.gpu} ({_size(plan.gpu_memory_bytes)}) "
+                         f"x TP {plan.tensor_parallel}"),
+        ("weights", f"{_size(plan.weight_bytes_total)} total, "
+                    f"{_size(plan.weight_bytes_per_gpu)} per GPU ({plan.weight_bytes_source})"),
+        ("KV per token", f"{_size(plan.kv_bytes_per_token)} ({plan.kv_cache_dtype}; "
+                         f"{plan.formula})"),
+        ("KV per token/GPU", f"{_size(plan.kv_bytes_per_token_per_gpu)} growing"
+         + (f" + {_size(plan.sliding_bytes_per_token_per_gpu)} bounded by the window"
+            if plan.sliding_bytes_per_token_per_gpu else "")),
+        ("overhead", f"{_size(plan.overhead_bytes)} ({plan.overhead_source})"),
+        ("KV budget/GPU", f"{_size(plan.kv_budget_bytes_per_gpu)} "
+                          f"(gpu_memory_utilization {plan.gpu_memory_utilization:g})"),
+        ("tokens per GPU", f"{plan.tokens_per_gpu}"),
+        ("max_model_len", f"{plan.max_model_len} ({_size(plan.bytes_per_request_per_gpu)} "
+                          "per request per GPU)"),
+        ("max concurrency", f"{plan.max_concurrency:.2f}x requests of max_model_len"),
+        ("fits", "yes" if plan.fits else
+         f"NO (largest max_model_len {plan.largest_max_model_len}, smallest TP "
+         f"{plan.smallest_tensor_parallel or 'none up to 64'})"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k.ljust(width)}  {v}" for k, v in rows]
+    lines += [f"{'note'.ljust(width)}  {n}" for n in plan.notes]
+    return "\n".join(lines) + "\n"
+
+
+# --- the profile side (one adapter; re-point here when the resolved model changes) ----------
+
+@dataclass(frozen=True)
+class ProfilePlanSource:
+    """What ``plan``/``validate`` read from a profile, and where max_model_len is written."""
+
+    inputs: PlanInputs
+    model_config: str | None  # resolved path or built-in name from serving.hf_config
+    max_model_len_at: Location
+
+
+def profile_source(path: Path, overrides: tuple[str, ...] = ()) -> ProfilePlanSource:
+    """Resolve the profile and pick out the plan inputs (the only place that reads it)."""
+    from dockergen.api import resolve_profile
+    from dockergen.components.cuda import gpu_mem_gib
+    from dockergen.loader import load_profile
+
+    resolved = resolve_profile(path, overrides)
+    p = resolved.profile
+    mems = []
+    for target in resolved.targets:
+        mem = gpu_mem_gib(target.name) if target.name else None
+        if mem is None:
+            raise PlanError(f"{path}: gpu.targets: {target.given} has no known memory size; "
+                            "name the GPU model (e.g. h100, a100-40gb) instead of a compute "
+                            "capability")
+        mems.append(float(mem))
+    s = p.serving
+    config = s.hf_config
+    if config is not None and config not in builtin_models():
+        config = str(path.parent / config)
+    loaded = load_profile(path, overrides)
+    at = loaded.at("serving", "max_model_len")  # or its nearest parent when inherited
+    return ProfilePlanSource(
+        inputs=PlanInputs(
+            engine=p.engine.name, gpu_names=tuple(t.given for t in resolved.targets),
+            gpu_mem_gib=min(mems), weights=p.quantization.weights,
+            kv_cache=p.quantization.kv_cache, tensor_parallel=s.tensor_parallel_size,
+            max_model_len=s.max_model_len, gpu_memory_utilization=s.gpu_memory_utilization,
+            max_num_batched_tokens=s.max_num_batched_tokens),
+        model_config=config, max_model_len_at=at)
+
+
+def plan_profile(path: Path, overrides: tuple[str, ...] = (), model_config: str | None = None,
+                 model_dir: Path | None = None,
+                 overhead_gib: float = DEFAULT_OVERHEAD_GIB) -> tuple[Plan, Location]:
+    """The plan of a profile (model from the options or ``serving.hf_config``), and where
+    the profile sets max_model_len (for :func:`check_fit`)."""
+    src = profile_source(path, overrides)
+    if model_config is None and model_dir is None:
+        model_config = src.model_config
+    shape = load_shape(model_config, model_dir)
+    weights = None
+    weight_source = ""
+    if model_dir is not None:
+        weights = safetensors_bytes(model_dir)
+        weight_source = f"exact, from the safetensors headers in {model_dir}"
+    return make_plan(shape, src.inputs, weights, weight_source, overhead_gib), src.max_model_len_at
+
+
+def validate_capacity(path: Path, overrides: tuple[str, ...] = ()) -> Plan | None:
+    """``validate``'s check: when the profile names its model config, it must fit."""
+    src = profile_source(path, overrides)
+    if src.model_config is None:
+        return None
+    try:
+        plan = make_plan(load_shape(src.model_config), src.inputs)
+    except PlanError as exc:  # a bad hf_config is a profile problem at that field
+        from dockergen.loader import load_profile
+
+        where = load_profile(path, overrides).at("serving", "hf_config")
+        raise ProfileError([Problem(where, "serving.hf_config", str(exc))]) from None
+    check_fit(plan, src.max_model_len_at)
+    return plan

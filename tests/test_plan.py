@@ -1,0 +1,254 @@
+"""`dockergen plan` and validate's capacity check: hand-checked numbers.
+
+Every expected number is worked out by hand in the test from the config values, with the
+per-token formula of vLLM's own source (vllm 0.33.0 wheel, vllm/v1/kv_cache_interface.py):
+``AttentionSpec.page_size_bytes = num_heads x block_size x (head_size + head_size_v) x
+dtype_size`` per layer; ``MLAAttentionSpec`` has one latent head of ``kv_lora_rank +
+qk_rope_head_dim`` and ``head_size_v = 0``; ``SlidingWindowSpec.
+max_admission_blocks_per_request`` = cdiv(min(window - 1 + batched, max_len), 16) + 1.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+from dockergen.plan import (
+    GIB,
+    PlanError,
+    PlanInputs,
+    count_params,
+    kv_bytes_per_token_layer,
+    load_shape,
+    make_plan,
+    safetensors_bytes,
+    shape_from_config,
+)
+from tests.conftest import PROFILES, run_cli
+
+LLAMA3_8B = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+             "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
+             "max_position_embeddings": 8192, "tie_word_embeddings": False,
+             "torch_dtype": "bfloat16"}
+DEEPSEEK_V3 = {"num_hidden_layers": 61, "hidden_size": 7168, "num_attention_heads": 128,
+               "num_key_value_heads": 128, "intermediate_size": 18432,
+               "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1,
+               "first_k_dense_replace": 3, "q_lora_rank": 1536, "kv_lora_rank": 512,
+               "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+               "vocab_size": 129280, "max_position_embeddings": 163840,
+               "torch_dtype": "bfloat16"}
+# Gemma-style: head_dim from the config (96, not hidden/heads = 64), every 6th layer global.
+GEMMA_STYLE = {"num_hidden_layers": 12, "hidden_size": 512, "num_attention_heads": 8,
+               "num_key_value_heads": 4, "head_dim": 96, "sliding_window": 512,
+               "sliding_window_pattern": 6, "intermediate_size": 2048, "vocab_size": 1000,
+               "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}
+
+
+def _inputs(**kw: object) -> PlanInputs:
+    base: dict[str, object] = dict(engine="vllm", gpu_names=("h100",), gpu_mem_gib=80.0,
+                                   weights="auto", kv_cache="auto", tensor_parallel=1,
+                                   max_model_len=8192, gpu_memory_utilization=0.9,
+                                   max_num_batched_tokens=8192)
+    base.update(kw)
+    return PlanInputs(**base)  # type: ignore[arg-type]
+
+
+def test_llama3_8b_gqa_per_token() -> None:
+    m = shape_from_config(LLAMA3_8B, "llama", "test")
+    assert m.attention == "gqa" and m.head_dim == 128  # 4096 / 32
+    # 2 (K and V) x 32 layers x 8 kv heads x 128 head_dim x 2 bytes = 131072 = 128 KiB
+    assert kv_bytes_per_token_layer(m, 2) * m.layers == 2 * 32 * 8 * 128 * 2 == 128 * 1024
+    # fp8 KV cache: 1 byte -> 64 KiB
+    assert kv_bytes_per_token_layer(m, 1) * m.layers == 64 * 1024
+    # TP=2: each rank holds 4 of the 8 KV heads (ModelConfig.get_num_kv_heads)
+    assert kv_bytes_per_token_layer(m, 2, tp=2) * m.layers == 64 * 1024
+    # TP=16 > 8 KV heads: one replicated head per rank, max(1, 8 // 16)
+    assert kv_bytes_per_token_layer(m, 2, tp=16) * m.layers == 2 * 32 * 1 * 128 * 2
+
+
+def test_llama_parameter_counts_equal_the_model_cards() -> None:
+    # embed + untied head: 2 x 128256 x 4096; per layer: q,o 4096^2 each, k,v 4096 x 1024
+    # each, MLP 3 x 4096 x 14336, two norms of 4096; plus the final norm.
+    per_layer = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096
+    expected = 2 * 128256 * 4096 + 32 * per_layer + 4096
+    assert expected == 8_030_261_248  # model card: 8.03B
+    assert count_params(shape_from_config(LLAMA3_8B, "llama", "t")) == expected
+    assert count_params(load_shape("llama-3.1-70b")) == 70_553_706_496  # card: 70.6B
+
+
+def test_deepseek_v3_mla_per_token_has_no_factor_two() -> None:
+    m = shape_from_config(DEEPSEEK_V3, "dsv3", "test")
+    assert m.attention == "mla"
+    # (kv_lora_rank 512 + qk_rope_head_dim 64) x 61 layers x 2 bytes = 70272
+    assert kv_bytes_per_token_layer(m, 2) * m.layers == (512 + 64) * 61 * 2 == 70272
+    assert kv_bytes_per_token_layer(m, 1) * m.layers == 35136  # fp8
+    # the latent is replicated on every TP rank: same bytes per GPU at TP=8
+    assert kv_bytes_per_token_layer(m, 2, tp=8) * m.layers == 70272
+    # the shapes give the model card's 671B parameters (MTP module excluded)
+    assert abs(count_params(m) - 671e9) / 671e9 < 0.001
+
+
+def test_gemma_style_sliding_window_only_global_layers_grow() -> None:
+    m = shape_from_config(GEMMA_STYLE, "gemma-ish", "test")
+    assert m.attention == "hybrid-sliding-window"
+    assert m.head_dim == 96 and m.sliding_layers == 10  # layers 6 and 12 are global
+    per_layer = 4 * (96 + 96) * 2  # 1536 bytes per token and layer
+    plan = make_plan(m, _inputs(max_num_batched_tokens=1024, tensor_parallel=1))
+    assert plan.kv_bytes_per_token == 12 * per_layer == 18432
+    assert plan.kv_bytes_per_token_per_gpu == 2 * per_layer == 3072  # growing
+    assert plan.sliding_bytes_per_token_per_gpu == 10 * per_layer == 15360  # bounded
+    # one 8192-token request: 8192 x 3072 for the global layers, and for the sliding
+    # layers (cdiv(min(512 - 1 + 1024, 8192), 16) + 1) = 97 blocks x 16 x 15360
+    assert plan.bytes_per_request_per_gpu == 8192 * 3072 + 97 * 16 * 15360 == 49_004_544
+    # the same model described with layer_types
+    types = ["sliding_attention"] * 5 + ["full_attention"]
+    m2 = shape_from_config({**GEMMA_STYLE, "sliding_window_pattern": None,
+                            "layer_types": types * 2}, "gemma-ish", "test")
+    assert m2.sliding_layers == 10
+    # Qwen2-style: a window in the config but use_sliding_window false means none
+    m3 = shape_from_config({**LLAMA3_8B, "sliding_window": 4096,
+                            "use_sliding_window": False}, "q", "t")
+    assert m3.sliding_layers == 0
+
+
+def test_h100_fp8_llama3_8b_budget_tokens_and_concurrency() -> None:
+    m = shape_from_config(LLAMA3_8B, "llama", "test")
+    plan = make_plan(m, _inputs(weights="fp8", kv_cache="fp8"))
+    weights = 8_030_261_248  # fp8: 1 byte per parameter
+    budget = int(80 * GIB * 0.9) - weights - 2 * GIB  # vLLM: total x util - weights - overhead
+    assert plan.weight_bytes_per_gpu == weights
+    assert plan.kv_budget_bytes_per_gpu == budget == 67_131_666_432
+    assert plan.tokens_per_gpu == budget // 65536 == 1_024_347
+    assert plan.max_concurrency == round(budget / (8192 * 65536), 2) == 125.04
+    assert plan.fits
+
+
+def test_misfit_suggests_the_largest_len_and_the_smallest_tp() -> None:
+    m = load_shape("llama-3.1-70b")
+    plan = make_plan(m, _inputs(weights="fp8", kv_cache="fp8", max_model_len=131072))
+    assert not plan.fits
+    # budget = 72 GiB - 70553706496 - 2 GiB; 160 KiB per token (2x80x8x128x1)
+    budget = int(80 * GIB * 0.9) - 70_553_706_496 - 2 * GIB
+    assert plan.largest_max_model_len == budget // (160 * 1024) // 16 * 16 == 28112
+    assert plan.smallest_tensor_parallel == 2
+    assert make_plan(m, _inputs(weights="fp8", kv_cache="fp8", max_model_len=28112)).fits
+    assert make_plan(m, _inputs(weights="fp8", kv_cache="fp8", max_model_len=131072,
+                                tensor_parallel=2)).fits
+
+
+def test_plan_cli_rejects_with_a_valid_fix() -> None:
+    args = ("plan", str(PROFILES / "h100-fp8.yaml"), "--model-config", "llama-3.1-70b")
+    bad = run_cli(*args, "--set", "serving.max_model_len=131072")
+    assert bad.rc == 2, bad.err
+    assert "Traceback" not in bad.err
+    assert "serving.max_model_len: max_model_len 131072 does not fit" in bad.err
+    assert ("set serving.max_model_len to 28112 or less or set "
+            "serving.tensor_parallel_size to 2") in bad.err
+    # the fixes themselves are valid
+    assert run_cli(*args, "--set", "serving.max_model_len=28112").rc == 0
+    fixed = run_cli(*args, "--set", "serving.max_model_len=131072",
+                    "--set", "serving.tensor_parallel_size=2", "--json")
+    assert fixed.rc == 0, fixed.err
+    assert json.loads(fixed.out)["fits"] is True
+
+
+def test_plan_table_and_json() -> None:
+    table = run_cli("plan", str(PROFILES / "h100-fp8.yaml"), "--model-config", "llama-3-8b")
+    assert table.rc == 0, table.err
+    assert "64.00 KiB (fp8; 2 x 32 layers x 8 kv_heads x 128 head_dim x 1 B)" in table.out
+    assert "125.04x" in table.out
+    data = json.loads(run_cli("plan", str(PROFILES / "h100-fp8.yaml"), "--model-config",
+                              "llama-3-8b", "--json").out)
+    assert data["kv_bytes_per_token"] == 65536 and data["tokens_per_gpu"] == 1_024_347
+
+
+def _safetensors(path: Path, tensors: dict[str, tuple[str, list[int], int]]) -> None:
+    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name, (dtype, shape, nbytes) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset,
+                                                                         offset + nbytes]}
+        offset += nbytes
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * offset)
+
+
+def test_weights_exact_from_safetensors_headers(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(LLAMA3_8B))
+    # BF16 [2, 3] = 12 bytes, F32 [4] = 16 bytes, in two shards; one more in shard 2
+    _safetensors(model / "model-00001-of-00002.safetensors",
+                 {"a": ("BF16", [2, 3], 12), "b": ("F32", [4], 16)})
+    _safetensors(model / "model-00002-of-00002.safetensors", {"c": ("F8_E4M3", [5], 5)})
+    assert safetensors_bytes(model) == 33
+    out = run_cli("plan", str(PROFILES / "h100-fp8.yaml"), "--model-dir", str(model), "--json")
+    assert out.rc == 0, out.err
+    data = json.loads(out.out)
+    assert data["weight_bytes_total"] == 33
+    assert data["weight_bytes_source"].startswith("exact, from the safetensors headers")
+    # a truncated shard is a clear error, not a traceback
+    (model / "model-00002-of-00002.safetensors").write_bytes(b"\x05")
+    broken = run_cli("plan", str(PROFILES / "h100-fp8.yaml"), "--model-dir", str(model))
+    assert broken.rc == 2 and "not a safetensors file" in broken.err
+    assert "Traceback" not in broken.err
+
+
+def test_unreadable_config_is_a_clear_error(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.json"
+    cfg.write_text("{not json")
+    with pytest.raises(PlanError, match="not a readable JSON config"):
+        load_shape(str(cfg))
+    with pytest.raises(PlanError, match="num_hidden_layers missing"):
+        shape_from_config({"hidden_size": 1}, "x", "x.json")
+
+
+def test_validate_runs_the_capacity_check_when_the_profile_names_its_model(
+        tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({**LLAMA3_8B, "num_hidden_layers": 80,
+                                                      "hidden_size": 8192,
+                                                      "num_attention_heads": 64,
+                                                      "intermediate_size": 28672}))
+    profile = tmp_path / "big.yaml"
+    profile.write_text("extends: h100-fp8\nname: big\nserving:\n  hf_config: config.json\n"
+                       "  max_model_len: 131072\n")
+    bad = run_cli("validate", str(profile))
+    assert bad.rc == 2, bad.out + bad.err
+    assert f"{profile}:5:18: serving.max_model_len: max_model_len 131072 does not fit" in (
+        bad.err)
+    assert "set serving.max_model_len to 28112 or less" in bad.err
+    ok = run_cli("validate", str(profile), "--set", "serving.max_model_len=28112")
+    assert ok.rc == 0, ok.err
+    # without serving.hf_config validate does not plan (shipped profiles stay valid)
+    assert run_cli("validate", str(PROFILES / "h100-fp8.yaml")).rc == 0
+
+
+def test_plan_without_a_model_says_how_to_name_one() -> None:
+    out = run_cli("plan", str(PROFILES / "h100-fp8.yaml"))
+    assert out.rc == 2 and "Traceback" not in out.err
+    assert "give --model-config" in out.err and "llama-3-8b" in out.err
+    assert "serving.hf_config" in out.err
+
+
+def test_validate_names_a_missing_hf_config_at_its_line(tmp_path: Path) -> None:
+    profile = tmp_path / "p.yaml"
+    profile.write_text("extends: h100-fp8\nname: p\nserving:\n  hf_config: nope.json\n")
+    out = run_cli("validate", str(profile))
+    assert out.rc == 2 and "Traceback" not in out.err
+    assert f"{profile}:4:14: serving.hf_config: {tmp_path / 'nope.json'}: no such file" in (
+        out.err)
+
+
+def test_sglang_budget_is_the_static_fraction_minus_weights() -> None:
+    m = shape_from_config(LLAMA3_8B, "llama", "test")
+    plan = make_plan(m, _inputs(engine="sglang", weights="fp8", kv_cache="fp8",
+                                gpu_memory_utilization=0.85))
+    # mem_fraction_static covers weights + KV pool; activations live outside it
+    assert plan.kv_budget_bytes_per_gpu == int(80 * GIB * 0.85) - 8_030_261_248
+    unset = make_plan(m, _inputs(engine="sglang", weights="fp8", kv_cache="fp8",
+                                 gpu_memory_utilization=None))
+    # unset: the 2 GiB overhead estimate is what stays outside the static pool
+    assert abs(unset.kv_budget_bytes_per_gpu - (78 * GIB - 8_030_261_248)) < 80 * GIB * 1e-4
