@@ -63,6 +63,10 @@ _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
     "url": (re.compile(r"https?://[A-Za-z0-9.-]+(:\d{1,5})?(/[A-Za-z0-9._~/-]*)?"),
             "an http(s) URL without credentials, query or spaces"),
     "file_path": (re.compile(r"[A-Za-z0-9._/-]{1,255}"), "a relative or absolute file path"),
+    "pip_pin": (re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,99})(?:\[[A-Za-z0-9,._-]{1,100}\])?"
+                           r"==\d+(\.\d+){0,3}((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?"),
+                "an exact pin like \"transformers==4.57.1\" (NAME==VERSION)"),
+    "apt_name": (re.compile(r"[a-z0-9][a-z0-9+.-]{1,62}"), "a Debian/Ubuntu package name"),
     # a file on the build host, read by dockergen and never written into the Dockerfile
     # (certificates are copied as certs/extra-N.crt), so any printable path is safe
     "host_path": (re.compile(r"[^\x00-\x1f\x7f]{1,4096}"),
@@ -135,6 +139,8 @@ TagTemplate = Annotated[str, _shaped("tag_template")]
 Url = Annotated[str, _shaped("url")]
 FilePath = Annotated[str, _shaped("file_path")]
 HostPath = Annotated[str, _shaped("host_path")]
+PipPin = Annotated[str, _shaped("pip_pin")]
+AptName = Annotated[str, _shaped("apt_name")]
 Text = Annotated[str, AfterValidator(_text)]
 
 
@@ -260,6 +266,16 @@ class Build(_Section):
                           "https://pypi.nvidia.com), e.g. with a mirror.")
 
 
+class Packages(_Section):
+    """Extra packages: pip pins installed with the engine (keeping its torch pin, checked
+    against the pins dockergen derives) and apt packages of the runtime image."""
+
+    pip: tuple[PipPin, ...] = Field((), description="Exact pins NAME==VERSION, installed in the "
+                                                    "engine stage together with the engine.")
+    apt: tuple[AptName, ...] = Field((), description="Packages of the runtime image (no "
+                                                     "compilers unless runtime.jit_toolchain).")
+
+
 class Runtime(_Section):
     """The runtime stage."""
 
@@ -339,6 +355,7 @@ class Profile(_Section):
     serving: Serving
     image: Image
     build: Build = Build()
+    packages: Packages = Packages()
     runtime: Runtime = Runtime()
     smoke: Smoke = Smoke()
 

@@ -41,6 +41,7 @@ def checks(loaded: LoadedProfile) -> list[Callable[[Context], None]]:
     return [cuda.check_gpus, cuda.check_cuda, engine.check_release, torch.check,
             python.check_python_source, flash_attn.check, engine.check_quantization,
             engine.check_scheduler, engine.check_server_args, engine.check_extra_args,
+            engine.check_packages,
             image.check_tags, cuda.check_ca_certificates]
 
 

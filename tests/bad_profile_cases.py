@@ -182,7 +182,7 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
  'unknown-top-level': ["profile.yaml:2:1: engnie: unknown key 'engnie' (did you mean "
                        "'engine'?); allowed keys here: extends, abstract, knowledge, name, "
                        'description, gpu, cuda, python, engine, flash_attn, quantization, '
-                       'serving, image, build, runtime, smoke'],
+                       'serving, image, build, packages, runtime, smoke'],
  'missing-required': ['profile.yaml:18:3: serving.model: required field is missing; add '
                       '`model:` under `serving`'],
  'missing-section': ['profile.yaml:1:1: image: required field is missing; add `image:` at the '

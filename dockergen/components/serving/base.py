@@ -16,6 +16,7 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.cuda`,
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -39,6 +40,12 @@ from dockergen.model import (
 )
 
 OPTIONS_DIR = "/etc/dockergen"  # where engine option files from the context are copied
+_COMPILERS = {"gcc", "g++", "cc", "c++", "clang", "build-essential", "nvidia-cuda-toolkit"}
+
+
+def _pep503(name: str) -> str:
+    """A normalized project name (PEP 503): Flash_Attn -> flash-attn."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @dataclass(frozen=True)
@@ -206,6 +213,36 @@ class ServingEngine:
     def check_server_args(self, c: Context) -> None:
         """Engine-specific checks of the server arguments (none by default)."""
 
+    def check_packages(self, c: Context) -> None:
+        """packages.pip/apt go through the same pins and checks as dockergen's own.
+
+        A pip pin of something dockergen pins itself (torch, the engine, packages in its
+        lockstep, flash-attn) would replace that pin; a compiler in the runtime image would
+        fail the no-compilers smoke check unless runtime.jit_toolchain keeps them.
+        """
+        ours = {_pep503(r.split("==")[0]): r for r in self.requirements(c)}
+        ours.setdefault("torch", f"torch=={c.torch_pin}")
+        if c.p.flash_attn.build == "source":
+            ours.setdefault("flash-attn", f"flash-attn=={c.p.flash_attn.version}")
+        seen: dict[str, int] = {}
+        for i, pin in enumerate(c.p.packages.pip):
+            name = _pep503(pin.split("[")[0].split("==")[0])
+            if name in ours:
+                c.error(("packages", "pip", i), f"{name} is pinned by dockergen ({ours[name]}, "
+                        "derived from the profile); a second pin would replace it",
+                        "remove it; change the field that derives it instead")
+            elif name in seen:
+                c.error(("packages", "pip", i), f"{name} is already pinned at packages.pip"
+                        f"[{seen[name]}]", "keep one pin")
+            seen.setdefault(name, i)
+        if not c.p.runtime.jit_toolchain:
+            for i, apt in enumerate(c.p.packages.apt):
+                if apt in _COMPILERS or apt.startswith(("cuda-nvcc", "gcc-", "g++-", "clang")):
+                    c.error(("packages", "apt", i), f"{apt} is a compiler; the runtime image "
+                            "carries none (a smoke check fails the build)",
+                            "set runtime.jit_toolchain: true if the server compiles at run "
+                            "time, or remove it")
+
     # --- derivations ----------------------------------------------------------------------
     def serve(self, c: Context, d: list[Derivation]) -> ServeCommand:
         """The server command of a checked profile (entrypoint, arguments, option files)."""
@@ -228,7 +265,11 @@ class ServingEngine:
             indexes.append(p.build.engine_index_url)
         elif self.facts().get("extra_index_url"):
             indexes.append(self.facts()["extra_index_url"])
-        stage = EngineStage(name=p.engine.name, requirements=self.requirements(c),
+        for pin in p.packages.pip:
+            d.append(Derivation("extra pip", pin, "from packages.pip: installed with the "
+                                "engine, torch pin kept (verified after install)", ""))
+        stage = EngineStage(name=p.engine.name,
+                            requirements=self.requirements(c) + tuple(p.packages.pip),
                             torch=torch.version, indexes=tuple(indexes), venv=VENV, mode=mode,
                             flash_attn=flash_attn)
         serve = self.serve(c, d)
@@ -238,7 +279,7 @@ class ServingEngine:
         health_path = facts.get("health_path", self.health_path)
         health = (f"import urllib.request; urllib.request.urlopen("
                   f"'http://127.0.0.1:{p.serving.port}{health_path}', timeout=5)")
-        runtime_apt = list(facts.get("runtime_apt", []))
+        runtime_apt = list(facts.get("runtime_apt", [])) + list(p.packages.apt)
         c_compiler = bool(facts.get("runtime_c_compiler"))
         if c_compiler:  # what Triton's launcher build needs: a C compiler, libc and Python headers
             runtime_apt += ["gcc", "libc6-dev"]
