@@ -329,6 +329,57 @@ def plan(profile: str, model_config: str | None, model_dir: str | None, overhead
     check_fit(result, at)  # the plan is printed first: it shows what would fit
 
 
+@cli.command()
+@click.argument("profile", required=False, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
+              help="Folder for the monitoring files (with --all: OUTPUT/<name>/).")
+@click.option("--all", "observe_all", is_flag=True,
+              help="Every shipped profile into OUTPUT/<name>/ (how examples/observe is made).")
+@click.option("--format", "fmt", type=click.Choice(["prometheus", "k8s"]), default="prometheus",
+              show_default=True,
+              help="prometheus: prometheus.yml + rule files; k8s: Prometheus Operator "
+                   "PodMonitor/ServiceMonitor + PrometheusRule. Both add dashboard.json.")
+@click.option("--monitor", type=click.Choice(["PodMonitor", "ServiceMonitor"]),
+              default="PodMonitor", show_default=True, help="With --format k8s.")
+@click.option("--port-name", default="http", show_default=True,
+              help="With --format k8s: the named container/service port serving metrics.")
+@click.option("--target", "targets", multiple=True, metavar="HOST:PORT",
+              help="Scrape target (repeatable); default observe.targets or localhost:PORT.")
+@_set_option
+@click.option("-q", "--quiet", is_flag=True, help="Do not print warnings.")
+def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monitor: str,
+            port_name: str, targets: tuple[str, ...], overrides: tuple[str, ...],
+            quiet: bool) -> None:
+    """Write Prometheus scrape config, recording and alert rules and a Grafana dashboard
+    whose queries use the metric names of PROFILE's engine release."""
+
+    from dockergen.api import shipped_renderable
+    from dockergen.observe import observe_profile, write_output
+    from dockergen.profile import _PATTERNS
+
+    if observe_all == bool(profile):
+        raise click.UsageError("give either PROFILE or --all")
+    shape, what = _PATTERNS["scrape_target"]
+    for target in targets:
+        if not shape.fullmatch(target):
+            raise click.UsageError(f"--target {target!r}: expected {what}")
+    paths = shipped_renderable() if observe_all else [Path(profile)]  # type: ignore[arg-type]
+    results, problems = [], []
+    for path in paths:
+        try:
+            results.append(observe_profile(path, overrides, fmt, targets,  # type: ignore[arg-type]
+                                           monitor, port_name))
+        except ProfileError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise ProfileError(problems)
+    for result in results:
+        _warn([str(w) for w in result.warnings], quiet)
+        out = Path(output) / result.name if observe_all else Path(output)
+        write_output(out, result.files)
+        click.echo(f"wrote {out}", err=True)
+
+
 @cli.command("profiles")
 def list_profiles() -> None:
     """List the shipped profiles."""

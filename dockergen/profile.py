@@ -71,6 +71,10 @@ _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
     # (certificates are copied as certs/extra-N.crt), so any printable path is safe
     "host_path": (re.compile(r"[^\x00-\x1f\x7f]{1,4096}"),
                   "a file path without control characters"),
+    "duration": (re.compile(r"[1-9][0-9]{0,4}(ms|s|m|h)"),
+                 "a Prometheus duration like \"30s\", \"5m\" or \"1h\""),
+    "scrape_target": (re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}:\d{1,5}"),
+                      "a host:port scrape target like \"vllm-0.example.internal:8000\""),
 }
 
 # Printable text (labels, description): no control, format (e.g. bidi overrides), separator
@@ -141,6 +145,8 @@ FilePath = Annotated[str, _shaped("file_path")]
 HostPath = Annotated[str, _shaped("host_path")]
 PipPin = Annotated[str, _shaped("pip_pin")]
 AptName = Annotated[str, _shaped("apt_name")]
+Duration = Annotated[str, _shaped("duration")]
+ScrapeTarget = Annotated[str, _shaped("scrape_target")]
 Text = Annotated[str, AfterValidator(_text)]
 
 
@@ -331,6 +337,31 @@ class Smoke(_Section):
         return self
 
 
+class Observe(_Section):
+    """Monitoring written by ``dockergen observe``: scrape targets, alert budgets, timings."""
+
+    job: Name | None = Field(
+        None, description="Prometheus job name of the server; default dockergen-<name>.")
+    targets: tuple[ScrapeTarget, ...] = Field(
+        (), description="host:port of each server replica; default localhost:<serving.port>.")
+    scrape_interval: Duration = "15s"
+    rate_window: Duration = Field(
+        "5m", description="Window of rate() and histogram quantiles in the recording rules; "
+                          "at least 4x scrape_interval.")
+    e2e_p99_budget_s: float = Field(
+        30.0, gt=0, le=86400,
+        description="Alert when P99 end-to-end request latency stays above this (seconds).")
+    kv_cache_usage_threshold: float = Field(
+        0.95, gt=0, le=1,
+        description="Alert when KV-cache usage (0..1) stays above this while requests wait.")
+    latency_for: Duration = Field("10m", description="for: of the latency alert.")
+    kv_cache_for: Duration = Field("5m", description="for: of the KV-cache alert.")
+    down_for: Duration = Field("2m", description="for: of the server-down alerts.")
+    stalled_for: Duration = Field("5m", description="for: of the no-tokens-generated alert.")
+    runbook_url: Url | None = Field(
+        None, description="Base URL of your runbook; each alert links <url>#<alert name>.")
+
+
 class Profile(_Section):
     """A deployment profile: what to deploy; everything derivable is derived."""
 
@@ -358,4 +389,5 @@ class Profile(_Section):
     packages: Packages = Packages()
     runtime: Runtime = Runtime()
     smoke: Smoke = Smoke()
+    observe: Observe = Observe()
 

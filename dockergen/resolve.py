@@ -124,8 +124,10 @@ def _resolve(loaded: LoadedProfile, mode: Mode) -> Resolved:
     release_tags = image.tags(p)
     stage = serving.stage
     lock_core: dict[str, Any] = {
-        # serving.hf_config only feeds `plan`/`validate`: not an image input, not hashed.
+        # serving.hf_config only feeds `plan`/`validate` and observe: only monitoring
+        # (dockergen observe): neither is an image input, so neither changes the hash or tags.
         "profile": p.model_dump(mode="json", exclude={"extends": True, "abstract": True,
+                                                      "observe": True,
                                                       "serving": {"hf_config"}}),
         "resolved": {
             "gpu": [{"target": t.given, "cc": t.cc} for t in ctx.targets],

@@ -182,7 +182,7 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
  'unknown-top-level': ["profile.yaml:2:1: engnie: unknown key 'engnie' (did you mean "
                        "'engine'?); allowed keys here: extends, abstract, knowledge, name, "
                        'description, gpu, cuda, python, engine, flash_attn, quantization, '
-                       'serving, image, build, packages, runtime, smoke'],
+                       'serving, image, build, packages, runtime, smoke, observe'],
  'missing-required': ['profile.yaml:18:3: serving.model: required field is missing; add '
                       '`model:` under `serving`'],
  'missing-section': ['profile.yaml:1:1: image: required field is missing; add `image:` at the '
@@ -231,10 +231,10 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                       '7.0, but gpu.targets includes v100 (7.0); use CUDA <= 12.9, or drop '
                       'v100'],
  'engine-release-unknown': ['profile.yaml:10:12: engine.version: vllm 0.99.0 is not in the '
-                            'knowledge base; use one of: 0.10.2, 0.11.0, 0.12.0, 0.14.1, '
-                            '0.17.1, 0.19.1, 0.21.0, 0.24.0, 0.27.1, 0.30.0, 0.33.0 (or add '
-                            'the release with its source in a knowledge file listed under the '
-                            "profile's `knowledge:`, table serving/vllm: releases)"],
+                            'knowledge base; use one of: 0.9.1, 0.10.2, 0.11.0, 0.12.0, '
+                            '0.14.1, 0.17.1, 0.19.1, 0.21.0, 0.24.0, 0.27.1, 0.30.0, 0.33.0 '
+                            '(or add the release with its source in a knowledge file listed '
+                            "under the profile's `knowledge:`, table serving/vllm: releases)"],
  'engine-python': ['profile.yaml:7:9: python: vllm 0.33.0 requires Python >=3.11,<3.15, but '
                    'python is 3.10; pick a Python version inside that range'],
  'engine-cuda-major': ['profile.yaml:5:12: cuda.version: torch 2.14.0 has no wheels for CUDA '

@@ -68,12 +68,22 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.deploy.": _BASE | {"dockergen.deploy", "dockergen.deploy.facts"},
     # GPU memory sizes are CUDA-component facts the resolved model does not carry
     "dockergen.plan": _BASE | {"dockergen.api", "dockergen.loader", "dockergen.components.cuda"},
+    # observe reads the resolved profile through api.resolve_profile only (one adapter)
+    "dockergen.observe.metrics": set(),
+    "dockergen.observe.rules": {"dockergen.observe.metrics"},
+    "dockergen.observe.dashboard": {"dockergen.observe.rules"},
+    "dockergen.observe.generate": _BASE | {"dockergen.api", "dockergen.profile",
+                                           "dockergen.observe.metrics",
+                                           "dockergen.observe.rules",
+                                           "dockergen.observe.dashboard"},
+    "dockergen.observe": {"dockergen.observe.generate"},
     "dockergen.cli": {"dockergen", "dockergen.*"},
     "dockergen.__main__": {"dockergen.cli"},
 }
 # Third-party packages with one owner.
 ONLY_IMPORTER = {"docker": "dockergen.daemon.docker", "requests": "dockergen.daemon.docker",
-                 "click": "dockergen.cli", "jinja2": "dockergen.render"}
+                 "click": "dockergen.cli", "jinja2": "dockergen.render",
+                 "grafana_foundation_sdk": "dockergen.observe.dashboard"}
 
 
 def module_name(path: Path) -> str:

@@ -1,0 +1,228 @@
+"""Assemble the monitoring files of one profile and write them atomically.
+
+All access to the resolved profile goes through :func:`target_from_profile` (one adapter,
+so the resolved model can be re-pointed without touching the generators).
+
+May import: dockergen.api (resolve_profile), errors, profile (the Observe section) and the
+observe modules.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from dockergen.errors import Location, OutputError, Problem, ProfileError
+from dockergen.observe.metrics import EngineMetrics, UnknownRelease, engine_metrics
+from dockergen.observe.rules import (
+    ALERT_FILE,
+    RECORDING_FILE,
+    Settings,
+    alert_file,
+    k8s_monitor,
+    k8s_prometheus_rule,
+    recording_file,
+    recording_rules,
+    scrape_config,
+)
+from dockergen.profile import Observe
+
+Format = Literal["prometheus", "k8s"]
+MANIFEST = "dockergen-observe.json"
+DASHBOARD_FILE = "dashboard.json"
+
+
+@dataclass(frozen=True)
+class Target:
+    """What observe needs from a resolved profile (the one adapter over ``Resolved``)."""
+
+    source: str  # profile path, for messages
+    name: str
+    engine: str
+    release: str
+    gpu_targets: tuple[str, ...]
+    port: int
+    cmd: tuple[str, ...]
+    profile_hash: str
+    observe: Observe
+
+
+def target_from_profile(path: Path, overrides: tuple[str, ...] = ()) -> Target:
+    """Resolve ``path`` and keep only what the monitoring depends on."""
+    from dockergen.api import resolve_profile
+
+    r = resolve_profile(path, overrides)
+    p = r.profile
+    resolved = r.lock["resolved"]
+    return Target(
+        source=str(path) if not path.is_absolute() else path.name, name=p.name,
+        engine=p.engine.name, release=p.engine.version,
+        gpu_targets=tuple(g["target"] for g in resolved["gpu"]), port=p.serving.port,
+        cmd=tuple(resolved.get("cmd") or ()), profile_hash=r.profile_hash,
+        observe=p.observe)
+
+
+def settings_for(t: Target, targets: tuple[str, ...] = ()) -> Settings:
+    """The rule settings: the profile's ``observe:`` section with its derived defaults."""
+    o = t.observe
+    return Settings(
+        profile=t.name, job=o.job or f"dockergen-{t.name}",
+        targets=targets or tuple(o.targets) or (f"localhost:{t.port}",),
+        scrape_interval=o.scrape_interval, rate_window=o.rate_window,
+        e2e_p99_budget_s=o.e2e_p99_budget_s,
+        kv_cache_usage_threshold=o.kv_cache_usage_threshold, latency_for=o.latency_for,
+        kv_cache_for=o.kv_cache_for, down_for=o.down_for, stalled_for=o.stalled_for,
+        runbook_url=o.runbook_url)
+
+
+def _seconds(duration: str) -> float:
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    unit = "ms" if duration.endswith("ms") else duration[-1]
+    return float(duration[: -len(unit)]) * units[unit]
+
+
+def _metrics_for(t: Target) -> tuple[EngineMetrics, list[Problem]]:
+    where = Location(t.source)
+    try:
+        m = engine_metrics(t.engine, t.release)
+    except UnknownRelease as exc:
+        known = ", ".join(exc.known) or "none"
+        raise ProfileError([Problem(
+            where, "engine.version",
+            f"no metrics knowledge for {t.engine} {t.release} (releases read: {known})",
+            "use a listed release, or read this one's wheel with scripts/extract_metrics.py "
+            "and add it to dockergen/data/metrics.yaml")]) from None
+    warnings: list[Problem] = []
+    if m.unverified:
+        names = ", ".join(x.name for x in m.unverified)
+        srcs = "; ".join(sorted({x.src for x in m.unverified}))
+        warnings.append(Problem(
+            where, "engine.version",
+            f"{m.engine} {m.release}: metric names {names} were not read from a released "
+            f"artefact ({srcs})",
+            f"check them against the server's {m.metrics_path} before relying on the alerts",
+            severity="warning"))
+    if m.enable_flag and m.enable_flag not in t.cmd:
+        warnings.append(Problem(
+            where, "serving.extra_args",
+            f"{m.engine} exposes no metrics without {m.enable_flag}; the rules would stay empty",
+            f"add {m.enable_flag} to serving.extra_args", severity="warning"))
+    return m, warnings
+
+
+def _check_settings(t: Target, s: Settings) -> None:
+    if _seconds(s.rate_window) < 4 * _seconds(s.scrape_interval):
+        raise ProfileError([Problem(
+            Location(t.source), "observe.rate_window",
+            f"{s.rate_window} is shorter than 4 scrape intervals ({s.scrape_interval}); "
+            "rate() needs at least two samples in the window and misses scrapes otherwise",
+            f"set observe.rate_window to at least {4 * _seconds(s.scrape_interval):g}s")])
+
+
+def _yaml(data: Any, header: str) -> bytes:
+    body: str = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100,
+                          allow_unicode=True)
+    return (header + body).encode()
+
+
+@dataclass
+class ObserveResult:
+    """The generated files and the warnings about them."""
+
+    name: str
+    files: dict[str, bytes]
+    warnings: list[Problem] = field(default_factory=list)
+    metrics: EngineMetrics | None = None
+
+
+def generate(t: Target, fmt: Format = "prometheus", targets: tuple[str, ...] = (),
+             monitor: str = "PodMonitor", port_name: str = "http") -> ObserveResult:
+    """Every monitoring file of a target, by relative path (sorted, deterministic)."""
+    from dockergen.observe.dashboard import dashboard_json  # the Grafana SDK: lazily
+
+    m, warnings = _metrics_for(t)
+    s = settings_for(t, targets)
+    _check_settings(t, s)
+    header = (f"# Generated by dockergen observe from profile {t.name} "
+              f"({t.engine} {t.release}); do not edit, regenerate.\n")
+    rules = recording_rules(m, s)
+    files: dict[str, bytes] = {
+        DASHBOARD_FILE: dashboard_json(s, rules, t.engine, t.release, t.gpu_targets).encode(),
+    }
+    if fmt == "k8s":
+        files[f"{monitor.lower()}.yaml"] = _yaml(k8s_monitor(m, s, monitor, port_name), header)
+        files["prometheusrule.yaml"] = _yaml(k8s_prometheus_rule(m, s), header)
+    else:
+        files["prometheus.yml"] = _yaml(scrape_config(m, s), header)
+        files[RECORDING_FILE] = _yaml(recording_file(m, s), header)
+        files[ALERT_FILE] = _yaml(alert_file(m, s), header)
+    manifest = {
+        "profile": t.name,
+        "profile_hash": t.profile_hash,
+        "engine": t.engine,
+        "release": t.release,
+        "format": fmt,
+        "job": s.job,
+        "metrics": {role: {"name": x.name, "type": x.type, "src": x.src,
+                           **({"unverified": True} if x.unverified else {})}
+                    for role, x in sorted(m.roles.items())},
+        "files": sorted(files),
+    }
+    files[MANIFEST] = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+    # Only observe's own warnings: the profile's build warnings are render's to report.
+    return ObserveResult(t.name, dict(sorted(files.items())), warnings, m)
+
+
+def observe_profile(path: Path, overrides: tuple[str, ...] = (), fmt: Format = "prometheus",
+                    targets: tuple[str, ...] = (), monitor: str = "PodMonitor",
+                    port_name: str = "http") -> ObserveResult:
+    """Resolve a profile and generate its monitoring files in memory."""
+    return generate(target_from_profile(path, overrides), fmt, targets, monitor, port_name)
+
+
+def write_output(out_dir: Path, files: dict[str, bytes]) -> None:
+    """Write the files atomically: all appear at once, or nothing changes.
+
+    An existing ``out_dir`` is only replaced when it is empty or was written by
+    ``dockergen observe`` (it holds the manifest), so a mistyped ``-o`` deletes nothing.
+    """
+    out_dir = out_dir.resolve()
+    if out_dir.exists():
+        if not out_dir.is_dir():
+            raise OutputError(f"{out_dir}: exists and is not a folder; choose another -o path")
+        if any(out_dir.iterdir()) and not (out_dir / MANIFEST).is_file():
+            raise OutputError(f"{out_dir}: folder is not empty and was not written by "
+                              "dockergen observe; choose an empty or new folder")
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    except OSError as exc:
+        raise OutputError(f"{out_dir}: cannot create: {exc.strerror}") from None
+    old = None
+    try:
+        for name, data in files.items():
+            target = staging / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        staging.chmod(0o755)
+        if out_dir.exists():
+            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+            os.replace(out_dir, old)
+        os.replace(staging, out_dir)
+    except OSError as exc:
+        if old is not None and not out_dir.exists():
+            os.replace(old, out_dir)
+            old = None
+        raise OutputError(f"{out_dir}: cannot write: {exc.strerror}; nothing was changed"
+                          ) from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
