@@ -199,5 +199,5 @@ def _signals_deferred() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        for sig in dict.fromkeys(caught):
-            signal.raise_signal(sig)  # now handled as it would have been
+        for number in dict.fromkeys(caught):
+            signal.raise_signal(number)  # now handled as it would have been
