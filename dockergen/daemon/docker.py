@@ -259,8 +259,10 @@ class DockerDaemon:
         except docker.errors.APIError as exc:
             if _not_there(exc):
                 return None
-            raise PushError(f"cannot ask the registry about {ref}: "
-                            f"{redact(exc.explanation or str(exc))}") from None
+            text = redact(exc.explanation or str(exc))
+            hint = (f"log in first: docker login {registry_of(ref)}" if _permanent(text)
+                    else "check that the registry is reachable")
+            raise PushError(f"cannot ask the registry about {ref}: {text}; {hint}") from None
         return str(found["Descriptor"]["digest"])
 
     def push(self, ref: str, retries: int = 3, backoff: float = 1.0,
