@@ -19,10 +19,10 @@ def main() -> None:
     args = parser.parse_args()
 
     t0 = time.perf_counter()
-    from dockergen.api import render_profile, shipped_renderable
+    from dockergen.api import render_profile, shipped_single_images
 
     import_s = time.perf_counter() - t0
-    profiles = shipped_renderable()
+    profiles = shipped_single_images()
     print(f"import dockergen.api: {import_s * 1000:.1f} ms")
     render_profile(profiles[0])  # warm caches (templates, knowledge) once, as a CLI run does
     print(f"{'profile':<18} {'in-process median':>18} {'min':>8}   target < 20 ms")

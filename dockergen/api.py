@@ -85,6 +85,17 @@ def shipped_renderable() -> list[Path]:
     return [p for p in shipped_profiles() if not _is_abstract(p)]
 
 
+def shipped_single_images() -> list[Path]:
+    """Shipped profiles that are one image each: renderable and without a matrix.
+
+    Commands that take one image per profile (deploy, the render benchmark) use these; a
+    matrix profile's variants come from ``render --all`` (dockergen/fleet/matrix.py).
+    """
+    from dockergen.fleet.matrix import has_matrix
+
+    return [p for p in shipped_renderable() if not has_matrix(p)]
+
+
 def describe_shipped() -> list[tuple[str, str]]:
     """(name, description) of every shipped profile."""
     out = []

@@ -77,93 +77,185 @@ def _warn(lines: list[str], quiet: bool) -> None:
 def cli() -> None:
     """Validated, deterministic multi-stage Dockerfiles for GPU LLM-inference images.
 
-    Exit codes: 0 ok, 2 invalid profile, 3 engine or tool unavailable, 4 output not
-    written, 5 build failed, 6 smoke test failed, 7 push failed, 124 timeout,
-    130 interrupted, 141 build output closed, 64 wrong usage, 1 a dockergen bug.
+    Exit codes: 0 ok, 2 invalid profile, 3 engine, tool or registry unavailable, 4 output
+    not written, 5 build failed, 6 smoke test failed, 7 push failed, 8 base-image lock
+    stale, 124 timeout, 130 interrupted, 141 build output closed, 64 wrong usage, 1 a
+    dockergen bug.
     """
+
+
+_strict_option = click.option(
+    "--strict", is_flag=True, help="A matrix point that does not validate is an error "
+                                   "(default: it is dropped with its problems printed).")
 
 
 @cli.command()
 @click.argument("profile", required=False, type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(file_okay=False),
-              help="Write a build context (Dockerfile, .dockerignore, lock file) to this folder.")
+              help="Write a build context (Dockerfile, .dockerignore, lock file) and a "
+                   "docker-bake.hcl to this folder.")
 @click.option("--all", "render_all", is_flag=True,
-              help="Render every shipped profile into OUTPUT/<name>/.")
+              help="Render every shipped profile into OUTPUT/<name>/ and OUTPUT/docker-bake.hcl.")
 @_set_option
 @_mode_option
 @click.option("--syntax", metavar="IMAGE",
               help="Emit a '# syntax=IMAGE' parser directive (needs that frontend image).")
+@_strict_option
 @_quiet_option
 def render(profile: str | None, output: str | None, render_all: bool,
-           overrides: tuple[str, ...], mode: str, syntax: str | None, quiet: bool) -> None:
-    """Render PROFILE to a Dockerfile (stdout) or a build context (-o DIR)."""
-    from dockergen.api import render_context, render_profile, shipped_renderable
+           overrides: tuple[str, ...], mode: str, syntax: str | None, strict: bool,
+           quiet: bool) -> None:
+    """Render PROFILE to a Dockerfile (stdout) or a build context and bake file (-o DIR).
+
+    A profile with a matrix renders one context per valid point into DIR/<variant>/ and
+    a DIR/docker-bake.hcl listing them. Base images are pinned by digest when a lock
+    (PROFILE.lock.json, see `dockergen lock`) is beside the profile.
+    """
+    from dockergen.api import shipped_renderable
+    from dockergen.fleet import bake
+    from dockergen.fleet.project import (
+        bake_text,
+        check_bake_destination,
+        collect,
+        write_file_atomic,
+    )
     from dockergen.render import write_context
 
     if render_all == bool(profile):
         raise click.UsageError("give either PROFILE or --all")
-    if render_all:
-        if not output:
-            raise click.UsageError("--all needs -o DIR")
-        problems: list[Any] = []
-        contexts = []
-        for path in shipped_renderable():
-            try:
-                result = render_context(path, overrides, mode, syntax)  # type: ignore[arg-type]
-            except ProfileError as exc:
-                problems.extend(exc.problems)
-                continue
-            contexts.append(result)
-        if problems:
-            raise ProfileError(problems)
-        for result in contexts:
-            _warn([str(w) for w in result.warnings], quiet)
-            write_context(Path(output) / result.name, result.files)
-            click.echo(f"wrote {Path(output) / result.name}", err=True)
+    if render_all and not output:
+        raise click.UsageError("--all needs -o DIR")
+    paths = shipped_renderable() if render_all else [Path(profile)]  # type: ignore[arg-type]
+    fleet = collect(paths, overrides, mode, syntax, strict=strict)  # type: ignore[arg-type]
+    matrix = any(t.group for t in fleet.targets)
+    if not output and matrix:
+        names = ", ".join(t.name for t in fleet.targets)
+        raise click.UsageError(f"{profile} is a matrix of {len(fleet.targets)} variants "
+                               f"({names}); write them all with -o DIR")
+    _warn(fleet.dropped_lines(), quiet)
+    _warn(fleet.warnings(), quiet)
+    if not output:
+        click.echo(fleet.targets[0].files["Dockerfile"].decode(), nl=False)
         return
-    assert profile is not None
-    if output:
-        result = render_context(Path(profile), overrides, mode, syntax)  # type: ignore[arg-type]
-        _warn([str(w) for w in result.warnings], quiet)
-        write_context(Path(output), result.files)
-        click.echo(f"wrote {output}", err=True)
-    else:
-        resolved, text = render_profile(Path(profile), overrides, mode, syntax)  # type: ignore[arg-type]
-        _warn([str(w) for w in resolved.warnings], quiet)
-        click.echo(text, nl=False)
+    out = Path(output)
+    if render_all or matrix:
+        bake_file = out / bake.BAKE_FILE
+        check_bake_destination(bake_file)
+        text = bake_text(fleet, single_context=False)  # checks cache refs before any write
+        for target in fleet.targets:
+            write_context(out / target.name, target.files)
+            click.echo(f"wrote {out / target.name}", err=True)
+        write_file_atomic(bake_file, text)
+        click.echo(f"wrote {bake_file}", err=True)
+        return
+    target = fleet.targets[0]
+    files = {**target.files, bake.BAKE_FILE: bake_text(fleet, single_context=True).encode()}
+    write_context(out, dict(sorted(files.items())))
+    click.echo(f"wrote {output}", err=True)
 
 
 @cli.command()
 @click.argument("profiles", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @_set_option
+@_strict_option
 @_quiet_option
-def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], quiet: bool) -> None:
-    """Check one or more profiles; print every problem found."""
-    from dockergen.api import resolve_profile
+def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], strict: bool,
+             quiet: bool) -> None:
+    """Check one or more profiles; print every problem found (matrices: every point)."""
+    from dockergen.fleet.matrix import MatrixError
+    from dockergen.fleet.project import collect
     from dockergen.loader import check_abstract
 
     problems: list[Any] = []
+    dropped: list[Any] = []
     for path in profiles:
         try:
             if check_abstract(Path(path), overrides):
                 click.echo(f"{path}: ok (abstract: its fields are checked; the compatibility "
                            "rules run on the profiles that extend it)")
                 continue
-            resolved = resolve_profile(Path(path), overrides)
+            fleet = collect([Path(path)], overrides, render=False)
         except ProfileError as exc:
             problems.extend(exc.problems)
             continue
-        _warn([str(w) for w in resolved.warnings], quiet)
-        if resolved.profile.serving.hf_config:  # it names its model: check that it fits
+        dropped += [d for _, d in fleet.dropped]
+        if strict and fleet.dropped:
+            continue  # reported as errors below
+        _warn(fleet.dropped_lines(), quiet)
+        _warn(fleet.warnings(), quiet)
+        if not fleet.matrices and fleet.targets[0].view.hf_config:
+            # it names its model: check that it fits (matrix variants: not yet)
             from dockergen.plan import validate_capacity
             try:
                 validate_capacity(Path(path), overrides)
             except ProfileError as exc:
                 problems.extend(exc.problems)
                 continue
-        click.echo(f"{path}: ok")
-    if problems:
-        raise ProfileError(problems)
+        if fleet.matrices:
+            names = next(iter(fleet.matrices.values()))
+            extra = [f"{len(fleet.excluded)} excluded"] if fleet.excluded else []
+            extra += [f"{len(fleet.dropped)} dropped"] if fleet.dropped else []
+            click.echo(f"{path}: ok: {len(names)} variants: {', '.join(names)}"
+                       + (f" ({', '.join(extra)})" if extra else ""))
+        else:
+            click.echo(f"{path}: ok")
+    if problems or (strict and dropped):
+        raise MatrixError(dropped if strict else [], problems)
+
+
+@cli.command()
+@click.argument("profiles", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@_set_option
+@click.option("--check", is_flag=True,
+              help="Only check (offline) that the lock holds every base image the profiles "
+                   "ask for; exit 8 if not.")
+@click.option("--remote", is_flag=True,
+              help="With --check: also ask the registry whether a locked tag has moved.")
+@click.option("--update", is_flag=True, help="Resolve every image again and move the pins.")
+@click.option("--mirror", "mirrors", multiple=True, metavar="SRC=DST",
+              help="Resolve and pull images of repository SRC from DST instead, e.g. "
+                   "nvidia/cuda=registry.example.com/mirror/cuda (repeatable).")
+def lock(profiles: tuple[str, ...], overrides: tuple[str, ...], check: bool, remote: bool,
+         update: bool, mirrors: tuple[str, ...]) -> None:
+    """Pin the base images of PROFILE... by digest in PROFILE.lock.json (registry API v2).
+
+    Credentials come from your docker config (docker login). render then writes
+    FROM repo:tag@sha256:... lines. Without --update, images already locked keep their pin.
+    """
+    from dockergen.fleet import locks
+    from dockergen.fleet.project import collect
+
+    if remote and not check:
+        raise click.UsageError("--remote goes with --check")
+    if check and (update or mirrors):
+        raise click.UsageError("--check only reads the lock; drop --update/--mirror")
+    mirror_map: dict[str, str] = {}
+    for item in mirrors:
+        src, sep, dst = item.partition("=")
+        if not sep or not src or not dst or "@" in src + dst:
+            raise click.UsageError(f"--mirror {item!r}: expected SRC=DST repositories, e.g. "
+                                   "nvidia/cuda=registry.example.com/mirror/cuda")
+        mirror_map[src] = dst
+    stale: list[str] = []
+    for path in profiles:
+        fleet = collect([Path(path)], overrides, pin=False, render=False)
+        images: dict[str, locks.BaseImage] = {}
+        for target in fleet.targets:
+            for image in target.images:
+                images.setdefault(image.ref, image)
+        lock_file = locks.lock_path(Path(path))
+        if check:
+            lines = locks.check_lock(lock_file, list(images.values()), remote=remote)
+            stale += lines
+            if not lines:
+                click.echo(f"{lock_file}: ok ({len(images)} images)")
+            continue
+        refs = [ref for ref in images if "@" not in ref]
+        changed = locks.update_lock(lock_file, refs, update=update, mirrors=mirror_map,
+                                    echo=click.echo)
+        click.echo(f"wrote {lock_file}" if changed else f"{lock_file}: up to date", err=True)
+    if stale:
+        raise locks.LockStaleError(stale)
 
 
 @cli.command()
@@ -202,7 +294,8 @@ def explain(profile: str, overrides: tuple[str, ...], mode: str) -> None:
 @click.option("--tag", "tags", multiple=True, metavar="REF", help="Extra tag (repeatable).")
 @click.option("--no-cache", is_flag=True, help="Do not use the build cache.")
 @click.option("--build-arg", "build_args", multiple=True, metavar="NAME=VALUE",
-              help="Build argument, e.g. BUILD_IMAGE=mirror/cuda:13.0.2-devel (repeatable).")
+              help="Build argument NAME=VALUE (repeatable). Base images are not build args: "
+                   "use --set cuda.devel_image=... or a lock with --mirror.")
 @click.option("--target", help="Build only up to this stage.")
 @click.option("--platform", help="Target platform, e.g. linux/amd64.")
 @click.option("--progress", type=click.Choice(["auto", "tty", "plain", "json"]), default="auto",
@@ -227,6 +320,7 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
           no_smoke: bool, gpus: bool, quiet: bool) -> None:
     """Render PROFILE, build it through the Docker Engine API, and optionally push it."""
     from dockergen.build import BuildOptions, build_profile
+    from dockergen.fleet.project import lock_overrides
 
     args: dict[str, str] = {}
     for item in build_args:
@@ -239,6 +333,8 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
         platform=platform, progress=progress, push=push, timeout=timeout,
         network=None if network == "default" else network, pull=pull, smoke=not no_smoke,
         gpus=gpus)
+    # base images pinned from PROFILE.lock.json, exactly as `render` writes them
+    overrides = overrides + lock_overrides(Path(profile), overrides)
     build_profile(Path(profile), overrides, options, output=Path(output) if output else None,
                   dry_run=dry_run, ca_certs=tuple(Path(c) for c in ca_certs), quiet=quiet,
                   echo=lambda text: click.echo(text, err=True), out=click.echo)
@@ -268,14 +364,14 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
 @click.option("--cpus", type=click.IntRange(1, 1024), default=8, show_default=True)
 @click.option("--memory-gib", type=click.IntRange(1, 65536), default=64, show_default=True)
 @_set_option
-@click.option("-q", "--quiet", is_flag=True, help="Do not print warnings.")
+@_quiet_option
 def deploy(profile: str | None, fmt: str, record: str | None, output: str | None,
            deploy_all: bool, opt_in: tuple[str, ...], gpu_ids: str | None,
            bind_address: str, namespace: str, runtime_class: str | None, hf_secret: str,
            model_claim: str | None, cpus: int, memory_gib: int, overrides: tuple[str, ...],
            quiet: bool) -> None:
     """Write a hardened Compose file or Kubernetes manifest for PROFILE."""
-    from dockergen.api import shipped_renderable
+    from dockergen.api import shipped_single_images
     from dockergen.deploy import DeployOptions, deploy_profile
     from dockergen.deploy.write import write_text
 
@@ -288,7 +384,8 @@ def deploy(profile: str | None, fmt: str, record: str | None, output: str | None
         gpu_ids=tuple(i for i in (gpu_ids or "").split(",") if i), bind_address=bind_address,
         namespace=namespace, runtime_class=runtime_class, hf_secret=hf_secret,
         model_claim=model_claim, cpus=cpus, memory_gib=memory_gib)
-    paths = shipped_renderable() if deploy_all else [Path(profile or "")]
+    # one image per profile: a matrix profile's variants are not deployed yet
+    paths = shipped_single_images() if deploy_all else [Path(profile or "")]
     outputs = [deploy_profile(p, fmt, overrides, options) for p in paths]
     for out in outputs:
         _warn(out.warnings, quiet)
@@ -346,14 +443,14 @@ def plan(profile: str, model_config: str | None, model_dir: str | None, overhead
 @click.option("--target", "targets", multiple=True, metavar="HOST:PORT",
               help="Scrape target (repeatable); default observe.targets or localhost:PORT.")
 @_set_option
-@click.option("-q", "--quiet", is_flag=True, help="Do not print warnings.")
+@_quiet_option
 def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monitor: str,
             port_name: str, targets: tuple[str, ...], overrides: tuple[str, ...],
             quiet: bool) -> None:
     """Write Prometheus scrape config, recording and alert rules and a Grafana dashboard
     whose queries use the metric names of PROFILE's engine release."""
 
-    from dockergen.api import shipped_renderable
+    from dockergen.api import shipped_single_images
     from dockergen.observe import observe_profile, write_output
     from dockergen.profile import _PATTERNS
 
@@ -363,7 +460,8 @@ def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monit
     for target in targets:
         if not shape.fullmatch(target):
             raise click.UsageError(f"--target {target!r}: expected {what}")
-    paths = shipped_renderable() if observe_all else [Path(profile)]  # type: ignore[arg-type]
+    # one image per profile: a matrix profile's variants are not observed yet
+    paths = shipped_single_images() if observe_all else [Path(profile)]  # type: ignore[arg-type]
     results, problems = [], []
     for path in paths:
         try:
@@ -418,9 +516,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="dockergen", standalone_mode=False)
     except DockergenError as exc:
-        if isinstance(exc, ProfileError) and _quiet:
-            exc = ProfileError([p for p in exc.problems if p.severity == "error"])
-        for line in exc.lines():
+        lines = exc.lines()
+        if isinstance(exc, ProfileError) and _quiet:  # -q: also the warnings beside errors
+            lines = [line for line in lines if not line.endswith("[warning]")]
+        for line in lines:
             click.echo(redact(line), err=True)
         if isinstance(exc, ProfileError):
             errors = sum(1 for p in exc.problems if p.severity == "error")

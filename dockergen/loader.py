@@ -417,6 +417,12 @@ def load_profile(path: str | Path, overrides: tuple[str, ...] = ()) -> LoadedPro
         raise ProfileError([Problem(pos.of(("abstract",)), "abstract",
                                     "this profile only provides defaults for others",
                                     f"render a profile that says `extends: {resolved.stem}`")])
+    if data.get("matrix"):  # variants are expanded by dockergen/fleet/matrix.py
+        raise ProfileError([Problem(pos.of(("matrix",)), "matrix",
+                                    "this profile is a matrix of variants",
+                                    "write them all with `dockergen render PROFILE -o DIR` and "
+                                    "build with `docker buildx bake`, or build the profile "
+                                    "without its matrix: --set matrix=null")])
     profile = _validate(data, pos)
     assert profile is not None
     facts = read_user_knowledge(profile.knowledge, resolved.parent, pos)

@@ -71,6 +71,12 @@ _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
     # (certificates are copied as certs/extra-N.crt), so any printable path is safe
     "host_path": (re.compile(r"[^\x00-\x1f\x7f]{1,4096}"),
                   "a file path without control characters"),
+    # An image reference whose tag may hold tag-template placeholders (image.cache_ref);
+    # the expanded result is checked against image_ref again (dockergen/fleet/bake.py).
+    "ref_template": (re.compile(r"[a-z0-9{][A-Za-z0-9._/:{}-]{0,254}"),
+                     "an image reference like \"registry.example.com/cache/vllm:{name}\""),
+    "field_path": (re.compile(r"[a-z_]+(\.[a-z_]+){0,3}"),
+                   "a dotted profile field like quantization.weights"),
     "duration": (re.compile(r"[1-9][0-9]{0,4}(ms|s|m|h)"),
                  "a Prometheus duration like \"30s\", \"5m\" or \"1h\""),
     "scrape_target": (re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}:\d{1,5}"),
@@ -145,6 +151,8 @@ FilePath = Annotated[str, _shaped("file_path")]
 HostPath = Annotated[str, _shaped("host_path")]
 PipPin = Annotated[str, _shaped("pip_pin")]
 AptName = Annotated[str, _shaped("apt_name")]
+RefTemplate = Annotated[str, _shaped("ref_template")]
+FieldPathText = Annotated[str, _shaped("field_path")]
 Duration = Annotated[str, _shaped("duration")]
 ScrapeTarget = Annotated[str, _shaped("scrape_target")]
 Text = Annotated[str, AfterValidator(_text)]
@@ -163,6 +171,25 @@ MaxJobs = Annotated[
     PlainValidator(_max_jobs),
     WithJsonSchema({"anyOf": [{"const": "auto"}, {"type": "integer", "minimum": 1,
                                                   "maximum": 256}]}),
+]
+
+def _axis_values(value: Any) -> tuple[Any, ...] | dict[str, Any]:
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    if isinstance(value, dict):
+        regex, what = _PATTERNS["name"]
+        for key in value:
+            if not isinstance(key, str) or not regex.fullmatch(key):
+                raise ValueError(f"value name {key!r} is not {what}")
+        return dict(value)
+    raise ValueError("expected a list of values or a mapping NAME: VALUE")
+
+
+AxisValues = Annotated[
+    Any,
+    PlainValidator(_axis_values),
+    WithJsonSchema({"anyOf": [{"type": "array", "minItems": 1},
+                              {"type": "object", "minProperties": 1}]}),
 ]
 
 WeightQuant = Literal["auto", "fp16", "bf16", "fp8", "int8", "int4-awq", "gptq"]
@@ -252,6 +279,13 @@ class Image(_Section):
     name: ImageRepo
     tags: tuple[TagTemplate, ...] = ("{engine.version}-cu{cuda.major_minor}-{name}",)
     labels: dict[LabelKey, Text] = Field(default_factory=dict)
+    cache_ref: RefTemplate | None = Field(
+        None, description="Registry build-cache ref of the bake target (cache-from/cache-to, "
+                          "mode=max); placeholders as in tags. Default: "
+                          "<image.name>:buildcache-{name}. One ref per target.")
+    attest: tuple[Literal["provenance", "sbom"], ...] = Field(
+        (), description="Build attestations the bake target asks for (opt-in): provenance "
+                        "(mode=max) and/or sbom.")
 
 
 class Build(_Section):
@@ -337,6 +371,19 @@ class Smoke(_Section):
         return self
 
 
+class Matrix(_Section):
+    """Axes expanded into one variant per point (``render --all``, ``validate``)."""
+
+    axes: dict[FieldPathText, AxisValues] = Field(
+        min_length=1,
+        description="Field path -> values: a list (variant names use the values) or a "
+                    "mapping name -> value (variant names use the names). Points are the "
+                    "cartesian product in the order written.")
+    exclude: tuple[dict[FieldPathText, Any], ...] = Field(
+        (), description="Points to leave out: each entry matches points whose axes have "
+                        "all the given values (a value or its name).")
+
+
 class Observe(_Section):
     """Monitoring written by ``dockergen observe``: scrape targets, alert budgets, timings."""
 
@@ -389,5 +436,8 @@ class Profile(_Section):
     packages: Packages = Packages()
     runtime: Runtime = Runtime()
     smoke: Smoke = Smoke()
+    matrix: Matrix | None = Field(
+        None, description="Expand this profile into variants, one per point of the axes "
+                          "(each named <name>-<value>-...); see `dockergen validate`.")
     observe: Observe = Observe()
 

@@ -124,11 +124,13 @@ def _resolve(loaded: LoadedProfile, mode: Mode) -> Resolved:
     release_tags = image.tags(p)
     stage = serving.stage
     lock_core: dict[str, Any] = {
+        # matrix: variants are resolved with it removed; cache_ref/attest only steer the
+        # bake target, not the image content, so they leave the hash (and dg- tag) alone.
         # serving.hf_config only feeds `plan`/`validate` and observe: only monitoring
         # (dockergen observe): neither is an image input, so neither changes the hash or tags.
-        "profile": p.model_dump(mode="json", exclude={"extends": True, "abstract": True,
-                                                      "observe": True,
-                                                      "serving": {"hf_config"}}),
+        "profile": p.model_dump(mode="json", exclude={
+            "extends": True, "abstract": True, "matrix": True, "observe": True,
+            "image": {"cache_ref", "attest"}, "serving": {"hf_config"}}),
         "resolved": {
             "gpu": [{"target": t.given, "cc": t.cc} for t in ctx.targets],
             "torch_cuda_arch_list": cuda_part.arch_list,

@@ -182,7 +182,7 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
  'unknown-top-level': ["profile.yaml:2:1: engnie: unknown key 'engnie' (did you mean "
                        "'engine'?); allowed keys here: extends, abstract, knowledge, name, "
                        'description, gpu, cuda, python, engine, flash_attn, quantization, '
-                       'serving, image, build, packages, runtime, smoke, observe'],
+                       'serving, image, build, packages, runtime, smoke, matrix, observe'],
  'missing-required': ['profile.yaml:18:3: serving.model: required field is missing; add '
                       '`model:` under `serving`'],
  'missing-section': ['profile.yaml:1:1: image: required field is missing; add `image:` at the '
@@ -288,7 +288,7 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                      'next to profile.yaml; give a path relative to the profile file'],
  'extends-missing': ["profile.yaml:1:10: extends: no profile named 'nothere' next to "
                      'profile.yaml or among the shipped profiles; use one of: a100-bf16, '
-                     'a100-h100, base, h100-fp8, h100-sglang-fp8, h100-trtllm-fp8, '
+                     'a100-h100, base, fleet, h100-fp8, h100-sglang-fp8, h100-trtllm-fp8, '
                      'l40s-awq'],
  'abstract-base': ['profile.yaml:1:11: abstract: this profile only provides defaults for '
                    'others; render a profile that says `extends: profile`'],

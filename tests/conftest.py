@@ -42,9 +42,10 @@ def a_pem_certificate() -> str:
 
 
 def shipped_names() -> list[str]:
-    from dockergen.api import shipped_renderable
+    """Shipped profiles that are one image each (matrix profiles: tests/test_fleet_*.py)."""
+    from dockergen.api import shipped_single_images
 
-    return [p.stem for p in shipped_renderable()]
+    return [p.stem for p in shipped_single_images()]
 
 
 @pytest.fixture(scope="session")

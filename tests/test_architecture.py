@@ -62,6 +62,16 @@ ALLOWED: dict[str, set[str]] = {
                                 "dockergen.loader",
                                 "dockergen.progress", "dockergen.render", "dockergen.smoke",
                                 "dockergen.components.serving.base"},
+    # fleet (bake files, matrices, base-image locks): only the adapter reads the loader's
+    # internals and the resolved model; the rest is pure or talks to registries
+    "dockergen.fleet.adapter": _BASE | {"dockergen.buildid", "dockergen.components.image",
+                                        "dockergen.loader",
+                                        "dockergen.model", "dockergen.profile",
+                                        "dockergen.render", "dockergen.resolve",
+                                        "dockergen.yamlsource"},
+    "dockergen.fleet.": _BASE | {"dockergen.fleet", "dockergen.fleet.*", "dockergen.loader",
+                                 "dockergen.model", "dockergen.profile"},
+    "dockergen.fleet": set(),
     # run configurations read the resolved model through api; facts of their own
     "dockergen.deploy": _BASE | {"dockergen.api", "dockergen.deploy.compose",
                                  "dockergen.deploy.facts", "dockergen.deploy.kubernetes"},

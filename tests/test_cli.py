@@ -15,7 +15,7 @@ def test_profiles_lists_shipped_ones() -> None:
     result = run_cli("profiles")
     assert result.rc == 0
     names = [line.split()[0] for line in result.out.splitlines()]
-    assert names == ["a100-bf16", "a100-h100", "base", "h100-fp8", "h100-sglang-fp8",
+    assert names == ["a100-bf16", "a100-h100", "base", "fleet", "h100-fp8", "h100-sglang-fp8",
                      "h100-trtllm-fp8", "l40s-awq"]
     assert "(abstract" in result.out
 
@@ -34,7 +34,9 @@ def test_schema_is_generated_from_the_model() -> None:
 def test_render_stdout_is_the_dockerfile() -> None:
     result = run_cli("render", "-q", str(PROFILES / "h100-fp8.yaml"))
     assert result.rc == 0 and result.err == ""
-    assert [c.cmd for c in dockerfile.parse_string(result.out)][0] == "ARG"
+    first = dockerfile.parse_string(result.out)[0]
+    assert (first.cmd, first.value) == ("FROM", ("nvidia/cuda:13.0.2-devel-ubuntu22.04", "AS",
+                                                 "build-base"))  # literal: no ARG in FROM
 
 
 def test_warnings_go_to_stderr() -> None:
@@ -48,7 +50,7 @@ def test_render_writes_a_build_context(tmp_path: Path) -> None:
     result = run_cli("render", "-q", str(PROFILES / "a100-h100.yaml"), "-o", str(out))
     assert result.rc == 0, result.err
     assert sorted(p.name for p in out.iterdir()) == [
-        ".dockerignore", "Dockerfile", "arch_audit.py", "dockergen.lock.json"]
+        ".dockerignore", "Dockerfile", "arch_audit.py", "docker-bake.hcl", "dockergen.lock.json"]
     lock = json.loads((out / "dockergen.lock.json").read_text())
     resolved = lock["resolved"]
     assert resolved["flash_attn_cuda_archs"] == "80;90"

@@ -1,0 +1,4 @@
+"""Fleet builds: Buildx Bake files, profile matrices, base-image digest locks.
+
+May import: nothing (a package marker).
+"""

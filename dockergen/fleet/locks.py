@@ -1,0 +1,225 @@
+"""Base-image digest locks: ``<profile>.lock.json`` beside the profile.
+
+The lock maps every base-image reference a profile (or each variant of its matrix) asks
+for to the digest it resolved to, so that ``render`` writes literal
+``FROM repo:tag@sha256:...`` lines: reproducible builds, and Renovate/Dependabot can read
+and refresh the pins (they do not read ARG-interpolated FROM lines).
+
+File layout (JSON, sorted keys, so diffs stay small)::
+
+    {"lockfile": 1,
+     "images": {"<ref as the profile derives it>": {
+         "digest": "sha256:...",          # pinned in FROM (index digest if there is one)
+         "index_digest": "sha256:..." | null,
+         "platform": "linux/amd64", "platform_digest": "sha256:...",
+         "media_type": "...", "mirror": "<mirror ref>" | null,
+         "locked_at": "2026-11-30T23:00:00Z"}}}
+
+Other sections (a Python closure lock, say) can live beside ``images``; this module keeps
+any key it does not own. ``locked_at`` honours ``SOURCE_DATE_EPOCH`` (reproducible runs)
+and only changes when the digest does.
+
+May import: errors, fleet.digests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dockergen.errors import (
+    DockergenError,
+    ExitCode,
+    Location,
+    OutputError,
+    Problem,
+    ProfileError,
+)
+from dockergen.fleet.digests import RegistryClient, Resolution
+
+LOCK_SUFFIX = ".lock.json"
+FORMAT = 1
+
+
+class LockStaleError(DockergenError):
+    """``lock --check``: the lock does not hold what the profiles ask for, or drifted."""
+
+    exit_code = ExitCode.LOCK_STALE
+
+    def __init__(self, lines: list[str]) -> None:
+        self._lines = lines
+        super().__init__("\n".join(lines))
+
+    def lines(self) -> list[str]:
+        return list(self._lines)
+
+
+def lock_path(profile: Path) -> Path:
+    """Where the lock of a profile file lives: beside it, ``NAME.lock.json``."""
+    return profile.with_name(profile.stem + LOCK_SUFFIX)
+
+
+@dataclass(frozen=True)
+class BaseImage:
+    """A base image a profile asks for, and where the profile says so."""
+
+    ref: str
+    field: str  # cuda.devel_image / cuda.runtime_image
+    location: Location
+
+
+def read_lock(path: Path) -> dict[str, Any] | None:
+    """The lock file's data, or None when there is none."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ProfileError([Problem(Location(str(path), exc.lineno, exc.colno), "",
+                                    "the lock file is not valid JSON",
+                                    "regenerate it: dockergen lock --update PROFILE")]) from None
+    if not isinstance(data, dict) or not isinstance(data.get("images", {}), dict):
+        raise ProfileError([Problem(Location(str(path), 1, 1), "images",
+                                    "expected a mapping of image references",
+                                    "regenerate it: dockergen lock --update PROFILE")])
+    return data
+
+
+def write_lock(path: Path, data: dict[str, Any]) -> None:
+    """Write the lock atomically (temporary sibling, then rename)."""
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise OutputError(f"{path}: cannot write: {exc.strerror}") from None
+
+
+def pinned(ref: str, entry: dict[str, Any]) -> str:
+    """The FROM reference of a locked image: ``repo:tag@sha256:...`` (mirror if set)."""
+    return f"{entry.get('mirror') or ref}@{entry['digest']}"
+
+
+def pin_overrides(lock_file: Path, images: list[BaseImage],
+                  profile: str) -> tuple[str, ...]:
+    """``--set`` overrides that pin each base image to its locked digest.
+
+    No lock file: no pins (the FROM lines keep their tags). A lock file that lacks an image
+    the profile asks for is an error: rendering it unpinned would silently drop the pin.
+    """
+    data = read_lock(lock_file)
+    if data is None:
+        return ()
+    entries = data.get("images", {})
+    problems, out = [], []
+    for image in images:
+        if "@" in image.ref:
+            continue  # the profile pins it itself
+        entry = entries.get(image.ref)
+        if entry is None:
+            problems.append(Problem(image.location, image.field,
+                                    f"{image.ref} is not in {lock_file.name}",
+                                    f"run: dockergen lock --update {profile}"))
+            continue
+        out.append(f"{image.field}={pinned(image.ref, entry)}")
+    if problems:
+        raise ProfileError(problems)
+    return tuple(out)
+
+
+def _now() -> str:
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    stamp = int(epoch) if epoch and epoch.isdigit() else int(time.time())
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stamp))
+
+
+def mirror_of(ref: str, mirrors: dict[str, str]) -> str | None:
+    """The mirror reference of ``ref`` under ``--mirror SRC=DST`` repository prefixes."""
+    for src, dst in sorted(mirrors.items(), key=lambda kv: -len(kv[0])):
+        name = ref.split("@")[0]
+        if name == src or name.startswith(src + ":") or name.startswith(src + "/"):
+            return dst + name[len(src):]
+    return None
+
+
+def _entry(res: Resolution, mirror: str | None, locked_at: str) -> dict[str, Any]:
+    return {"digest": res.digest, "index_digest": res.index_digest,
+            "platform": res.platform, "platform_digest": res.platform_digest,
+            "media_type": res.media_type, "mirror": mirror, "locked_at": locked_at}
+
+
+def update_lock(lock_file: Path, images: list[str], *, update: bool,
+                mirrors: dict[str, str], client: RegistryClient | None = None,
+                echo: Callable[[str], None] = lambda _: None) -> bool:
+    """Resolve ``images`` into the lock; return whether the file changed.
+
+    Without ``update`` only images missing from the lock are resolved (existing pins stay);
+    with it every image is resolved again and moved pins are reported.
+    """
+    client = client or RegistryClient()
+    data = read_lock(lock_file) or {}
+    before = json.dumps(data, sort_keys=True)
+    entries: dict[str, Any] = dict(data.get("images", {}))
+    for ref in sorted(set(images)):
+        old = entries.get(ref)
+        mirror = mirror_of(ref, mirrors) or (old or {}).get("mirror")
+        if old is not None and not update and (old.get("mirror") == mirror):
+            echo(f"kept   {ref} {old['digest']}")
+            continue
+        res = client.resolve(mirror or ref)
+        via = f" (via {mirror})" if mirror else ""
+        if old is not None and old.get("digest") == res.digest and old.get("mirror") == mirror:
+            echo(f"same   {ref} {res.digest}{via}")
+            continue
+        entries[ref] = _entry(res, mirror, _now())
+        if old is None:
+            echo(f"locked {ref} {res.digest}{via}")
+        else:
+            echo(f"moved  {ref} {old['digest']} -> {res.digest}{via}")
+    data["lockfile"] = FORMAT
+    data["images"] = dict(sorted(entries.items()))
+    if json.dumps(data, sort_keys=True) == before:
+        return False
+    write_lock(lock_file, data)
+    return True
+
+
+def check_lock(lock_file: Path, images: list[BaseImage], *,
+               remote: bool, client: RegistryClient | None = None) -> list[str]:
+    """Problems of the lock, one line each (empty: the lock is good).
+
+    Offline: every image the profile asks for is in the lock. With ``remote``: each pin is
+    still what its tag points to in the registry (a moved tag is drift).
+    """
+    data = read_lock(lock_file)
+    shown = str(lock_file)
+    if data is None:
+        return [f"{shown}: no lock file; run: dockergen lock PROFILE"]
+    entries = data.get("images", {})
+    lines = []
+    for image in images:
+        if "@" in image.ref:
+            continue
+        entry = entries.get(image.ref)
+        if entry is None:
+            lines.append(f"{image.location}: {image.field}: {image.ref} is not in "
+                         f"{lock_file.name}; run: dockergen lock --update")
+            continue
+        if remote:
+            client = client or RegistryClient()
+            now = client.resolve(entry.get("mirror") or image.ref)
+            if now.digest != entry["digest"]:
+                lines.append(f"{shown}: {image.ref}: the tag moved: locked {entry['digest']}, "
+                             f"registry now {now.digest}; run: dockergen lock --update")
+    return lines

@@ -1,0 +1,173 @@
+"""Profiles (with matrices and locks) -> build contexts and one bake file.
+
+This is what ``render``, ``validate`` and ``lock`` run: each profile file is either one
+target or, with ``matrix:``, one target per valid point; base images are pinned from the
+lock beside the profile; the bake file lists every target.
+
+May import: errors, loader, model, the other fleet modules.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dockergen.errors import OutputError, Problem, ProfileError
+from dockergen.fleet import adapter, bake, locks
+from dockergen.fleet.matrix import Dropped, Point, expand
+from dockergen.loader import LoadedProfile
+from dockergen.model import Mode, Resolved
+
+
+@dataclass
+class Target:
+    """One rendered profile or matrix variant."""
+
+    name: str
+    group: str | None
+    view: adapter.TargetView
+    files: dict[str, bytes]
+    source: str  # the profile file it comes from
+    images: list[locks.BaseImage] = field(default_factory=list)
+
+
+@dataclass
+class Fleet:
+    """Everything ``render``/``validate`` produce for a set of profile files."""
+
+    targets: list[Target] = field(default_factory=list)
+    dropped: list[tuple[str, Dropped]] = field(default_factory=list)
+    excluded: list[tuple[str, Point]] = field(default_factory=list)
+    matrices: dict[str, list[str]] = field(default_factory=dict)  # source -> variant names
+
+    def warnings(self) -> list[str]:
+        """Warning lines, each once (variants of a matrix share most of them)."""
+        return list(dict.fromkeys(str(w) for t in self.targets for w in t.view.warnings))
+
+    def dropped_lines(self) -> list[str]:
+        return [line for _, d in self.dropped for line in d.lines()]
+
+
+def base_images(loaded: LoadedProfile, v: adapter.TargetView) -> list[locks.BaseImage]:
+    """The base images a resolved profile asks for, with where the profile says so."""
+    return [locks.BaseImage(v.devel_image, "cuda.devel_image",
+                            loaded.at("cuda", "devel_image")),
+            locks.BaseImage(v.runtime_image, "cuda.runtime_image",
+                            loaded.at("cuda", "runtime_image"))]
+
+
+def _pinner(raw: adapter.RawProfile) -> Callable[[LoadedProfile, Resolved], tuple[str, ...]]:
+    lock_file = locks.lock_path(raw.path)
+
+    def pins(loaded: LoadedProfile, resolved: Resolved) -> tuple[str, ...]:
+        return locks.pin_overrides(lock_file, base_images(loaded, adapter.view(loaded, resolved)),
+                                   raw.display)
+    return pins
+
+
+def lock_overrides(path: Path, overrides: tuple[str, ...] = (),
+                   mode: Mode = "buildkit") -> tuple[str, ...]:
+    """Overrides pinning a (matrix-free) profile's base images from its lock (or none)."""
+    raw = adapter.read_raw(path)
+    if adapter.is_matrix(raw, overrides):
+        return ()  # a matrix profile is refused by the loader with its own message
+    loaded = adapter.load_data(raw, copy.deepcopy(raw.data),
+                               adapter.copy_positions(raw.positions), overrides)
+    return _pinner(raw)(loaded, adapter.resolve_loaded(loaded, mode))
+
+
+def collect(paths: list[Path], overrides: tuple[str, ...] = (), mode: Mode = "buildkit",
+            syntax: str | None = None, *, pin: bool = True, render: bool = True,
+            strict: bool = False) -> Fleet:
+    """Resolve (and render) every profile and matrix variant; every problem at once.
+
+    ``pin=False`` resolves without the lock (what ``lock`` itself needs: the unpinned refs).
+    """
+    from dockergen.fleet.matrix import MatrixError
+
+    fleet = Fleet()
+    problems: list[Problem] = []
+    for path in paths:
+        try:
+            raw = adapter.read_raw(path)
+            pins = _pinner(raw) if pin else None
+            if adapter.is_matrix(raw, overrides):
+                exp = expand(path, overrides, mode, pins=pins)
+                fleet.matrices[raw.display] = [v.point.name for v in exp.variants]
+                fleet.dropped += [(raw.display, d) for d in exp.dropped]
+                fleet.excluded += [(raw.display, p) for p in exp.excluded]
+                for v in exp.variants:
+                    files = adapter.context_files(v.loaded, v.resolved, syntax) if render else {}
+                    view = adapter.view(v.loaded, v.resolved)
+                    fleet.targets.append(Target(v.point.name, exp.name, view, files,
+                                                raw.display, base_images(v.loaded, view)))
+                continue
+            loaded = adapter.load_data(raw, copy.deepcopy(raw.data),
+                                       adapter.copy_positions(raw.positions), overrides)
+            resolved = adapter.resolve_loaded(loaded, mode)
+            extra = pins(loaded, resolved) if pins else ()
+            if extra:
+                loaded = adapter.load_data(raw, copy.deepcopy(raw.data),
+                                           adapter.copy_positions(raw.positions),
+                                           overrides + extra)
+                resolved = adapter.resolve_loaded(loaded, mode)
+            files = adapter.context_files(loaded, resolved, syntax) if render else {}
+            view = adapter.view(loaded, resolved)
+            fleet.targets.append(Target(loaded.profile.name, None, view, files, raw.display,
+                                        base_images(loaded, view)))
+        except ProfileError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise ProfileError(problems)
+    if strict and fleet.dropped:
+        raise MatrixError([d for _, d in fleet.dropped])
+    return fleet
+
+
+def bake_text(fleet: Fleet, single_context: bool) -> str:
+    """The bake file: contexts ``.`` (one profile rendered into DIR) or ``<name>``."""
+    targets = [bake.target_from(t.view, "." if single_context else t.name, t.group)
+               for t in fleet.targets]
+    sources = sorted({os.path.basename(t.source) for t in fleet.targets})
+    return bake.to_hcl(bake.bake_data(targets), sources)
+
+
+def check_bake_destination(path: Path) -> None:
+    """Refuse to replace a bake file dockergen did not write."""
+    if path.is_dir():
+        raise OutputError(f"{path}: is a folder; remove it or choose another -o path")
+    if path.exists():
+        try:
+            first = path.read_text(errors="replace").split("\n", 1)[0]
+        except OSError as exc:
+            raise OutputError(f"{path}: cannot read: {exc.strerror}") from None
+        if not first.startswith(bake.HEADER):
+            raise OutputError(f"{path}: exists and was not written by dockergen; move it "
+                              "away or choose another -o folder")
+
+
+def write_file_atomic(path: Path, text: str) -> None:
+    """Write one generated file atomically (temporary sibling, fsync, rename)."""
+    check_bake_destination(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot create: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write: {exc.strerror}; nothing was changed"
+                          ) from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
