@@ -239,8 +239,9 @@ def run_build(daemon: ContainerDaemon, files: dict[str, bytes], plan: BuildPlan,
         for message in stream:
             if message.get("id") == "moby.buildkit.trace":
                 update = decode_status(message["aux"])
-                log.write(_log_line(message, update))
-                for kind, step, line in tracker.apply(update):
+                events = tracker.apply(update)
+                log.write(_log_line(message, update, events))
+                for kind, step, line in events:
                     renderer.event(kind, step, line)
                 continue
             log.write(_log_line(message))
@@ -299,19 +300,21 @@ def run_build(daemon: ContainerDaemon, files: dict[str, bytes], plan: BuildPlan,
                        round(time.monotonic() - started, 3), plan.builder)
 
 
-def _log_line(message: dict[str, Any], update: StatusUpdate | None = None) -> str:
+def _log_line(message: dict[str, Any], update: StatusUpdate | None = None,
+              events: list[tuple[str, Any, str | None]] | None = None) -> str:
     """One build.log line, redacted like every other output.
 
     BuildKit's trace messages carry their step output base64-encoded in protobuf, where a
-    plain redaction would not see a token; they are logged decoded, as text.
+    plain redaction would not see a token; they are logged as the tracker's whole output
+    lines (a token cut between two chunks is whole, and redacted, there).
     """
     if update is not None:
         message = {"id": message["id"], "aux": {
             "vertexes": [{"digest": v.digest, "name": v.name, "cached": v.cached,
                           "started": v.started, "completed": v.completed, "error": v.error}
                          for v in update.vertexes],
-            "logs": [{"vertex": g.vertex, "stream": g.stream,
-                      "msg": g.msg.decode("utf-8", errors="replace")} for g in update.logs],
+            "lines": [{"vertex": step.digest, "line": line} for kind, step, line in events or []
+                      if kind == "log"],
             "warnings": update.warnings}}
     return redact(json.dumps(message, sort_keys=True, ensure_ascii=False)) + "\n"
 

@@ -31,3 +31,20 @@ def test_build_log_holds_no_credentials(builder: str) -> None:
     assert "echo 'token <redacted>'" in text  # the step's name and its output, as text
     assert "<redacted>example.com/x" in text
     assert TOKEN not in text and PASSWORD not in text
+
+
+def test_a_token_cut_between_two_chunks_is_redacted_in_build_log() -> None:
+    """BuildKit sends output in chunks; the log records whole lines, so redaction sees it."""
+    _engine_or_skip()
+    from dockergen.daemon import connect
+
+    head, tail = TOKEN[:10], TOKEN[10:]
+    dockerfile = ("FROM local/debian:bookworm\n"
+                  f"RUN printf 'x={head}'; sleep 2; printf '{tail}\\n'\n")
+    plan = BuildPlan("log", "buildkit", ["Dockerfile"], [], ["dockergen-test/log:split"], {})
+    log = io.StringIO()
+    run_build(connect(), {"Dockerfile": dockerfile.encode()}, plan,
+              BuildOptions(progress="plain", no_cache=True), log, io.StringIO())
+    text = log.getvalue()
+    assert '"line": "x=<redacted>"' in text
+    assert tail not in text.replace(f"printf '{tail}", "")  # only in the step's own name
