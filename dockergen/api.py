@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from dockergen.errors import Problem
-from dockergen.loader import load_profile
-from dockergen.model import Mode, Resolved
-from dockergen.resolve import resolve
 from dockergen.resources import shipped_profiles
 from dockergen.yamlsource import read_yaml_file
+
+# The profile model (pydantic), the components and the templates are imported by the
+# functions that need them: `dockergen profiles`, `--help` and shell completion start
+# without them (benchmarks/startup_bench.py).
+if TYPE_CHECKING:
+    from dockergen.errors import Problem
+    from dockergen.model import Mode, Resolved
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,9 @@ class RenderedContext:
 def resolve_profile(path: Path, overrides: tuple[str, ...] = (),
                     mode: Mode = "buildkit") -> Resolved:
     """Load, check and resolve a profile file."""
+    from dockergen.loader import load_profile
+    from dockergen.resolve import resolve
+
     return resolve(load_profile(path, overrides), mode)
 
 
@@ -49,13 +56,23 @@ def render_profile(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "bu
 def render_context(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "buildkit",
                    syntax: str | None = None) -> RenderedContext:
     """Resolve a profile and assemble its whole build context in memory."""
+    from dockergen.loader import load_profile
     from dockergen.render import build_context
+    from dockergen.resolve import resolve
 
     loaded = load_profile(path, overrides)
     resolved = resolve(loaded, mode)
     certs = [loaded.path.parent / c for c in resolved.profile.build.ca_certificates]
     files = build_context(resolved, certs, syntax)
     return RenderedContext(resolved.profile.name, resolved, files)
+
+
+def immutable_tag(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "buildkit") -> str:
+    """The ``dg-<hash>`` tag ``dockergen build`` gives this profile with default options
+    (no build args, the final stage, the daemon's platform); see :mod:`dockergen.buildid`."""
+    from dockergen.buildid import content_tag
+
+    return content_tag(render_context(path, overrides, mode).files, mode=mode)
 
 
 def _is_abstract(path: Path) -> bool:

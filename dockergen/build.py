@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from dockergen.components.serving.base import SECRET_NAME
-from dockergen.errors import DockergenError, ExitCode, redact
-from dockergen.progress import BuildTracker, decode_status, make_renderer
+from dockergen.buildid import content_tag
+from dockergen.errors import SECRET_NAME, DockergenError, ExitCode, redact
+from dockergen.progress import BuildTracker, StatusUpdate, decode_status, make_renderer
 
 if TYPE_CHECKING:
     from dockergen.daemon import ContainerDaemon
@@ -104,6 +104,39 @@ def check_build_args(args: dict[str, str]) -> None:
         if SECRET_NAME.search(name) or redact(value) != value:
             raise UnsafeInput(f"--build-arg {name}: looks like a secret; build args are "
                               "recorded in the image history; pass secrets at run time")
+
+
+# Docker's reference grammar (distribution/reference): [host[:port]/]path[:tag]; lowercase
+# path components; a tag is 1-128 of [A-Za-z0-9_.-] not starting with '.' or '-'.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+# a first component is a registry host only with a '.', a port, or as localhost
+_REFERENCE = re.compile(
+    rf"(?:(?:localhost|{_LABEL}(?:\.{_LABEL})+)(?::\d{{1,5}})?/|{_LABEL}:\d{{1,5}}/)?"
+    rf"{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?")
+
+
+def check_tags(tags: tuple[str, ...]) -> None:
+    """Refuse malformed ``--tag`` values before anything is built (not after the build)."""
+    for ref in tags:
+        if len(ref) > 255 or not _REFERENCE.fullmatch(ref):
+            raise UnsafeInput(f"--tag {ref!r}: not a valid image reference; write "
+                              "REPOSITORY[:TAG] in lowercase, e.g. "
+                              "registry.example.com/llm/vllm:candidate")
+
+
+def stages(dockerfile: str) -> list[str]:
+    """The named stages of a Dockerfile, in order."""
+    return re.findall(r"^FROM\s+(?:--\S+\s+)*\S+\s+AS\s+(\S+)\s*$", dockerfile,
+                      re.MULTILINE | re.IGNORECASE)
+
+
+def check_target(target: str | None, dockerfile: str) -> None:
+    """``--target`` must name a stage of the rendered Dockerfile."""
+    names = stages(dockerfile)
+    if target is not None and target not in names:
+        raise UnsafeInput(f"--target {target!r}: no such stage; the stages are "
+                          f"{', '.join(names)}")
 
 
 def base_images(dockerfile: str, build_args: dict[str, str]) -> list[str]:
@@ -204,11 +237,15 @@ def run_build(daemon: ContainerDaemon, files: dict[str, bytes], plan: BuildPlan,
                               nocache=options.no_cache, platform=options.platform,
                               network=options.network)
         for message in stream:
-            log.write(json.dumps(message, sort_keys=True) + "\n")
             if message.get("id") == "moby.buildkit.trace":
-                for kind, step, line in tracker.apply(decode_status(message["aux"])):
+                update = decode_status(message["aux"])
+                events = tracker.apply(update)
+                log.write(_log_line(message, update, events))
+                for kind, step, line in events:
                     renderer.event(kind, step, line)
-            elif message.get("id") == "moby.image.id" or (
+                continue
+            log.write(_log_line(message))
+            if message.get("id") == "moby.image.id" or (
                     isinstance(message.get("aux"), dict) and "ID" in message["aux"]):
                 image_id = message["aux"]["ID"]
             elif "stream" in message:
@@ -220,7 +257,10 @@ def run_build(daemon: ContainerDaemon, files: dict[str, bytes], plan: BuildPlan,
                 if not buildkit and text.strip():
                     renderer.message(text.rstrip("\n"))  # the classic builder's own lines
             elif "error" in message or "errorDetail" in message:
+                tracker.flush()  # the failing step's last output, even without a newline
                 raise _failure(message, tracker, dockerfile, classic_step, classic_tail)
+        for kind, step, line in tracker.flush():  # output that never got its newline
+            renderer.event(kind, step, line)
     except KeyboardInterrupt:
         daemon.cancel()
         raise BuildInterrupted("interrupted: the build was cancelled; no image was tagged"
@@ -258,6 +298,25 @@ def run_build(daemon: ContainerDaemon, files: dict[str, bytes], plan: BuildPlan,
                           "removed the tags this build created") from None
     return BuildResult(image_id, list(plan.tags), tracker.summary(),
                        round(time.monotonic() - started, 3), plan.builder)
+
+
+def _log_line(message: dict[str, Any], update: StatusUpdate | None = None,
+              events: list[tuple[str, Any, str | None]] | None = None) -> str:
+    """One build.log line, redacted like every other output.
+
+    BuildKit's trace messages carry their step output base64-encoded in protobuf, where a
+    plain redaction would not see a token; they are logged as the tracker's whole output
+    lines (a token cut between two chunks is whole, and redacted, there).
+    """
+    if update is not None:
+        message = {"id": message["id"], "aux": {
+            "vertexes": [{"digest": v.digest, "name": v.name, "cached": v.cached,
+                          "started": v.started, "completed": v.completed, "error": v.error}
+                         for v in update.vertexes],
+            "lines": [{"vertex": step.digest, "line": line} for kind, step, line in events or []
+                      if kind == "log"],
+            "warnings": update.warnings}}
+    return redact(json.dumps(message, sort_keys=True, ensure_ascii=False)) + "\n"
 
 
 def _failure(message: dict[str, Any], tracker: BuildTracker, dockerfile: str,
@@ -311,25 +370,40 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
     from dockergen.render import write_context
 
     check_build_args(options.build_args)
+    check_tags(options.tags)
     if options.push and not options.smoke:
         raise UnsafeInput("--push needs the smoke tests: drop --no-smoke")
+    for cert in ca_certs:
+        if not cert.is_file():
+            raise UnsafeInput(f"--ca-cert {str(cert)!r}: no such file; give a PEM certificate")
     if ca_certs:  # the profile's certificates plus the command line's, as absolute paths
         loaded = load_profile(path, overrides)
         paths = [str((loaded.path.parent / c).resolve())
                  for c in loaded.profile.build.ca_certificates]
         paths += [str(c.resolve()) for c in ca_certs]
-        overrides = (*overrides, f"build.ca_certificates=[{', '.join(paths)}]")
+        # a JSON list is YAML: each path quoted and escaped, spaces and all
+        overrides = (*overrides, f"build.ca_certificates={json.dumps(paths)}")
     builder = options.builder
     if builder == "auto" and not dry_run:
         daemon = daemon or connect()
         builder = "buildkit" if daemon.has_buildkit() else "classic"
     builder = "buildkit" if builder == "auto" else builder
     ctx: RenderedContext = render_context(path, overrides, builder)  # type: ignore[arg-type]
+    check_target(options.target, ctx.files["Dockerfile"].decode())
     if not quiet:
         for warning in ctx.warnings:
             echo(str(warning))
-    refs = [f"{ctx.resolved.profile.image.name}:{t}" for t in ctx.resolved.tags]
-    refs += list(options.tags)
+    dockerfile = ctx.files["Dockerfile"].decode()
+    target = None if options.target in (None, stages(dockerfile)[-1]) else options.target
+    if target is not None and options.push:
+        raise UnsafeInput(f"--push of the intermediate stage {target!r} is refused: only the "
+                          "final stage is smoke-tested and released; build it without --push")
+    image = ctx.resolved.profile.image.name
+    immutable = f"{image}:" + content_tag(ctx.files, mode=builder, build_args=options.build_args,
+                                          target=target, platform=options.platform)
+    # an intermediate stage is not the release: it never gets the release tags
+    refs = [] if target else [f"{image}:{t}" for t in ctx.resolved.tags]
+    refs += [immutable, *options.tags]
     plan = BuildPlan(ctx.name, builder, sorted(ctx.files),
                      base_images(ctx.files["Dockerfile"].decode(), options.build_args), refs,
                      options.build_args)
@@ -344,7 +418,8 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
     folder = output or Path("build") / ctx.name
     write_context(folder, ctx.files)
     record: dict[str, Any] = {"profile": ctx.name, "profile_hash": ctx.resolved.profile_hash,
-                              "builder": builder, "tags": refs, "status": "started"}
+                              "builder": builder, "tags": refs, "immutable_tag": immutable,
+                              "target": target or "(final stage)", "status": "started"}
     record_path = folder / "build-record.json"
     with open(folder / "build.log", "w", encoding="utf-8") as log:
         try:
@@ -357,17 +432,20 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
                   **result.summary)
     echo(f"built {result.image_id} in {result.seconds:.1f}s "
          f"({result.summary['cached_steps']} cached, {result.summary['executed_steps']} run)")
-    if options.smoke:
-        _smoke(daemon, ctx, refs, options.gpus, record, record_path, echo)
+    if options.smoke and target is None:  # the smoke tests check the runtime stage
+        _smoke(daemon, ctx, refs, immutable, options.gpus, record, record_path, echo)
+    elif target is not None:
+        record["smoke"] = f"not run: --target {target} is an intermediate stage"
     if options.push:
-        _push(daemon, refs, record, record_path, echo, out)
+        _push(daemon, refs, immutable, result.image_id, record, record_path, echo, out)
     else:
         out(result.image_id)
     write_record(record_path, record)
     return record
 
 
-def _smoke(daemon: ContainerDaemon, ctx: Any, refs: list[str], gpus: bool, record: dict[str, Any],
+def _smoke(daemon: ContainerDaemon, ctx: Any, refs: list[str], keep: str, gpus: bool,
+           record: dict[str, Any],
            record_path: Path, echo: Callable[[str], None]) -> None:
     """Run the smoke tests; on failure keep only the immutable tag and raise."""
     from dockergen.smoke import SmokeFailed, gpu_checks, smoke_test
@@ -381,8 +459,7 @@ def _smoke(daemon: ContainerDaemon, ctx: Any, refs: list[str], gpus: bool, recor
              + ("" if check.ok else f": {check.detail}"))
     if report.ok:
         return
-    keep = refs[len(ctx.resolved.tags) - 1]  # the immutable dg-<hash> tag
-    for ref in refs:
+    for ref in refs:  # keep only the immutable dg-<hash> tag
         if ref != keep:
             daemon.remove_image(ref)
     record.update(status="smoke-failed")
@@ -392,11 +469,28 @@ def _smoke(daemon: ContainerDaemon, ctx: Any, refs: list[str], gpus: bool, recor
                       f"pushed; the image stays as {keep} for inspection")
 
 
-def _push(daemon: ContainerDaemon, refs: list[str], record: dict[str, Any], record_path: Path,
-          echo: Callable[[str], None], out: Callable[[str], None]) -> None:
-    """Push every tag; record the digests (or the failure) before returning or raising."""
+def _push(daemon: ContainerDaemon, refs: list[str], immutable: str, image_id: str,
+          record: dict[str, Any], record_path: Path, echo: Callable[[str], None],
+          out: Callable[[str], None]) -> None:
+    """Push every tag; record the digests (or the failure) before returning or raising.
+
+    The immutable tag is never moved: if the registry already has it under a digest that is
+    not this image's, nothing is pushed (the same inputs built again, e.g. --no-cache, give
+    another image; the tag keeps naming the first one).
+    """
+    from dockergen.daemon import PushError, split_reference
+
     digests: dict[str, str] = {}
     try:
+        existing = daemon.registry_digest(immutable)
+        if existing is not None:
+            repo = split_reference(immutable)[0]
+            if f"{repo}@{existing}" not in daemon.inspect(image_id).get("RepoDigests", []):
+                raise PushError(
+                    f"{immutable} already names {existing} in the registry and this build's "
+                    f"image {image_id} is another one (the same inputs built again, e.g. with "
+                    "--no-cache); nothing was pushed, the immutable tag is never moved; "
+                    f"pull {immutable} to use the released image, or change an input")
         for ref in refs:
             digests[ref] = daemon.push(ref, on_status=echo)
             echo(f"pushed {ref}@{digests[ref]}")

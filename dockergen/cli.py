@@ -8,6 +8,7 @@ May import: anything of dockergen (it is the top: nothing imports it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -30,20 +31,56 @@ _mode_option = click.option(
     help="classic: no BuildKit-only syntax (for engines without BuildKit).")
 
 
+class _OutputClosed(Exception):
+    """The reader of our output went away (``dockergen explain | head``).
+
+    Deliberately not an OSError: click turns a broken pipe into exit 1, the "dockergen bug"
+    code, before our handler in :func:`main` could see it.
+    """
+
+    def __init__(self, command: str | None) -> None:
+        super().__init__(command)
+        self.command = command
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise _OutputClosed(ctx.invoked_subcommand) from None
+
+
+# -q also applies to the warnings that come with errors, which main() prints after the
+# command has ended; the option's callback records it for that.
+_quiet = False
+
+
+def _remember_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    global _quiet
+    _quiet = _quiet or value
+    return value
+
+
+_quiet_option = click.option("-q", "--quiet", is_flag=True, callback=_remember_quiet,
+                             help="Do not print warnings.")
+
+
 def _warn(lines: list[str], quiet: bool) -> None:
     if not quiet:
         for line in lines:
             click.echo(line, err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dockergen")
 def cli() -> None:
     """Validated, deterministic multi-stage Dockerfiles for GPU LLM-inference images.
 
     Exit codes: 0 ok, 2 invalid profile, 3 engine, tool or registry unavailable, 4 output
     not written, 5 build failed, 6 smoke test failed, 7 push failed, 8 base-image lock
-    stale, 124 timeout, 130 interrupted, 64 wrong usage, 1 a dockergen bug.
+    stale, 124 timeout, 130 interrupted, 141 build output closed, 64 wrong usage, 1 a
+    dockergen bug.
     """
 
 
@@ -64,7 +101,7 @@ _strict_option = click.option(
 @click.option("--syntax", metavar="IMAGE",
               help="Emit a '# syntax=IMAGE' parser directive (needs that frontend image).")
 @_strict_option
-@click.option("-q", "--quiet", is_flag=True, help="Do not print warnings.")
+@_quiet_option
 def render(profile: str | None, output: str | None, render_all: bool,
            overrides: tuple[str, ...], mode: str, syntax: str | None, strict: bool,
            quiet: bool) -> None:
@@ -144,17 +181,22 @@ def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
 @click.argument("profiles", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @_set_option
 @_strict_option
-@click.option("-q", "--quiet", is_flag=True, help="Do not print warnings.")
+@_quiet_option
 def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], strict: bool,
              quiet: bool) -> None:
     """Check one or more profiles; print every problem found (matrices: every point)."""
     from dockergen.fleet.matrix import MatrixError
     from dockergen.fleet.project import collect
+    from dockergen.loader import check_abstract
 
     problems: list[Any] = []
     dropped: list[Any] = []
     for path in profiles:
         try:
+            if check_abstract(Path(path), overrides):
+                click.echo(f"{path}: ok (abstract: its fields are checked; the compatibility "
+                           "rules run on the profiles that extend it)")
+                continue
             fleet = collect([Path(path)], overrides, render=False)
         except ProfileError as exc:
             problems.extend(exc.problems)
@@ -274,7 +316,9 @@ def explain(profile: str, overrides: tuple[str, ...], mode: str) -> None:
         click.echo(f"  {''.ljust(width)}    why: {d.reason}")
         if d.src:
             click.echo(f"  {''.ljust(width)}    src: {d.src}")
-    click.echo("  tags: " + ", ".join(resolved.tags))
+    click.echo("  tags: " + ", ".join([*resolved.tags, "dg-<hash of the build's inputs: context, "
+                                       "build args, target, platform, mode, dockergen version> "
+                                       "(added by build)"]))
     for w in resolved.warnings:
         click.echo(f"warning: {w}")
 
@@ -308,7 +352,7 @@ def explain(profile: str, overrides: tuple[str, ...], mode: str) -> None:
               help="Pull base images even when they exist locally (default: only missing).")
 @click.option("--no-smoke", is_flag=True, help="Skip the smoke tests (not with --push).")
 @click.option("--gpus", is_flag=True, help="Also run the GPU smoke tests (needs a GPU host).")
-@click.option("-q", "--quiet", is_flag=True, help="Do not print warnings.")
+@_quiet_option
 def build(profile: str, overrides: tuple[str, ...], output: str | None, builder: str,
           tags: tuple[str, ...], no_cache: bool, build_args: tuple[str, ...],
           target: str | None, platform: str | None, progress: str, push: bool, dry_run: bool,
@@ -360,7 +404,7 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
 @click.option("--cpus", type=click.IntRange(1, 1024), default=8, show_default=True)
 @click.option("--memory-gib", type=click.IntRange(1, 65536), default=64, show_default=True)
 @_set_option
-@click.option("-q", "--quiet", is_flag=True, help="Do not print warnings.")
+@_quiet_option
 def deploy(profile: str | None, fmt: str, record: str | None, output: str | None,
            deploy_all: bool, opt_in: tuple[str, ...], gpu_ids: str | None,
            bind_address: str, namespace: str, runtime_class: str | None, hf_secret: str,
@@ -439,7 +483,7 @@ def plan(profile: str, model_config: str | None, model_dir: str | None, overhead
 @click.option("--target", "targets", multiple=True, metavar="HOST:PORT",
               help="Scrape target (repeatable); default observe.targets or localhost:PORT.")
 @_set_option
-@click.option("-q", "--quiet", is_flag=True, help="Do not print warnings.")
+@_quiet_option
 def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monitor: str,
             port_name: str, targets: tuple[str, ...], overrides: tuple[str, ...],
             quiet: bool) -> None:
@@ -488,9 +532,9 @@ def list_profiles() -> None:
               help="Write the schema to this file instead of stdout.")
 def schema(output: str | None) -> None:
     """Print the JSON Schema of profile files (for editors)."""
-    from dockergen.profile import json_schema
+    from dockergen.schema import profile_schema
 
-    text = json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+    text = json.dumps(profile_schema(), indent=2, sort_keys=True) + "\n"
     if output:
         target = Path(output)
         tmp = target.with_name(f".{target.name}.tmp")
@@ -512,7 +556,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="dockergen", standalone_mode=False)
     except DockergenError as exc:
-        for line in exc.lines():
+        lines = exc.lines()
+        if isinstance(exc, ProfileError) and _quiet:  # -q: also the warnings beside errors
+            lines = [line for line in lines if not line.endswith("[warning]")]
+        for line in lines:
             click.echo(redact(line), err=True)
         if isinstance(exc, ProfileError):
             errors = sum(1 for p in exc.problems if p.severity == "error")
@@ -527,6 +574,19 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(int(ExitCode.USAGE))
-    except BrokenPipeError:  # e.g. `dockergen render x | head`
-        sys.exit(0)
+    except _OutputClosed as exc:
+        # The reader stopped reading (`dockergen explain | head`): what it wanted was
+        # printed, so commands that only print end with 0. A build whose progress stream
+        # was cut off did not finish its work: 141, as a process killed by SIGPIPE.
+        _silence_output()
+        sys.exit(ExitCode.PIPE_CLOSED if exc.command == "build" else 0)
     sys.exit(0)
+
+
+def _silence_output() -> None:
+    """Point stdout/stderr at /dev/null so the exit flush does not fail a second time."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # no such stream: nothing to flush
+            os.dup2(devnull, stream.fileno())
+    os.close(devnull)

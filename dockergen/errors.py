@@ -11,11 +11,21 @@ import re
 from dataclasses import dataclass
 from enum import IntEnum
 
-# Shapes of credentials that must never be echoed back (messages, logs, labels).
+# Shapes of credentials that must never be echoed back (messages, logs, labels). Token
+# prefixes need a left boundary, or `risk-management-prod` and `task-...` log lines read as
+# OpenAI `sk-` keys; an `sk-` key must also hold a digit (random base62 of 48 characters
+# almost always does; words joined by dashes do not).
+_B = r"(?<![A-Za-z0-9])"
 SECRET_VALUE = re.compile(
-    r"(hf_[A-Za-z0-9]{8,}|gh[pousr]_[A-Za-z0-9]{8,}|github_pat_[A-Za-z0-9_]{8,}"
-    r"|AKIA[0-9A-Z]{12,}|sk-[A-Za-z0-9_-]{8,}|xox[abpr]-[A-Za-z0-9-]{8,}"
+    rf"({_B}hf_[A-Za-z0-9]{{8,}}|{_B}gh[pousr]_[A-Za-z0-9]{{8,}}|{_B}github_pat_[A-Za-z0-9_]{{8,}}"
+    rf"|{_B}AKIA[0-9A-Z]{{12,}}|{_B}sk-(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{{8,}}"
+    rf"|{_B}xox[abpr]-[A-Za-z0-9-]{{8,}}"
     r"|[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@)")
+
+# BuildKit's SecretsUsedInArgOrEnv detector (moby/buildkit dockerfile2llb/validations.go).
+SECRET_NAME = re.compile(
+    r"(?i)(?:_|^)(?:apikey|auth|credential|credentials|key|password|pword|passwd|secret|token)"
+    r"(?:_|$)")
 
 
 def redact(text: str) -> str:
@@ -37,6 +47,7 @@ class ExitCode(IntEnum):
     LOCK_STALE = 8  # `lock --check`: an image is missing from the lock, or its tag moved
     TIMEOUT = 124  # --timeout expired; the build was cancelled
     INTERRUPTED = 130  # Ctrl-C; the build was cancelled and our tags removed
+    PIPE_CLOSED = 141  # `build`: the reader of its output went away (128 + SIGPIPE)
     USAGE = 64  # wrong command-line usage (click's own errors use 2; we remap)
 
 

@@ -22,8 +22,12 @@ warn. May import: nothing of dockergen.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import yaml
@@ -34,8 +38,8 @@ COMPONENTS_DIR = Path(__file__).with_name("components")
 
 
 @functools.cache
-def load_facts(name: str) -> dict[str, Any]:
-    """The facts of one component: ``components/<name>.yaml`` (cached; immutable)."""
+def builtin_facts(name: str) -> dict[str, Any]:
+    """The shipped facts of one component: ``components/<name>.yaml`` (cached; immutable)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     with (COMPONENTS_DIR / f"{name}.yaml").open(encoding="utf-8") as fh:
         data = yaml.load(fh, Loader=loader)  # noqa: S506 - safe loader
@@ -50,6 +54,47 @@ def is_unverified(row: dict[str, Any], field_name: str) -> bool:
     """
     mark = row.get("unverified", False)
     return mark is True or (isinstance(mark, list) and field_name in mark)
+
+
+def fact_names() -> list[str]:
+    """Every component facts name, e.g. ``cuda``, ``serving/vllm``."""
+    return sorted(p.relative_to(COMPONENTS_DIR).with_suffix("").as_posix()
+                  for p in COMPONENTS_DIR.rglob("*.yaml"))
+
+
+def has_facts(name: str) -> bool:
+    """Whether ``name`` is a component facts file (``serving/vllm``, ``flash_attn``, ...)."""
+    return "." not in name and (COMPONENTS_DIR / f"{name}.yaml").is_file()
+
+
+# A profile's user knowledge files (``knowledge:``) add rows to the shipped tables for the
+# duration of one resolve; see dockergen.loader.read_user_knowledge.
+_USER: contextvars.ContextVar[Mapping[str, Mapping[str, Mapping[str, Any]]]] = (
+    contextvars.ContextVar("dockergen_user_facts", default=MappingProxyType({})))
+
+
+@contextlib.contextmanager
+def user_facts(overlay: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> Iterator[None]:
+    """Make ``{component: {table: {key: row}}}`` part of :func:`load_facts` in this block."""
+    token = _USER.set(overlay)
+    try:
+        yield
+    finally:
+        _USER.reset(token)
+
+
+def load_facts(name: str) -> dict[str, Any]:
+    """The facts of one component, with the user's additions of the current resolve."""
+    base = builtin_facts(name)
+    added = _USER.get().get(name)
+    if not added:
+        return base
+    merged = dict(base)
+    for table, rows in added.items():
+        current = base[table]
+        merged[table] = ([*current, *rows] if isinstance(current, list)
+                         else {**current, **rows})
+    return merged
 
 
 def newest(versions: list[str]) -> str:

@@ -2,14 +2,16 @@
 
 Every problem found is collected and raised at once as a :class:`ProfileError` whose
 lines read ``FILE:LINE:COL: field.path: what is wrong; what to do``.
-May import: :mod:`dockergen.errors`, :mod:`dockergen.profile`, :mod:`dockergen.resources`,
-:mod:`dockergen.yamlsource`.
+May import: :mod:`dockergen.credentials`, :mod:`dockergen.errors`, :mod:`dockergen.knowledge`
+(which facts tables exist, for user knowledge files), :mod:`dockergen.profile`,
+:mod:`dockergen.resources`, :mod:`dockergen.yamlsource`.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -18,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from dockergen import credentials, knowledge
 from dockergen.errors import Location, Problem, ProfileError
 from dockergen.profile import Profile
 from dockergen.resources import profiles_dir
@@ -36,6 +39,8 @@ class LoadedProfile:
     display: str
     chain: tuple[str, ...]  # the files it was built from, child first
     overrides: tuple[str, ...] = field(default=())
+    # the profile's `knowledge:` files: {component: {table: {key: row}}}, rows marked
+    user_facts: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     def at(self, *path: str | int) -> Location:
         """Location of a field, for problems about it."""
@@ -107,6 +112,9 @@ def _load_raw(path: Path, seen: tuple[Path, ...]) -> tuple[dict[str, Any], Posit
         ppos.drop((key,))
     merged = _merge(pdata, data, ppos)
     ppos.merge_from(pos)
+    # A problem with no position of its own (a missing field, a key only an override
+    # added) belongs to the file the user asked for, not to the base profile.
+    ppos.default = pos.default
     return merged, ppos, (display, *pchain)
 
 
@@ -171,11 +179,15 @@ def apply_overrides(data: dict[str, Any], pos: Positions,
             except ProfileError:
                 value = raw
         node = data
-        for part in parts[:-1]:
+        for depth, part in enumerate(parts[:-1], 1):
             child = node.get(part)
             if not isinstance(child, dict):
                 child = {}
                 node[part] = child
+                # the override created this mapping: problems about it (an unknown
+                # section name) point at the --set, not at line 1 of some file
+                pos.drop(parts[:depth])
+                pos.set(parts[:depth], loc, loc)
             node = child
         node[parts[-1]] = value
         pos.drop(parts)
@@ -221,6 +233,25 @@ def _yaml_example(key: str, value: str) -> str:
     return f'{key}: "{value}"'
 
 
+def _quoted_example(loc: FieldPath, raw: str, pos: Positions) -> str:
+    """A valid YAML line with the number quoted: ``python: "3.10"``, ``targets: [h100, "8.0"]``.
+
+    A list item has no key of its own, so the example is its whole list, each item as
+    written and the numbers quoted.
+    """
+    if not loc or not isinstance(loc[-1], int) or len(loc) < 2:
+        return _yaml_example(str(loc[-1]) if loc else "value", raw)
+    items = []
+    i = 0
+    while (text := pos.raw((*loc[:-1], i))) is not None:
+        items.append(f'"{text}"' if _NUMBER.fullmatch(text) or i == loc[-1] else text)
+        i += 1
+    return f"{loc[-2]}: [{', '.join(items) or chr(34) + raw + chr(34)}]"
+
+
+_NUMBER = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+
+
 def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Problem]:
     """Turn pydantic's errors into reader-facing problems with positions and fixes."""
     problems = []
@@ -240,7 +271,7 @@ def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Probl
                 msg += f" (did you mean {guess[0]!r}?)"
             fix = "allowed keys here: " + ", ".join(allowed)
         elif kind == "missing":
-            msg = "required field is missing"
+            msg = _MISSING
             fix = f"add `{last}:` under `{_dotted(loc[:-1])}`" if len(loc) > 1 else (
                 f"add `{last}:` at the top level")
             where = pos.of(loc[:-1]) if len(loc) > 1 else pos.default
@@ -248,7 +279,7 @@ def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Probl
                 value, bool):
             raw = pos.raw(loc) or str(value)
             msg = f"{raw} is a number in YAML (read as {value!r}), not text"
-            fix = f"quote it: {_yaml_example(last, raw)}"
+            fix = f"quote it: {_quoted_example(loc, raw, pos)}"
         elif kind == "string_type":
             msg = f"expected text, got {_kind(value)}"
             fix = "write a quoted string"
@@ -278,6 +309,8 @@ def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Probl
             bound = next(iter(ctx.values())) if ctx else "?"
             msg = f"{value!r} is out of range: must be {op}{bound}"
             fix = f"use a value {op}{bound}"
+        elif kind == "too_short" and value:
+            continue  # its items were rejected (each reported); the list was not empty
         elif kind == "too_short":
             msg = "must not be empty"
             fix = "list at least one entry" + (", e.g. [h100]" if last == "targets" else "")
@@ -289,7 +322,8 @@ def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Probl
             fix = f"write `{last}: [a, b]`"
         elif kind == "value_error":
             msg = str(err.get("ctx", {}).get("error", err["msg"]))
-            fix = _VALUE_FIX.get(last, "see `dockergen schema` for the allowed form")
+            named = next((str(part) for part in reversed(loc) if isinstance(part, str)), "")
+            fix = _VALUE_FIX.get(named, "see `dockergen schema` for the allowed form")
         else:  # pragma: no cover - any new pydantic error type still reads sensibly
             msg = err["msg"]
             fix = "see `dockergen schema`"
@@ -297,7 +331,12 @@ def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Probl
     return problems
 
 
+_MISSING = "required field is missing"
+
 _VALUE_FIX = {
+    "expected_output": "write a Python regular expression; escape ( [ { * + ? . with a backslash",
+    "excluded_output": "write a Python regular expression; escape ( [ { * + ? . with a backslash",
+    "smoke": "keep `defaults: true`, or add `commands:` or `files:`",
     "version": 'quote a version like "13.0.2" or "0.33.0"',
     "python": 'write e.g. python: "3.12"',
     "model": "use a path like /models/llama-3-8b-instruct",
@@ -306,26 +345,146 @@ _VALUE_FIX = {
 }
 
 
+_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+
+
+def locate_profile(path: Path) -> Path:
+    """A profile file by path, or by the name of a shipped profile (``h100-fp8``).
+
+    Names work wherever a path does, also after a plain ``pip install`` where the shipped
+    profiles live inside site-packages. An existing file of that name wins.
+    """
+    text = str(path)
+    if path.exists() or not _NAME.fullmatch(text):
+        return path
+    shipped = profiles_dir() / f"{text}.yaml"
+    if shipped.is_file():
+        return shipped
+    names = ", ".join(sorted(p.stem for p in profiles_dir().glob("*.yaml")))
+    raise ProfileError([Problem(Location(text), "", "no such file, and no shipped profile of "
+                                "that name", f"give a path, or one of: {names}")])
+
+
+def _merged(path: str | Path, overrides: tuple[str, ...]
+            ) -> tuple[Path, dict[str, Any], Positions, tuple[str, ...], bool]:
+    """The profile's data merged with its parents and the overrides; and its abstractness."""
+    resolved = locate_profile(Path(path)).resolve()
+    data, pos, chain = _load_raw(resolved, (resolved,))
+    abstract = data.get("abstract") is True
+    data.pop("abstract", None)
+    return resolved, apply_overrides(data, pos, overrides), pos, chain, abstract
+
+
+def _validate(data: dict[str, Any], pos: Positions, *, partial: bool = False) -> Profile | None:
+    """The model of ``data``; every problem (secrets included) at once as a ProfileError.
+
+    ``partial``: only check the fields that are there (an abstract profile leaves fields
+    to the profiles that extend it), so a missing field is not a problem.
+    """
+    secrets = credentials.scan(data, pos)
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        problems = [p for p in problems_from_validation(exc, pos)
+                    if not (partial and p.message == _MISSING)]
+        # one problem per field: a value the schema already rejects is not repeated
+        rejected = {p.field for p in problems}
+        problems += [p for p in secrets if p.field not in rejected]
+        if problems:
+            raise ProfileError(problems) from None
+        return None
+    if secrets:
+        raise ProfileError(secrets)
+    return profile
+
+
+def check_abstract(path: str | Path, overrides: tuple[str, ...] = ()) -> bool:
+    """Check an abstract profile as far as it goes; False if the profile is not abstract.
+
+    Its fields are checked for shape, type, unknown keys and secrets; the compatibility
+    rules need a whole profile and run on the profiles that extend it.
+    """
+    _, data, pos, _, abstract = _merged(path, overrides)
+    if abstract:
+        _validate(data, pos, partial=True)
+    return abstract
+
+
 def load_profile(path: str | Path, overrides: tuple[str, ...] = ()) -> LoadedProfile:
     """Read, merge and validate a profile file; raise :class:`ProfileError` on any problem."""
-    file = Path(path)
-    resolved = file.resolve()
-    data, pos, chain = _load_raw(resolved, (resolved,))
-    display = chain[0]
-    if data.get("abstract") is True:
+    resolved, data, pos, chain, abstract = _merged(path, overrides)
+    if abstract:
         raise ProfileError([Problem(pos.of(("abstract",)), "abstract",
                                     "this profile only provides defaults for others",
-                                    f"render a profile that says `extends: {file.stem}`")])
-    data.pop("abstract", None)
-    data = apply_overrides(data, pos, overrides)
+                                    f"render a profile that says `extends: {resolved.stem}`")])
     if data.get("matrix"):  # variants are expanded by dockergen/fleet/matrix.py
         raise ProfileError([Problem(pos.of(("matrix",)), "matrix",
                                     "this profile is a matrix of variants",
                                     "write them all with `dockergen render PROFILE -o DIR` and "
                                     "build with `docker buildx bake`, or build the profile "
                                     "without its matrix: --set matrix=null")])
-    try:
-        profile = Profile.model_validate(data)
-    except ValidationError as exc:
-        raise ProfileError(problems_from_validation(exc, pos)) from None
-    return LoadedProfile(profile, pos, resolved, display, chain, overrides)
+    profile = _validate(data, pos)
+    assert profile is not None
+    facts = read_user_knowledge(profile.knowledge, resolved.parent, pos)
+    return LoadedProfile(profile, pos, resolved, chain[0], chain, overrides, facts)
+
+
+def read_user_knowledge(files: tuple[str, ...], folder: Path, pos: Positions
+                        ) -> dict[str, dict[str, dict[str, Any]]]:
+    """Read a profile's user knowledge files: additions to the shipped fact tables.
+
+    A file maps a component's facts name (``serving/vllm``, ``flash_attn``, ``torch``, ...)
+    to tables of it (``releases``, ...) to new rows keyed like the shipped ones, each a
+    mapping with a non-empty ``src``. Shipped facts are never replaced: a key dockergen
+    already knows is an error. Each row's ``src`` is marked as the user's, and list tables
+    (flash-attn's releases) get the new keys appended.
+    """
+    problems: list[Problem] = []
+    overlay: dict[str, dict[str, dict[str, Any]]] = {}
+    for i, name in enumerate(files):
+        path = folder / name
+        if not path.is_file():
+            problems.append(Problem(pos.of(("knowledge", i)), f"knowledge[{i}]",
+                                    f"{name} does not exist next to the profile",
+                                    "give the path of a knowledge file relative to the profile"))
+            continue
+        shown = display_path(path)
+        data, fpos = read_yaml_file(path, shown)
+        if not isinstance(data, dict):
+            problems.append(Problem(fpos.default, "", "a knowledge file maps component names "
+                                    "to tables of facts", "e.g. `serving/vllm: {releases: "
+                                    "{\"0.32.0\": {torch: ..., src: ...}}}`"))
+            continue
+        for component, tables in data.items():
+            where = fpos.key_of((component,))
+            if not knowledge.has_facts(str(component)):
+                problems.append(Problem(where, str(component), "not a component's facts",
+                                        "use one of: " + ", ".join(knowledge.fact_names())))
+                continue
+            builtin = knowledge.builtin_facts(component)
+            for table, rows in (tables or {}).items():
+                at = (component, table)
+                if not isinstance(builtin.get(table), (dict, list)) or not isinstance(rows,
+                                                                                    dict):
+                    problems.append(Problem(fpos.key_of(at), f"{component}.{table}",
+                                            "not a table of rows that can be added to",
+                                            "add rows to a table such as `releases`"))
+                    continue
+                for key, row in rows.items():
+                    loc = fpos.key_of((*at, key))
+                    field_name = f"{component}.{table}.{key}"
+                    if key in builtin[table]:
+                        problems.append(Problem(loc, field_name, "dockergen already knows "
+                                                "this; shipped facts are not replaced",
+                                                "remove it from the knowledge file"))
+                    elif not isinstance(row, dict) or not str(row.get("src") or "").strip():
+                        problems.append(Problem(loc, field_name, "a fact needs its source",
+                                                "write it as a mapping with `src:` (where you "
+                                                "read it: wheel METADATA, release notes, ...)"))
+                    else:
+                        marked = {**row, "src": f"user knowledge {shown}: {row['src']}",
+                                  "user": shown}
+                        overlay.setdefault(component, {}).setdefault(table, {})[key] = marked
+    if problems:
+        raise ProfileError(problems)
+    return overlay

@@ -9,6 +9,7 @@ May import: :mod:`dockergen.errors`.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Annotated, Any, Literal
 
@@ -65,6 +66,14 @@ _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
     "git_commit": (re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}"),
                    "a full git commit id: 40 (or 64) lowercase hex digits"),
     "file_path": (re.compile(r"[A-Za-z0-9._/-]{1,255}"), "a relative or absolute file path"),
+    "pip_pin": (re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,99})(?:\[[A-Za-z0-9,._-]{1,100}\])?"
+                           r"==\d+(\.\d+){0,3}((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?"),
+                "an exact pin like \"transformers==4.57.1\" (NAME==VERSION)"),
+    "apt_name": (re.compile(r"[a-z0-9][a-z0-9+.-]{1,62}"), "a Debian/Ubuntu package name"),
+    # a file on the build host, read by dockergen and never written into the Dockerfile
+    # (certificates are copied as certs/extra-N.crt), so any printable path is safe
+    "host_path": (re.compile(r"[^\x00-\x1f\x7f]{1,4096}"),
+                  "a file path without control characters"),
     # An image reference whose tag may hold tag-template placeholders (image.cache_ref);
     # the expanded result is checked against image_ref again (dockergen/fleet/bake.py).
     "ref_template": (re.compile(r"[a-z0-9{][A-Za-z0-9._/:{}-]{0,254}"),
@@ -113,13 +122,38 @@ ImageRef = Annotated[str, _shaped("image_ref")]
 ImageRepo = Annotated[str, _shaped("image_repo")]
 ModelPath = Annotated[str, _shaped("model")]
 Host = Annotated[str, _shaped("host")]
-ExtraArg = Annotated[str, _shaped("extra_arg")]
+def _extra_arg(value: str) -> str:
+    """A flag, a plain value, or a JSON object/array value (``--speculative-config``).
+
+    The server command is written in exec form (a JSON array), so a JSON value reaches the
+    server as one argument, never through a shell; only its shape is checked here.
+    """
+    regex, what = _PATTERNS["extra_arg"]
+    if regex.fullmatch(value):
+        return value
+    flag, sep, rest = value.partition("=")
+    text = rest if sep and regex.fullmatch(flag + "=") else value
+    if text[:1] in "{[" and len(value) <= 2048 and value.isprintable():
+        try:
+            json.loads(text)
+        except ValueError:
+            pass
+        else:
+            return value
+    raise ValueError(f"{_show(value)} is not {what}, or a JSON object or array "
+                     "(e.g. '{\"method\": \"ngram\"}')")
+
+
+ExtraArg = Annotated[str, AfterValidator(_extra_arg)]
 EnvName = Annotated[str, _shaped("env_name")]
 EnvValue = Annotated[str, _shaped("env_value")]
 LabelKey = Annotated[str, _shaped("label_key")]
 TagTemplate = Annotated[str, _shaped("tag_template")]
 Url = Annotated[str, _shaped("url")]
 FilePath = Annotated[str, _shaped("file_path")]
+HostPath = Annotated[str, _shaped("host_path")]
+PipPin = Annotated[str, _shaped("pip_pin")]
+AptName = Annotated[str, _shaped("apt_name")]
 RefTemplate = Annotated[str, _shaped("ref_template")]
 FieldPathText = Annotated[str, _shaped("field_path")]
 Duration = Annotated[str, _shaped("duration")]
@@ -292,7 +326,7 @@ class Build(_Section):
 
     memory_gib: int = Field(64, ge=4, le=4096,
                             description="Build host memory; sizes MAX_JOBS of CUDA compiles.")
-    ca_certificates: tuple[FilePath, ...] = Field(
+    ca_certificates: tuple[HostPath, ...] = Field(
         (), description="Extra CA certificate files (PEM) for TLS-intercepting proxies; "
                         "installed in build stages only. Relative to the profile.")
     python_from: Literal["uv", "image"] = Field(
@@ -305,6 +339,16 @@ class Build(_Section):
                           "https://pypi.nvidia.com), e.g. with a mirror.")
 
 
+class Packages(_Section):
+    """Extra packages: pip pins installed with the engine (keeping its torch pin, checked
+    against the pins dockergen derives) and apt packages of the runtime image."""
+
+    pip: tuple[PipPin, ...] = Field((), description="Exact pins NAME==VERSION, installed in the "
+                                                    "engine stage together with the engine.")
+    apt: tuple[AptName, ...] = Field((), description="Packages of the runtime image (no "
+                                                     "compilers unless runtime.jit_toolchain).")
+
+
 class Runtime(_Section):
     """The runtime stage."""
 
@@ -313,14 +357,26 @@ class Runtime(_Section):
         False, description="Keep nvcc and gcc in the runtime image for JIT kernels.")
 
 
+def _regex(value: str) -> str:
+    # compiled here so that `validate` reports it, not the smoke test after a long build
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"{_show(value)} is not a valid regular expression: {exc}") from None
+    return value
+
+
+Regex = Annotated[Text, AfterValidator(_regex)]
+
+
 class CommandTest(_Section):
     """A command run in the built image (exec form; the entrypoint is bypassed)."""
 
     name: Text
     command: tuple[Text, ...] = Field(min_length=1)
     exit_code: int = 0
-    expected_output: tuple[Text, ...] = Field((), description="Regexes the output must match.")
-    excluded_output: tuple[Text, ...] = Field((), description="Regexes it must not match.")
+    expected_output: tuple[Regex, ...] = Field((), description="Regexes the output must match.")
+    excluded_output: tuple[Regex, ...] = Field((), description="Regexes it must not match.")
 
 
 class FileTest(_Section):
@@ -338,6 +394,14 @@ class Smoke(_Section):
     commands: tuple[CommandTest, ...] = ()
     files: tuple[FileTest, ...] = ()
     timeout_s: int = Field(300, ge=5, le=3600)
+
+    @model_validator(mode="after")
+    def _some_check(self) -> Smoke:
+        # Zero checks is not a pass: `--push` would publish an image nothing has looked at.
+        if not (self.defaults or self.commands or self.files):
+            raise ValueError("no smoke checks at all (defaults off, no commands, no files); "
+                             "an image would be pushed that nothing has checked")
+        return self
 
 
 class Matrix(_Section):
@@ -387,6 +451,10 @@ class Profile(_Section):
     abstract: bool = Field(
         False, description="Only provides defaults for profiles that extend it; "
                            "never rendered itself. Not inherited.")
+    knowledge: tuple[HostPath, ...] = Field(
+        (), description="User knowledge files (relative to the profile) adding releases to "
+                        "dockergen's facts, e.g. a vLLM release it does not know yet; each "
+                        "added fact needs its src and is shown as the user's in explain.")
     name: Name
     description: Text = ""
     gpu: Gpu
@@ -398,6 +466,7 @@ class Profile(_Section):
     serving: Serving
     image: Image
     build: Build = Build()
+    packages: Packages = Packages()
     runtime: Runtime = Runtime()
     smoke: Smoke = Smoke()
     matrix: Matrix | None = Field(
@@ -405,10 +474,3 @@ class Profile(_Section):
                           "(each named <name>-<value>-...); see `dockergen validate`.")
     observe: Observe = Observe()
 
-
-def json_schema() -> dict[str, Any]:
-    """The JSON Schema of a profile file, for editors (yaml-language-server)."""
-    schema = Profile.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "dockergen deployment profile"
-    return schema

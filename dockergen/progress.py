@@ -196,10 +196,16 @@ class BuildTracker:
         self.steps: dict[str, Step] = {}
         self.log_tail: deque[str] = deque(maxlen=200)
         self.warnings: list[str] = []
+        # BuildKit cuts a step's output into chunks wherever its buffer fills, so a chunk
+        # may end mid-line ("+ einops==0." / "8.2") or mid-character; the unfinished rest
+        # waits here, per step, for its newline. Whole lines also make redaction reliable:
+        # a token split over two chunks would match neither.
+        self._partial: dict[str, bytes] = {}
 
     def apply(self, update: StatusUpdate) -> list[tuple[str, Step, str | None]]:
         """Apply an update; return the events it caused: (kind, step, log line)."""
         events: list[tuple[str, Step, str | None]] = []
+        finished: list[Step] = []
         for v in update.vertexes:
             step = self.steps.get(v.digest)
             if step is None:
@@ -212,17 +218,45 @@ class BuildTracker:
             step.completed = v.completed if v.completed is not None else step.completed
             step.error = v.error or step.error
             if step.state != before:
-                events.append((step.state, step, None))
+                if step.state in ("running", "waiting"):
+                    events.append((step.state, step, None))
+                else:  # after this update's output, and after the step's last partial line
+                    finished.append(step)
         for log in update.logs:
             step = self.steps.get(log.vertex)
             if step is None:
                 continue
-            for line in log.msg.decode("utf-8", errors="replace").splitlines():
-                line = redact(line)
+            data = self._partial.pop(log.vertex, b"") + log.msg
+            *lines, rest = data.split(b"\n")
+            if rest:
+                self._partial[log.vertex] = rest
+            events.extend(self._lines(step, lines))
+        for step in finished:
+            events.extend(self._flush_step(step))
+            events.append((step.state, step, None))
+        self.warnings.extend(update.warnings)
+        return events
+
+    def flush(self) -> list[tuple[str, Step, str | None]]:
+        """Log events for output still waiting for a newline (at the end of the stream)."""
+        events: list[tuple[str, Step, str | None]] = []
+        for step in list(self.steps.values()):
+            events.extend(self._flush_step(step))
+        return events
+
+    def _flush_step(self, step: Step) -> list[tuple[str, Step, str | None]]:
+        rest = self._partial.pop(step.digest, b"")
+        return self._lines(step, [rest]) if rest else []
+
+    def _lines(self, step: Step, lines: list[bytes]) -> list[tuple[str, Step, str | None]]:
+        events: list[tuple[str, Step, str | None]] = []
+        for raw in lines:
+            # "\r" progress bars inside a line still become lines of their own
+            for text in raw.decode("utf-8", errors="replace").splitlines() or [""]:
+                line = redact(text)
                 step.logs.append(line)
                 self.log_tail.append(line)
                 events.append(("log", step, line))
-        self.warnings.extend(update.warnings)
         return events
 
     @property

@@ -60,6 +60,7 @@ class LockInputs:
     engine_index: str | None  # e.g. pypi.nvidia.com (explicit: only the engine package)
     python: str  # "3.12"
     platform: str  # uv --python-platform
+    extra: tuple[str, ...] = ()  # packages.pip: locked with the engine, hashed like the rest
 
 
 def inputs_of(profile: Path, overrides: tuple[str, ...] = (), *,
@@ -77,7 +78,8 @@ def inputs_of(profile: Path, overrides: tuple[str, ...] = (), *,
                       main_index=main_index or r.profile.build.pip_index_url or PYPI,
                       engine_index=others[0] if others else None, python=r.profile.python,
                       platform=platform or _platform(r.profile.cuda.os,
-                                                     r.profile.cuda.devel_image))
+                                                     r.profile.cuda.devel_image),
+                      extra=tuple(r.profile.packages.pip))
 
 
 def _platform(os_name: str, devel_image: str | None) -> str:
@@ -95,7 +97,8 @@ def uv() -> str:
 
 def _pyproject(inp: LockInputs, family: tuple[str, ...]) -> str:
     engine_name = re.split(r"[=<>!~ ]", inp.engine, maxsplit=1)[0]
-    deps = [inp.engine, f"torch=={inp.torch}", *(n for n in family if n != "torch")]
+    deps = [inp.engine, f"torch=={inp.torch}", *inp.extra,
+            *(n for n in family if n != "torch")]
     lines = ["[project]", 'name = "dockergen-image"', 'version = "0"',
              "dependencies = [" + ", ".join(json.dumps(d) for d in deps) + "]", "",
              "[[tool.uv.index]]", 'name = "pytorch"', f"url = {json.dumps(inp.torch_index)}",
@@ -169,7 +172,11 @@ def read_inputs(text: str) -> LockInputs | None:
     if not first.startswith(MARK):
         return None
     try:
-        return LockInputs(**json.loads(first[len(MARK):]))
+        fields = json.loads(first[len(MARK):])
+        if not isinstance(fields, dict):
+            return None
+        fields["extra"] = tuple(fields.get("extra", ()))  # JSON has lists; older locks none
+        return LockInputs(**fields)
     except (ValueError, TypeError):
         return None
 

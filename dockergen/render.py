@@ -7,11 +7,15 @@ May import: :mod:`dockergen.errors`, :mod:`dockergen.model`, :mod:`dockergen.res
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import jinja2
@@ -133,7 +137,6 @@ def write_context(out_dir: Path, files: dict[str, bytes]) -> None:
         staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     except OSError as exc:
         raise OutputError(f"{out_dir}: cannot create: {exc.strerror}") from None
-    old = None
     try:
         for name, data in files.items():
             target = staging / name
@@ -143,17 +146,58 @@ def write_context(out_dir: Path, files: dict[str, bytes]) -> None:
                 fh.flush()
                 os.fsync(fh.fileno())
         staging.chmod(0o755)
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-            os.replace(out_dir, old)
-        os.replace(staging, out_dir)
+        with _signals_deferred():
+            _swap_in(staging, out_dir)
     except OSError as exc:
-        if old is not None and not out_dir.exists():
-            os.replace(old, out_dir)
-            old = None
         raise OutputError(f"{out_dir}: cannot write: {exc.strerror}; nothing was changed"
                           ) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-        if old is not None:
+
+
+def _swap_in(staging: Path, out_dir: Path) -> None:
+    """Replace ``out_dir`` by ``staging`` with two renames; never lose both folders.
+
+    Whatever interrupts the renames (an OSError, a KeyboardInterrupt raised from a signal
+    handler the deferral could not cover), the old folder is moved back if the new one did
+    not arrive, and is deleted only once the new one is in place.
+    """
+    old = None
+    swapped = False
+    try:
+        if out_dir.exists():
+            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+            os.replace(out_dir, old)
+        os.replace(staging, out_dir)
+        swapped = True
+    except BaseException:
+        if old is not None and not out_dir.exists():
+            os.replace(old, out_dir)
+            old = None
+        raise
+    finally:
+        if old is not None and swapped:
             shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM during the folder swap and deliver them right after it.
+
+    A Ctrl-C between the two renames used to delete both the old and the new folder.
+    Signal handlers can only be set in the main thread; elsewhere :func:`_swap_in`'s own
+    recovery is the guard.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, _frame: caught.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for number in dict.fromkeys(caught):
+            signal.raise_signal(number)  # now handled as it would have been

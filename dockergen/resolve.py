@@ -11,17 +11,18 @@ May import: :mod:`dockergen.components`, :mod:`dockergen.errors`, :mod:`dockerge
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
 
-from dockergen import __version__
+from dockergen import __version__, knowledge
 from dockergen.components import cuda, flash_attn, image, python, torch
 from dockergen.components.base import Context
 from dockergen.components.serving import engine_for
-from dockergen.errors import ProfileError
+from dockergen.errors import Problem, ProfileError
 from dockergen.loader import LoadedProfile
 from dockergen.model import (
     APP_HOME,
@@ -43,8 +44,8 @@ def checks(loaded: LoadedProfile, python_lock: bool = True) -> list[Callable[[Co
     engine = engine_for(loaded.profile.engine.name)
     return [cuda.check_gpus, cuda.check_cuda, engine.check_release, torch.check,
             python.check_python_source, flash_attn.check, engine.check_quantization,
-            engine.check_scheduler, engine.check_server_args, engine.check_secrets,
-            image.check_labels, image.check_tags, cuda.check_ca_certificates,
+            engine.check_scheduler, engine.check_server_args, engine.check_extra_args,
+            engine.check_packages, image.check_tags, cuda.check_ca_certificates,
             *([engine.check_python_lock] if python_lock else [])]
 
 
@@ -56,9 +57,52 @@ def check(loaded: LoadedProfile, python_lock: bool = True) -> Context:
     return ctx
 
 
+# Set by the images themselves or by the runtime stage's own ENV lines (runtime.j2 puts the
+# venv first on PATH; the nvidia/cuda images set LD_LIBRARY_PATH for libcuda; uv's
+# relocatable CPython must not see a PYTHONHOME).
+_RESERVED_ENV = {
+    "PATH": "is set by the runtime stage (the venv's bin first, where the server lives)",
+    "LD_LIBRARY_PATH": "is set by the CUDA base image so that libcuda is found",
+    "PYTHONHOME": "would point the venv's Python at another standard library"}
+
+
+def _check_env_names(loaded: LoadedProfile, derived: dict[str, str]) -> None:
+    """serving.env must not replace what dockergen's image depends on (issue 7: an env
+    PATH hid `vllm`, and NVIDIA_DRIVER_CAPABILITIES was silently overridden)."""
+    problems = []
+    for name in sorted(loaded.profile.serving.env):
+        if name in derived:
+            why = f"is set by dockergen to {derived[name]!r}, which the image depends on"
+        elif name in _RESERVED_ENV:
+            why = _RESERVED_ENV[name]
+        else:
+            continue
+        problems.append(Problem(loaded.at("serving", "env", name), f"serving.env.{name}",
+                                f"{name} {why}; it cannot be overridden here",
+                                f"remove {name} from serving.env (docker run -e {name}=... "
+                                "still overrides it at run time, on purpose)"))
+    if problems:
+        raise ProfileError(problems)
+
+
 def resolve(loaded: LoadedProfile, mode: Mode = "buildkit",
             python_lock: bool = True) -> Resolved:
-    """Check a loaded profile and derive everything; raise :class:`ProfileError` on errors."""
+    """Check a loaded profile and derive everything; raise :class:`ProfileError` on errors.
+
+    The profile's user knowledge (``knowledge:`` files) joins the shipped facts for this
+    resolve only, and every user fact is listed in the derivations (``explain``).
+    """
+    with knowledge.user_facts(loaded.user_facts):
+        resolved = _resolve(loaded, mode, python_lock)
+    added = tuple(Derivation(f"user fact {component}", f"{table} {key}",
+                             f"added by {row['user']}, not shipped with dockergen", row["src"])
+                  for component, tables in sorted(loaded.user_facts.items())
+                  for table, rows in sorted(tables.items())
+                  for key, row in sorted(rows.items()))
+    return dataclasses.replace(resolved, derivations=resolved.derivations + added)
+
+
+def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool) -> Resolved:
     ctx = check(loaded, python_lock)
     if any(pr.severity == "error" for pr in ctx.problems):
         raise ProfileError(ctx.problems)
@@ -81,6 +125,7 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit",
         python=python_part.setup, torch=torch_install)
 
     env = {**cuda_part.env, **python_part.env, **serving.env}
+    _check_env_names(loaded, env)
     env.update(p.serving.env)
     release_tags = image.tags(p)
     stage = serving.stage
@@ -113,8 +158,8 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit",
     }
     canonical = json.dumps(lock_core, sort_keys=True, separators=(",", ":"))
     profile_hash = "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
-    tags = (*release_tags, f"dg-{profile_hash[7:19]}")
-    lock_core["resolved"]["tags"] = list(tags)
+    # the immutable dg-<hash> tag hashes the build's inputs; `build` adds it (buildid.py)
+    tags = tuple(release_tags)
 
     labels = image.labels(p, cuda_part.runtime_image, profile_hash, {
         **cuda_part.labels,

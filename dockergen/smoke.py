@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dockergen.components import flash_attn, python
-from dockergen.components.serving.base import SECRET_NAME
 from dockergen.daemon import ContainerDaemon, DaemonError
-from dockergen.errors import SECRET_VALUE, DockergenError, ExitCode
+from dockergen.errors import SECRET_NAME, SECRET_VALUE, DockergenError, ExitCode
 from dockergen.model import CommandCheck, Resolved, cc_tuple
 from dockergen.profile import CommandTest
 from dockergen.resources import templates_dir
@@ -52,7 +51,8 @@ class SmokeReport:
 
     @property
     def ok(self) -> bool:
-        return all(c.ok for c in self.checks)
+        """Every check passed, and there was at least one: zero checks is not a pass."""
+        return bool(self.checks) and all(c.ok for c in self.checks)
 
     def add(self, name: str, ok: bool, detail: str = "") -> None:
         self.checks.append(Check(name, ok, detail))

@@ -109,9 +109,56 @@ def _loc(file: str, mark: Any) -> Location:
     return Location(file, mark.line + 1, mark.column + 1)
 
 
+# A profile is a few hundred values. Aliases (``*name``) make the composed tree a graph whose
+# expansion can be exponential in the file size (a 342-byte "billion laughs" file expands
+# to 387 million values), so the number of values produced and the nesting are capped, and
+# an alias that refers to itself is refused instead of recursing forever.
+MAX_VALUES = 10_000
+MAX_DEPTH = 64
+
+
+class _Budget:
+    """How many values the conversion has produced, and which nodes are being expanded."""
+
+    def __init__(self) -> None:
+        self.values = 0
+        self.active: set[int] = set()
+
+
+def _too_big(file: str, node: yaml.Node, path: FieldPath, pos: Positions,
+             what: str) -> ProfileError:
+    # An aliased node's own mark is where its anchor was defined; the top-level key whose
+    # value is being expanded says better where the problem is.
+    loc = pos.of(path[:1]) if path else _loc(file, node.start_mark)
+    return ProfileError([Problem(loc, ".".join(str(p) for p in path[:1]), what,
+                                 "write the values out; a profile needs no alias tricks")])
+
+
 def _plain(node: yaml.Node, path: FieldPath, pos: Positions, file: str,
-           problems: list[Problem]) -> Any:
+           problems: list[Problem], budget: _Budget | None = None) -> Any:
     """Convert composed nodes to dict / tuple / scalars, recording positions."""
+    budget = budget or _Budget()
+    budget.values += 1
+    if budget.values > MAX_VALUES:
+        raise _too_big(file, node, path, pos, f"the document expands to more than "
+                       f"{MAX_VALUES} values (aliases repeating aliases)")
+    if len(path) > MAX_DEPTH:
+        raise _too_big(file, node, path, pos, f"nested deeper than {MAX_DEPTH} levels")
+    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+        if id(node) in budget.active:
+            raise _too_big(file, node, path, pos, "an alias refers to the collection that "
+                           "contains it (an endless value)")
+        budget.active.add(id(node))
+        try:
+            return _collection(node, path, pos, file, problems, budget)
+        finally:
+            budget.active.discard(id(node))
+    assert isinstance(node, yaml.ScalarNode)
+    return _scalar(node)
+
+
+def _collection(node: yaml.MappingNode | yaml.SequenceNode, path: FieldPath, pos: Positions,
+                file: str, problems: list[Problem], budget: _Budget) -> Any:
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         first_line: dict[str, int] = {}
@@ -127,17 +174,14 @@ def _plain(node: yaml.Node, path: FieldPath, pos: Positions, file: str,
             raw = value_node.value if isinstance(value_node, yaml.ScalarNode) else None
             pos.set(child, _loc(file, key_node.start_mark), _loc(file, value_node.start_mark),
                     raw)
-            out[key] = _plain(value_node, child, pos, file, problems)
+            out[key] = _plain(value_node, child, pos, file, problems, budget)
         return out
-    if isinstance(node, yaml.SequenceNode):
-        items = []
-        for i, item in enumerate(node.value):
-            raw = item.value if isinstance(item, yaml.ScalarNode) else None
-            pos.set(path + (i,), None, _loc(file, item.start_mark), raw)
-            items.append(_plain(item, path + (i,), pos, file, problems))
-        return tuple(items)
-    assert isinstance(node, yaml.ScalarNode)
-    return _scalar(node)
+    items = []
+    for i, item in enumerate(node.value):
+        raw = item.value if isinstance(item, yaml.ScalarNode) else None
+        pos.set(path + (i,), None, _loc(file, item.start_mark), raw)
+        items.append(_plain(item, path + (i,), pos, file, problems, budget))
+    return tuple(items)
 
 
 def _char(character: object) -> str:

@@ -22,10 +22,10 @@ target "_common" {
 target "a100-bf16" {
   inherits = ["_common"]
   context = "a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-0698b1a69788"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-fb03755f418e"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:0698b1a6978819631f2d7d3e3dd2e7fa0cbb4e23669afc4a9c72d7aaa016955f"
+    "dockergen.profile.hash" = "sha256:fbebeea54556446ec5f22586a7530cfce41622a30b00043fe76d5d5aa0fc1443"
     "dockergen.profile.name" = "a100-bf16"
     "org.opencontainers.image.description" = "BF16 serving on A100 80GB"
     "org.opencontainers.image.title" = "a100-bf16"
@@ -38,10 +38,10 @@ target "a100-bf16" {
 target "a100-h100" {
   inherits = ["_common"]
   context = "a100-h100"
-  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-77a71917c6b1"]
+  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-cdfef7eacde6"]
   labels = {
     "dockergen.engine" = "vllm==0.32.0"
-    "dockergen.profile.hash" = "sha256:77a71917c6b1d5fa390967568c94fa5ceb0bfb9e8a57e48f5856c9d22fa10e17"
+    "dockergen.profile.hash" = "sha256:2b8ef96f9283948e4298a450b4841f7023e1d36ff469e0f8c808d56402c3c97c"
     "dockergen.profile.name" = "a100-h100"
     "org.opencontainers.image.description" = "One BF16 image for mixed A100 and H100 fleets (flash-attn built for 80;90)"
     "org.opencontainers.image.title" = "a100-h100"
@@ -54,10 +54,10 @@ target "a100-h100" {
 target "fleet-a100-bf16" {
   inherits = ["_common"]
   context = "fleet-a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-8778e4145cc0"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-433033c4283d"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:8778e4145cc0ec932d76066d2d7a2048355a42ad3b3469bfd5de4719dfa35bc0"
+    "dockergen.profile.hash" = "sha256:1ff5b5288b7997b75194903f7f41268cb4006c956b8f0959de58969d320228d3"
     "dockergen.profile.name" = "fleet-a100-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-a100-bf16"
@@ -70,10 +70,10 @@ target "fleet-a100-bf16" {
 target "fleet-h100-bf16" {
   inherits = ["_common"]
   context = "fleet-h100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-eec493ee6d95"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-fbf9213ca629"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:eec493ee6d958355459600383c26171416d7fd01fa3ab8b2dc5ac0c4f1a671a9"
+    "dockergen.profile.hash" = "sha256:9b89b1c69ba75e1f6c84fb71727250b5a5b981793b002df918173d4f6e27cebf"
     "dockergen.profile.name" = "fleet-h100-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-h100-bf16"
@@ -86,10 +86,10 @@ target "fleet-h100-bf16" {
 target "fleet-h100-fp8" {
   inherits = ["_common"]
   context = "fleet-h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-458b41ef6aae"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-868525517e4a"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:458b41ef6aae7c4a66bc36e0e27a3e183b1f2d89f2ce38c2ecf790b104d82f70"
+    "dockergen.profile.hash" = "sha256:ac0749a2b498f45f3ec3c138cf57c93c115f87580de405aec1313489500e942f"
     "dockergen.profile.name" = "fleet-h100-fp8"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-h100-fp8"
@@ -102,10 +102,10 @@ target "fleet-h100-fp8" {
 target "fleet-l40s-bf16" {
   inherits = ["_common"]
   context = "fleet-l40s-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-8ce0d3a542f6"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-269200ce325b"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:8ce0d3a542f6ad3a458db840ac3f9d77dff45f06da076430832c9d0dc00ec6ef"
+    "dockergen.profile.hash" = "sha256:1940388ff57c4b6cb87e644954f99938cf05a0dbf9f97667e9145a90814d4c36"
     "dockergen.profile.name" = "fleet-l40s-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-l40s-bf16"
@@ -118,10 +118,10 @@ target "fleet-l40s-bf16" {
 target "fleet-l40s-fp8" {
   inherits = ["_common"]
   context = "fleet-l40s-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-cb191e256161"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-400952a4d9ef"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:cb191e256161ff124bf97bcf631dac9267306e08b7c1cd9caf6bf81888c0e2b3"
+    "dockergen.profile.hash" = "sha256:2acc60de43c52f7facbc5b51eee6a2baf3c15c70ef10d2877f86371d96a59bd5"
     "dockergen.profile.name" = "fleet-l40s-fp8"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-l40s-fp8"
@@ -134,10 +134,10 @@ target "fleet-l40s-fp8" {
 target "h100-fp8" {
   inherits = ["_common"]
   context = "h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-f50ffdb2a16b"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-c2b545c48b04"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:f50ffdb2a16bd9fe6a912d4c765b09f18eaa9b385b4e2a6b370a9e58a9b372ae"
+    "dockergen.profile.hash" = "sha256:1239d15f7345a13b62a16040816593c98e6db440c7712bfd3fa6d0d3485b2d70"
     "dockergen.profile.name" = "h100-fp8"
     "org.opencontainers.image.description" = "Llama-3-8B-class serving on H100 with FP8 weights and FP8 KV cache"
     "org.opencontainers.image.title" = "h100-fp8"
@@ -150,10 +150,10 @@ target "h100-fp8" {
 target "h100-sglang-fp8" {
   inherits = ["_common"]
   context = "h100-sglang-fp8"
-  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-a87b07a28c31"]
+  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-270860b8f778"]
   labels = {
     "dockergen.engine" = "sglang==0.5.23"
-    "dockergen.profile.hash" = "sha256:a87b07a28c31b5194fbb8266c56af7e96899a406cce22da198339edd4b7186d4"
+    "dockergen.profile.hash" = "sha256:a720323ac51854b59bbade17bfbd3a2ac9dc7911da6fcc68b5ee44cce3db393a"
     "dockergen.profile.name" = "h100-sglang-fp8"
     "org.opencontainers.image.description" = "SGLang on H100 with FP8 weights (online FP8 quantization)"
     "org.opencontainers.image.title" = "h100-sglang-fp8"
@@ -166,10 +166,10 @@ target "h100-sglang-fp8" {
 target "h100-trtllm-fp8" {
   inherits = ["_common"]
   context = "h100-trtllm-fp8"
-  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-34512dce945d"]
+  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-6b60fc588a72"]
   labels = {
     "dockergen.engine" = "tensorrt-llm==1.1.0"
-    "dockergen.profile.hash" = "sha256:34512dce945d9e13d0b70ab091d70d5cc8b53a2a1ff653866b331c6db2e2e94e"
+    "dockergen.profile.hash" = "sha256:cae2a3d36cc53f5916c454ede2dba0dd32b46ad24ee370cf2c616b7cf59c5575"
     "dockergen.profile.name" = "h100-trtllm-fp8"
     "org.opencontainers.image.description" = "TensorRT-LLM (PyTorch backend) on H100 with an FP8 ModelOpt checkpoint and FP8 KV cache"
     "org.opencontainers.image.title" = "h100-trtllm-fp8"
@@ -182,10 +182,10 @@ target "h100-trtllm-fp8" {
 target "l40s-awq" {
   inherits = ["_common"]
   context = "l40s-awq"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-31524a5c2b4b"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-0b8b799b4cc5"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:31524a5c2b4bd1f26158e2ae6939257d6e49ba403d97215cdc97cf759ed8c8d0"
+    "dockergen.profile.hash" = "sha256:c7054d24b5ec57d7758cb5f15ec717e7a0ed6ffd4b6d0f3b5d1dfad21ecee1ff"
     "dockergen.profile.name" = "l40s-awq"
     "org.opencontainers.image.description" = "INT4 AWQ checkpoint on L40S (sm_89; flash-attn runs its sm_80 kernels)"
     "org.opencontainers.image.title" = "l40s-awq"

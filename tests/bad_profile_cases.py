@@ -188,9 +188,9 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                       "mean 'version'?); allowed keys here: build, version, source, max_jobs, "
                       'nvcc_threads'],
  'unknown-top-level': ["profile.yaml:2:1: engnie: unknown key 'engnie' (did you mean "
-                       "'engine'?); allowed keys here: extends, abstract, name, description, "
-                       'gpu, cuda, python, engine, flash_attn, quantization, serving, image, '
-                       'build, runtime, smoke, matrix, observe'],
+                       "'engine'?); allowed keys here: extends, abstract, knowledge, name, "
+                       'description, gpu, cuda, python, engine, flash_attn, quantization, '
+                       'serving, image, build, packages, runtime, smoke, matrix, observe'],
  'missing-required': ['profile.yaml:18:3: serving.model: required field is missing; add '
                       '`model:` under `serving`'],
  'missing-section': ['profile.yaml:1:1: image: required field is missing; add `image:` at the '
@@ -237,8 +237,9 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
  'engine-release-unknown': ['profile.yaml:10:12: engine.version: vllm 0.99.0 is not in the '
                             'knowledge base; use one of: 0.9.1, 0.10.2, 0.11.0, 0.12.0, '
                             '0.14.1, 0.17.1, 0.19.1, 0.21.0, 0.24.0, 0.27.1, 0.30.0, 0.31.0, '
-                            '0.32.0, 0.33.0 (or add the release with its source to '
-                            'dockergen/components/serving/vllm.yaml)'],
+                            '0.32.0, 0.33.0 (or add the release with its source in a knowledge '
+                            "file listed under the profile's `knowledge:`, table serving/vllm: "
+                            "releases)"],
  'engine-python': ['profile.yaml:7:9: python: vllm 0.32.0 requires Python >=3.11,<3.15, but '
                    'python is 3.10; pick a Python version inside that range'],
  'engine-cuda-major': ['profile.yaml:5:12: cuda.version: vllm 0.32.0 wheels are built for CUDA '
@@ -302,10 +303,11 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                 'per flash-attn compile job at NVCC_THREADS=4), but build.memory_gib is 64; '
                 'use max_jobs: auto (= 7) or raise build.memory_gib'],
  'fp8-trtllm-ampere': ['profile.yaml:15:12: quantization.weights: fp8 needs compute capability '
-                       '>= 8.9 on tensorrt-llm, but gpu.targets includes a100 (8.0); use bf16 '
-                       'or int8, or drop a100'],
+                       '>= 8.9 on tensorrt-llm, but gpu.targets includes a100 (8.0); use weights: '
+                       'fp16 or bf16 or int8, or drop a100'],
  'bf16-on-turing': ['profile.yaml:15:12: quantization.weights: bf16 needs compute capability '
-                    '>= 8.0 on vllm, but gpu.targets includes t4 (7.5); use fp16, or drop t4'],
+                    '>= 8.0 on vllm, but gpu.targets includes t4 (7.5); use weights: fp16 or fp8 '
+                    'or int8, or drop t4'],
  'kv-int8-vllm': ['profile.yaml:16:13: quantization.kv_cache: vllm has no int8 KV cache; use '
                   'one of: auto, fp8'],
  'batched-tokens-below-len': ['profile.yaml:20:27: serving.max_num_batched_tokens: 2048 is '
@@ -350,4 +352,5 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
               '8.0 (Ampere or newer), but gpu.targets includes t4 (7.5); set flash_attn.build: '
               'none, or drop t4',
               'profile.yaml:15:12: quantization.weights: bf16 needs compute capability >= 8.0 '
-              'on vllm, but gpu.targets includes t4 (7.5); use fp16, or drop t4']}
+              'on vllm, but gpu.targets includes t4 (7.5); use weights: fp16 or fp8 or int8, '
+              'or drop t4']}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -74,7 +75,56 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _skipped.append(report.nodeid)
 
 
+# --- the engine is left as the session found it ------------------------------------------
+# A full run writes about 5 GB of images and build cache (measured 2026-12-01); kept, they
+# filled a shared disk within a few runs and CI died on ENOSPC. Images the session made are
+# removed at its end, the build cache pruned. The stand-in base images (``local/*``) stay:
+# fixed in size, and rebuilding them costs minutes. DOCKERGEN_TEST_KEEP_IMAGES=1 keeps all.
+_images_before: set[str] | None = None
+
+
+def _engine_quietly():  # type: ignore[no-untyped-def]
+    try:
+        import docker
+
+        client = docker.from_env(timeout=600)
+        client.ping()
+        return client
+    except Exception:  # noqa: BLE001 - no engine: nothing to clean
+        return None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    global _images_before
+    client = _engine_quietly()
+    if client is not None:
+        try:
+            _images_before = {image.id for image in client.images.list(all=True)}
+        finally:
+            client.close()
+
+
+def _remove_session_images() -> None:
+    import docker.errors
+
+    client = _engine_quietly()
+    if client is None or _images_before is None:
+        return
+    try:
+        for image in client.images.list(all=True):
+            if image.id in _images_before or any(t.startswith("local/") for t in image.tags):
+                continue
+            # already gone with another of its tags, or the parent of a kept image
+            with contextlib.suppress(docker.errors.APIError):
+                client.images.remove(image.id, force=True)
+        client.api.prune_builds()
+    finally:
+        client.close()
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if os.environ.get("DOCKERGEN_TEST_KEEP_IMAGES") != "1":
+        _remove_session_images()
     if os.environ.get("DOCKERGEN_REQUIRE_ALL") == "1" and _skipped:
         print(f"\nDOCKERGEN_REQUIRE_ALL=1: {len(_skipped)} test(s) were skipped, which CI "
               "does not allow:\n  " + "\n  ".join(_skipped))

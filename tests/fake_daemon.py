@@ -32,6 +32,8 @@ class FakeDaemon:
     pushed: list[str] = field(default_factory=list)
     runs: list[list[str]] = field(default_factory=list)
     cancelled: threading.Event = field(default_factory=threading.Event)
+    registry: dict[str, str] = field(default_factory=dict)  # ref -> digest already pushed
+    repo_digests: list[str] = field(default_factory=list)  # the image's RepoDigests
 
     def has_buildkit(self) -> bool:
         return True
@@ -40,7 +42,7 @@ class FakeDaemon:
         return "sha256:" + "00" * 32  # every base image is present
 
     def inspect(self, ref: str) -> dict[str, Any]:
-        return {"Config": {}}
+        return {"Config": {}, "RepoDigests": list(self.repo_digests)}
 
     def history(self, ref: str) -> list[str]:
         return []
@@ -95,4 +97,8 @@ class FakeDaemon:
         if self.refuse_push:
             raise PushError(f"cannot push {ref}: {self.refuse_push}")
         self.pushed.append(ref)
-        return "sha256:" + "cd" * 32
+        self.registry[ref] = "sha256:" + "cd" * 32
+        return self.registry[ref]
+
+    def registry_digest(self, ref: str) -> str | None:
+        return self.registry.get(ref)

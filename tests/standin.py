@@ -24,6 +24,13 @@
 
 These are test doubles for packages that cannot be installed on these machines; every
 other part of the build (BuildKit, the Dockerfile, nvcc, cuobjdump, the registries) is real.
+
+By hand (from the repository root, with the provisioned engine)::
+
+    python -m tests.standin images              # build the stand-in base images once
+    python -m tests.standin serve --port 8777   # build and serve the index (Ctrl-C stops)
+
+``serve`` prints the ``dockergen build`` command that uses it (see README, "Tests").
 """
 
 from __future__ import annotations
@@ -401,9 +408,9 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
 class IndexServer:
     """Serve a folder over HTTP on 127.0.0.1 (a thread of the test process)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, port: int = 0) -> None:
         handler = partial(_QuietHandler, directory=str(root))
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
@@ -456,3 +463,41 @@ def _exists(client: object, ref: str) -> bool:
         return True
     except docker.errors.ImageNotFound:
         return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.standin images|serve``: the stand-ins without writing code."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m tests.standin", description=(
+        "Stand-ins for the build tests: base images and a package index (tests/standin.py)."))
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("images", help=f"build {DEVEL} and {RUNTIME} from {BASE} (needs the engine)")
+    serve = sub.add_parser("serve", help="build the package index and serve it on 127.0.0.1")
+    serve.add_argument("--port", type=int, default=8777, help="0 picks a free port")
+    serve.add_argument("--root", type=Path, default=CACHE / "index",
+                       help="folder for the index (default: %(default)s)")
+    serve.add_argument("--fa-archs", default="80,90,100,120",
+                       help="FLASH_ATTN_CUDA_ARCHS values the flash-attn stand-in honours")
+    args = parser.parse_args(argv)
+    if args.command == "images":
+        import docker
+
+        ensure_images(docker.from_env().api)
+        print(f"ready: {DEVEL}, {RUNTIME}")
+        return 0
+    build_index(args.root, tuple(a for a in args.fa_archs.split(",") if a))
+    server = IndexServer(args.root, args.port)
+    print(f"serving {args.root} on {server.url}", flush=True)
+    print("build with: dockergen build tests/profiles/standin.yaml --network host "
+          f"--set build.pip_index_url={server.url}/simple "
+          f"--set build.torch_index_url={server.url}", flush=True)
+    try:
+        server.thread.join()
+    except KeyboardInterrupt:
+        server.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -75,7 +75,8 @@ def test_fp8_on_ampere_tensorrt_llm_is_an_error(tmp_path: Path) -> None:
                  "engine.version=1.1.0", "flash_attn.build=none", "quantization.weights=fp8")
     assert _error_lines(exc) == [
         "--set quantization.weights: quantization.weights: fp8 needs compute capability >= 8.9 "
-        "on tensorrt-llm, but gpu.targets includes a100 (8.0); use bf16 or int8, or drop a100"]
+        "on tensorrt-llm, but gpu.targets includes a100 (8.0); use weights: fp16 or bf16 or "
+        "int8, or drop a100"]
 
 
 def test_fp8_on_ampere_vllm_warns_weight_only(tmp_path: Path) -> None:

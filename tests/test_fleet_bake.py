@@ -17,6 +17,7 @@ import dockerfile
 import pytest
 
 from dockergen.api import resolve_profile, shipped_renderable
+from dockergen.buildid import content_tag
 from tests.conftest import EXAMPLES, PROFILES, lint, run_cli
 
 # The shipped matrix, written out by hand: variant -> the --set values of its point.
@@ -47,8 +48,9 @@ def bake_print(folder: Path, *args: str) -> dict:  # type: ignore[type-arg]
     return json.loads(proc.stdout)  # type: ignore[no-any-return]
 
 
-def _expected(name: str, dockerfile_text: str) -> dict:  # type: ignore[type-arg]
-    """What the target must be, from dockergen's resolver and the rendered Dockerfile."""
+def _expected(name: str, dockerfile_text: str,
+              context: dict[str, bytes]) -> dict:  # type: ignore[type-arg]
+    """What the target must be, from dockergen's resolver and the rendered context."""
     if name in FLEET:
         resolved = resolve_profile(PROFILES / "fleet.yaml",
                                    ("matrix=null", f"name={name}", *FLEET[name]))
@@ -68,7 +70,9 @@ def _expected(name: str, dockerfile_text: str) -> dict:  # type: ignore[type-arg
         "dockerfile": "Dockerfile",
         "target": "runtime",
         "platforms": ["linux/amd64"],
-        "tags": [f"{p.image.name}:{t}" for t in resolved.tags],
+        # the release tags, then the content-hash tag of the context (dockergen/buildid.py)
+        "tags": [*(f"{p.image.name}:{t}" for t in resolved.tags),
+                 f"{p.image.name}:" + content_tag(context, mode="buildkit")],
         "labels": {k: in_dockerfile[k] for k in sorted(keys)},
         "cache-from": [f"type=registry,ref={cache}"],
         "cache-to": [f"type=registry,ref={cache},mode=max"],
@@ -84,7 +88,10 @@ def test_every_shipped_target_prints_what_dockergen_resolved(tmp_path: Path) -> 
     assert sorted(printed["target"]) == names
     for name in names:
         got = printed["target"][name]
-        want = _expected(name, (tmp_path / name / "Dockerfile").read_text())
+        folder = tmp_path / name
+        context = {str(f.relative_to(folder)): f.read_bytes()
+                   for f in sorted(folder.rglob("*")) if f.is_file()}
+        want = _expected(name, (folder / "Dockerfile").read_text(), context)
         assert got == want, name
         assert got["tags"][-1].split(":")[-1].startswith("dg-")  # the content-hash tag
     fleet = bake_print(tmp_path, "fleet")

@@ -77,12 +77,24 @@ def major_minor(version: str) -> str:
 
 
 # --- checks -------------------------------------------------------------------------------
+def _other_model(given: str, name: str) -> bool:
+    """rtx3090 is not a typo of rtx5090 but another GPU (another architecture): a guess that
+    swaps digits of a model number, or changes the product line, is no guess (issue 7)."""
+    family = re.compile(r"[a-z]*")  # rtx, h, a, l, b: a guess keeps the GPU line
+    if family.match(given).group() != family.match(name).group():  # type: ignore[union-attr]
+        return True
+    return len(given) == len(name) and any(
+        a != b and a.isdigit() and b.isdigit() for a, b in zip(given, name, strict=True))
+
+
 def check_gpus(c: Context) -> None:
     """gpu-known: every target is a known GPU name or a compute capability."""
     for i, given in enumerate(c.p.gpu.targets):
         target = gpu(given)
         if target is None:
-            guess = difflib.get_close_matches(given.lower(), gpu_names(), n=1, cutoff=0.5)
+            guess = [g for g in difflib.get_close_matches(given.lower(), gpu_names(), n=3,
+                                                          cutoff=0.5)
+                     if not _other_model(given.lower(), g)][:1]
             hint = f"did you mean {guess[0]!r}? " if guess else ""
             c.error(("gpu", "targets", i), f"unknown GPU {given!r}",
                     f"{hint}use a GPU name ({', '.join(gpu_names())}) or a compute "

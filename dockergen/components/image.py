@@ -13,7 +13,6 @@ import re
 
 from dockergen import __version__
 from dockergen.components.base import Context
-from dockergen.errors import SECRET_VALUE
 from dockergen.profile import Profile
 
 TAG_FIELDS = ("name", "engine.name", "engine.version", "cuda.version", "cuda.major_minor",
@@ -53,14 +52,6 @@ def check_tags(c: Context) -> None:
             c.error(("image", "tags", i), f"gives {tag!r}, which is not a valid image tag",
                     "tags are letters, digits, '_', '.', '-' (at most 128), not starting "
                     "with '.' or '-'")
-
-
-def check_labels(c: Context) -> None:
-    """no-secrets: label values are readable by anyone who pulls the image."""
-    for key in sorted(c.p.image.labels):
-        if SECRET_VALUE.search(c.p.image.labels[key]):
-            c.error(("image", "labels", key), "the value looks like a credential",
-                    "never put credentials in labels")
 
 
 def tags(p: Profile) -> list[str]:

@@ -121,6 +121,9 @@ class ContainerDaemon(Protocol):
              on_status: Callable[[str], None] | None = None) -> str:
         """Push; return the digest the registry confirmed; raise :class:`PushError`."""
 
+    def registry_digest(self, ref: str) -> str | None:
+        """The digest ``ref`` has in its registry now, or None if the tag is not there."""
+
 
 def connect() -> ContainerDaemon:
     """The local Docker daemon (``DOCKER_HOST`` or the socket); imports docker-py lazily."""

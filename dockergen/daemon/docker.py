@@ -12,7 +12,9 @@ May import: :mod:`dockergen.daemon`, :mod:`dockergen.errors`, ``docker``.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import socket
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -144,10 +146,21 @@ class DockerDaemon:
         yield from self.api._stream_helper(response, decode=True)
 
     def cancel(self) -> None:
-        """Drop the build connection: the engine cancels the build."""
+        """Drop the build connection: the engine cancels the build.
+
+        Closing the response from another thread does not wake a read blocked on a silent
+        build step (issue 7: closed at 1 s, noticed at 15 s when the next byte came, and the
+        daemon never saw a disconnect). Shutting the socket down does both at once: the
+        blocked read returns, and the daemon gets end-of-stream and cancels the build.
+        """
         response = getattr(self, "_response", None)
-        if response is not None:
-            response.close()
+        if response is None:
+            return
+        sock = _socket_of(response)
+        if sock is not None:
+            with contextlib.suppress(OSError):  # already closed: nothing left to wake
+                sock.shutdown(socket.SHUT_RDWR)
+        response.close()
 
     # --- containers (smoke tests) -------------------------------------------------------
     def run(self, image: str, command: list[str], *, entrypoint: list[str] | None = None,
@@ -239,6 +252,19 @@ class DockerDaemon:
         return [str(h.get("CreatedBy", "")) for h in self.api.history(ref)]
 
     # --- push -------------------------------------------------------------------------
+    def registry_digest(self, ref: str) -> str | None:
+        """The digest the registry holds for ``ref`` (GET /distribution/REF/json)."""
+        try:
+            found = self.api.inspect_distribution(ref, auth_config=self.auth_for(ref))
+        except docker.errors.APIError as exc:
+            if _not_there(exc):
+                return None
+            text = redact(exc.explanation or str(exc))
+            hint = (f"log in first: docker login {registry_of(ref)}" if _permanent(text)
+                    else "check that the registry is reachable")
+            raise PushError(f"cannot ask the registry about {ref}: {text}; {hint}") from None
+        return str(found["Descriptor"]["digest"])
+
     def push(self, ref: str, retries: int = 3, backoff: float = 1.0,
              on_status: Callable[[str], None] | None = None) -> str:
         """Push ``ref``; return its digest. Only a stream carrying the digest counts."""
@@ -272,7 +298,24 @@ class DockerDaemon:
         raise PushError(f"cannot push {ref}: {last}; {hint}")
 
 
+def _not_there(exc: docker.errors.APIError) -> bool:
+    text = str(exc.explanation or exc).lower()
+    return exc.status_code == 404 or "manifest unknown" in text or "not found" in text
+
+
 def _permanent(message: str) -> bool:
     text = message.lower()
     return any(w in text for w in ("unauthorized", "authentication required", "denied",
                                    "no basic auth credentials"))
+
+
+def _socket_of(response: Any) -> socket.socket | None:
+    """The socket under a streamed requests response (unix socket, TCP or TLS)."""
+    raw = getattr(response, "raw", None)
+    conn = getattr(raw, "_connection", None)
+    sock = getattr(conn, "sock", None)
+    if isinstance(sock, socket.socket):
+        return sock
+    fp = getattr(getattr(raw, "_fp", None), "fp", None)  # http.client's socket file
+    sock = getattr(getattr(fp, "raw", None), "_sock", None)
+    return sock if isinstance(sock, socket.socket) else None

@@ -107,10 +107,9 @@ def _read_record(path: Path, profile_hash: str) -> dict[str, Any]:
     return data
 
 
-def _image_ref(repo: str, tags: list[str], record: dict[str, Any] | None,
+def _image_ref(repo: str, hash_tag: str, record: dict[str, Any] | None,
                warnings: list[str]) -> tuple[str, bool]:
     """``repo@sha256:...`` from the record's pushed digests, else the immutable tag."""
-    hash_tag = next((t for t in tags if t.startswith("dg-")), tags[-1])
     if record is not None:
         pushed = record.get("pushed") or {}
         if isinstance(pushed, dict) and pushed:
@@ -135,7 +134,7 @@ def _image_ref(repo: str, tags: list[str], record: dict[str, Any] | None,
 def facts_from_profile(path: Path, overrides: tuple[str, ...],
                        options: DeployOptions) -> DeployFacts:
     """Resolve the profile (and record) into :class:`DeployFacts`."""
-    from dockergen.api import resolve_profile
+    from dockergen.api import immutable_tag, resolve_profile
 
     resolved = resolve_profile(path, overrides)
     p = resolved.profile
@@ -159,7 +158,11 @@ def facts_from_profile(path: Path, overrides: tuple[str, ...],
                         "the download lands in the ~/.cache tmpfs/emptyDir (memory, size-capped) "
                         "on every start; serve a local folder (mounted read-only) instead")
     record = _read_record(options.record, resolved.profile_hash) if options.record else None
-    image, pinned = _image_ref(p.image.name, list(resolved.tags), record, warnings)
+    # the build's own immutable tag (it hashes the build's inputs), else the one a default
+    # `dockergen build` of this profile gives
+    recorded = str((record or {}).get("immutable_tag") or "")
+    hash_tag = recorded.rpartition(":")[2] if recorded else immutable_tag(path, overrides)
+    image, pinned = _image_ref(p.image.name, hash_tag, record, warnings)
     rt = resolved.runtime  # the image's own user, HOME, port and HEALTHCHECK command
     return DeployFacts(
         name=p.name, profile_hash=resolved.profile_hash, image=image, pinned=pinned,

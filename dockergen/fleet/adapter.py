@@ -6,29 +6,32 @@ to be re-pointed. It reads a resolved profile only through ``.profile``, ``.tags
 ``.profile_hash``, ``.warnings`` and ``.lock["resolved"][KEY]``.
 
 May import: errors, loader (its internals, on purpose), model, profile, resolve, render,
-yamlsource, components.image (tag placeholders).
+yamlsource, components.image (tag placeholders), buildid (the content-hash tag).
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
+from dockergen.buildid import content_tag
 from dockergen.errors import Location, Problem, ProfileError
 from dockergen.loader import (
     LoadedProfile,
     _field_annotation,
     _load_raw,
     _strip,
+    _validate,
     apply_overrides,
-    problems_from_validation,
+    locate_profile,
+    read_user_knowledge,
 )
 from dockergen.model import Mode, Resolved
-from dockergen.profile import Profile
 from dockergen.resolve import resolve
 from dockergen.yamlsource import FieldPath, Positions
 
@@ -54,8 +57,11 @@ class RawProfile:
 
 
 def read_raw(path: Path) -> RawProfile:
-    """Read a profile and its parents (mappings merged), keeping every value's position."""
-    resolved = Path(path).resolve()
+    """Read a profile and its parents (mappings merged), keeping every value's position.
+
+    ``path`` may also name a shipped profile (``h100-fp8``), as everywhere else.
+    """
+    resolved = locate_profile(Path(path)).resolve()
     data, pos, chain = _load_raw(resolved, (resolved,))
     return RawProfile(resolved, data, pos, chain)
 
@@ -104,11 +110,12 @@ def load_data(raw: RawProfile, data: dict[str, Any], pos: Positions,
                                     f"render a profile that says `extends: {raw.path.stem}`")])
     data.pop("abstract", None)
     data = apply_overrides(data, pos, overrides)
-    try:
-        profile = Profile.model_validate(data)
-    except ValidationError as exc:
-        raise ProfileError(problems_from_validation(exc, pos)) from None
-    return LoadedProfile(profile, pos, raw.path, raw.display, raw.chain, overrides)
+    # the loader's own validation: the secret scan first (a type error never hides it),
+    # then the model; and the profile's user knowledge files
+    profile = _validate(data, pos)
+    assert profile is not None
+    facts = read_user_knowledge(profile.knowledge, raw.path.parent, pos)
+    return LoadedProfile(profile, pos, raw.path, raw.display, raw.chain, overrides, facts)
 
 
 def resolve_loaded(loaded: LoadedProfile, mode: Mode = "buildkit") -> Resolved:
@@ -130,7 +137,7 @@ class TargetView:
 
     name: str
     image_name: str
-    tags: tuple[str, ...]  # full references, the content-hash dg- tag last
+    release_tags: tuple[str, ...]  # full references of the profile's tag templates
     profile_hash: str
     engine: str
     engine_version: str
@@ -144,6 +151,19 @@ class TargetView:
     tag_values: dict[str, str]
     warnings: tuple[Problem, ...]
     hf_config: bool = False  # serving.hf_config names a model: `validate` checks capacity
+    # what the content-hash tag is computed from (rendering it is not free: only a bake
+    # file asks for `tags`, `validate` does not)
+    loaded: LoadedProfile | None = field(default=None, compare=False, repr=False)
+    resolved: Resolved | None = field(default=None, compare=False, repr=False)
+
+    @functools.cached_property
+    def tags(self) -> tuple[str, ...]:
+        """The release tags, then the content-hash ``dg-`` tag `dockergen build` gives the
+        same context (dockergen/buildid.py)."""
+        assert self.loaded is not None and self.resolved is not None
+        files = context_files(self.loaded, self.resolved)
+        return (*self.release_tags,
+                f"{self.image_name}:" + content_tag(files, mode=self.resolved.mode))
 
 
 def view(loaded: LoadedProfile, resolved: Resolved) -> TargetView:
@@ -154,11 +174,12 @@ def view(loaded: LoadedProfile, resolved: Resolved) -> TargetView:
     r = resolved.lock["resolved"]
     return TargetView(
         name=p.name, image_name=p.image.name,
-        tags=tuple(f"{p.image.name}:{t}" for t in resolved.tags),
+        release_tags=tuple(f"{p.image.name}:{t}" for t in resolved.tags),
         profile_hash=resolved.profile_hash, engine=r["engine"],
         engine_version=p.engine.version, description=p.description,
         user_labels=dict(p.image.labels), cache_ref_template=p.image.cache_ref,
         cache_ref_at=loaded.at("image", "cache_ref"), attest=tuple(p.image.attest),
         devel_image=r["devel_image"], runtime_image=r["runtime_image"],
         tag_values=tag_values(p), warnings=tuple(resolved.warnings),
-        hf_config=bool(getattr(p.serving, "hf_config", None)))
+        hf_config=bool(getattr(p.serving, "hf_config", None)),
+        loaded=loaded, resolved=resolved)

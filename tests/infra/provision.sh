@@ -29,6 +29,18 @@ if ! /usr/bin/docker version >/dev/null 2>&1; then
   /usr/bin/docker version >/dev/null || { cat "$state/dockerd.log" >&2; exit 1; }
 fi
 
+# A full test run needs about 8 GiB under the engine's root (images, build cache, measured
+# 2026-12-01; the session removes its images at the end, tests/conftest.py). Stop here with
+# the reason, not minutes later in whichever test first meets ENOSPC.
+root=$(/usr/bin/docker info -f '{{.DockerRootDir}}')
+free_gib=$(( $(df -Pk "$root" | awk 'NR==2 {print $4}') / 1048576 ))
+if (( free_gib < ${DOCKERGEN_TEST_MIN_FREE_GIB:-10} )); then
+  echo "provision: only ${free_gib} GiB free under $root; the tests need about 10 GiB." \
+       "Free space (docker system df shows what the engine holds; docker image prune -a and" \
+       "docker builder prune -a remove unused images and cache), then run this again." >&2
+  exit 1
+fi
+
 start_registry() {  # name port [htpasswd]
   local name=$1 port=$2 auth=${3:-}
   if curl -s -o /dev/null "http://127.0.0.1:$port/v2/"; then return; fi

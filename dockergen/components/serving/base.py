@@ -26,7 +26,6 @@ from packaging.version import Version
 from dockergen.components import cuda
 from dockergen.components import torch as torch_component
 from dockergen.components.base import Context, describe_all
-from dockergen.errors import SECRET_VALUE
 from dockergen.knowledge import in_range, is_unverified, load_facts
 from dockergen.model import (
     APP_HOME,
@@ -42,12 +41,13 @@ from dockergen.model import (
     cc_tuple,
 )
 
-# BuildKit's SecretsUsedInArgOrEnv detector (moby/buildkit dockerfile2llb/validations.go).
-SECRET_NAME = re.compile(
-    r"(?i)(?:_|^)(?:apikey|auth|credential|credentials|key|password|pword|passwd|secret|token)"
-    r"(?:_|$)")
-
 OPTIONS_DIR = "/etc/dockergen"  # where engine option files from the context are copied
+_COMPILERS = {"gcc", "g++", "cc", "c++", "clang", "build-essential", "nvidia-cuda-toolkit"}
+
+
+def _pep503(name: str) -> str:
+    """A normalized project name (PEP 503): Flash_Attn -> flash-attn."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @dataclass(frozen=True)
@@ -85,9 +85,6 @@ class ServingEngine:
     # Why the engine does (or does not) want a FlashAttention-2 build; shown beside a
     # valid flash-attn build as a warning, None when there is nothing to say.
     flash_attn_note: ClassVar[str | None] = None
-    # How to hand the server a credential instead of baking it into the image.
-    secret_hint: ClassVar[str] = ("pass it at run time (an environment variable or a mounted "
-                                  "secret)")
 
     # --- facts ----------------------------------------------------------------------------
     def facts(self) -> dict[str, Any]:
@@ -106,6 +103,42 @@ class ServingEngine:
         return dict(entry) if entry is not None else None
 
     # --- checks ---------------------------------------------------------------------------
+    # server flags the profile derives -> the field that owns them (each engine's serve())
+    derived_flags: ClassVar[dict[str, str]] = {}
+
+    def flag_name(self, arg: str) -> str | None:
+        """The flag an ``extra_args`` item sets (``--a-b=1`` -> ``--a-b``), or None."""
+        return arg.split("=", 1)[0] if arg.startswith("-") and not arg[1:2].isdigit() else None
+
+    def check_extra_args(self, c: Context) -> None:
+        """serving.extra_args may not set what the profile derives, nor removed flags.
+
+        A derived flag given again lands after the derived one and wins, while `explain`,
+        the labels and the lock file still show the profile's value (issue 7).
+        """
+        removed = self.facts().get("removed_flags", {})
+        version = Version(c.p.engine.version)
+        args = c.p.serving.extra_args
+        for i, arg in enumerate(args):
+            name = self.flag_name(arg)
+            if name is None:
+                continue
+            given = repr(arg)
+            if "=" not in arg and i + 1 < len(args) and self.flag_name(args[i + 1]) is None:
+                given += f" and its value {args[i + 1]!r}"
+            if name in self.derived_flags:
+                owner = self.derived_flags[name]
+                c.error(("serving", "extra_args", i), f"{name} is derived from {owner}; given "
+                        "here it would silently win over the profile's value (explain, labels "
+                        "and the lock file would disagree with the server)",
+                        f"set {owner} instead and remove {given}")
+            elif name in removed and version >= Version(removed[name]["since"]):
+                row = removed[name]
+                c.error(("serving", "extra_args", i), f"{name} was removed in {self.name} "
+                        f"{row['since']} ({row['src']}); the server would refuse to start",
+                        f"remove {given}" + (f"; {row['instead']}" if row.get("instead")
+                                             else ""))
+
     def check_release(self, c: Context) -> None:
         """engine-release-known, engine-python, engine-cuda-major; sets the torch pin."""
         p = c.p
@@ -115,8 +148,8 @@ class ServingEngine:
         if release is None:
             c.error(("engine", "version"), f"{p.engine.name} {p.engine.version} is not in the "
                     "knowledge base", "use one of: " + ", ".join(self.versions())
-                    + f" (or add the release with its source to dockergen/components/"
-                    f"{self.facts_file}.yaml)")
+                    + f" (or add the release with its source in a knowledge file listed "
+                    f"under the profile's `knowledge:`, table {self.facts_file}: releases)")
             return
         c.release = release
         c.torch_pin = p.engine.torch or str(release["torch"])
@@ -167,7 +200,7 @@ class ServingEngine:
             elif too_old:
                 c.error(path, f"{value} needs compute capability >= {entry['min_cc']} on "
                         f"{p.engine.name}, but gpu.targets includes {describe_all(too_old)}",
-                        _quant_fix(kind, value, too_old))
+                        _quant_fix(self.facts()[kind], kind, value, c.targets, too_old))
                 continue
             fast = entry.get("fast_cc")
             slow = [t for t in c.targets if fast and cc_tuple(t.cc) < cc_tuple(fast)]
@@ -198,22 +231,41 @@ class ServingEngine:
     def check_server_args(self, c: Context) -> None:
         """Engine-specific checks of the server arguments (none by default)."""
 
-    def check_secrets(self, c: Context) -> None:
-        """no-secrets: nothing credential-like in the server's ENV or arguments."""
-        s = c.p.serving
-        for name in sorted(s.env):
-            if SECRET_NAME.search(name):
-                c.error(("serving", "env", name), f"{name} looks like a secret and would be "
-                        "readable by anyone who pulls the image",
-                        f"pass it when the container starts (docker run -e {name}) instead")
-            elif SECRET_VALUE.search(s.env[name]):
-                c.error(("serving", "env", name), "the value looks like a credential and would "
-                        "be readable by anyone who pulls the image",
-                        f"pass it when the container starts (docker run -e {name}) instead")
-        for i, arg in enumerate(s.extra_args):
-            if SECRET_VALUE.search(arg) or re.match(r"--(api-key|hf-token|token)\b", arg):
-                c.error(("serving", "extra_args", i), "a credential in the server arguments "
-                        "would be readable by anyone who pulls the image", self.secret_hint)
+    def check_packages(self, c: Context) -> None:
+        """packages.pip/apt go through the same pins and checks as dockergen's own.
+
+        A pip pin of something dockergen pins itself (torch, the engine, packages in its
+        lockstep, flash-attn) would replace that pin; a compiler in the runtime image would
+        fail the no-compilers smoke check unless runtime.jit_toolchain keeps them.
+        """
+        ours = {_pep503(r.split("==")[0]): r for r in self.requirements(c)}
+        ours.setdefault("torch", f"torch=={c.torch_pin}")
+        if c.p.flash_attn.build == "source":
+            ours.setdefault("flash-attn", f"flash-attn=={c.p.flash_attn.version}")
+        seen: dict[str, int] = {}
+        for i, pin in enumerate(c.p.packages.pip):
+            name = _pep503(pin.split("[")[0].split("==")[0])
+            if name in ours:
+                c.error(("packages", "pip", i), f"{name} is pinned by dockergen ({ours[name]}, "
+                        "derived from the profile); a second pin would replace it",
+                        "remove it; change the field that derives it instead")
+            elif name == "flash-attn":
+                # from PyPI it is an sdist: built inside the engine install for every arch,
+                # with no MAX_JOBS cap and no C++-standard check (flash_attn.py has those)
+                c.error(("packages", "pip", i), "flash-attn is built by dockergen's flash-attn "
+                        "stage (arch list, MAX_JOBS and C++ standard checked), not by pip",
+                        "remove it and set flash_attn.build: source with flash_attn.version")
+            elif name in seen:
+                c.error(("packages", "pip", i), f"{name} is already pinned at packages.pip"
+                        f"[{seen[name]}]", "keep one pin")
+            seen.setdefault(name, i)
+        if not c.p.runtime.jit_toolchain:
+            for i, apt in enumerate(c.p.packages.apt):
+                if apt in _COMPILERS or apt.startswith(("cuda-nvcc", "gcc-", "g++-", "clang")):
+                    c.error(("packages", "apt", i), f"{apt} is a compiler; the runtime image "
+                            "carries none (a smoke check fails the build)",
+                            "set runtime.jit_toolchain: true if the server compiles at run "
+                            "time, or remove it")
 
     def lock_inputs(self, c: Context) -> dict[str, object]:
         """What a Python lock of this profile must have been made from (see pylock.py)."""
@@ -221,7 +273,8 @@ class ServingEngine:
         indexes = self.indexes(c)
         return {"engine": self.requirements(c)[0], "torch": c.torch_pin or "",
                 "torch_index": indexes[0], "main_index": p.build.pip_index_url or MAIN_INDEX,
-                "engine_index": indexes[1] if len(indexes) > 1 else None, "python": p.python}
+                "engine_index": indexes[1] if len(indexes) > 1 else None, "python": p.python,
+                "extra": list(p.packages.pip)}
 
     def check_python_lock(self, c: Context) -> None:
         """python-lock: a lock beside the profile must match it; the engine stage uses it."""
@@ -238,6 +291,7 @@ class ServingEngine:
         if not isinstance(had, dict):
             c.error(("engine", "version"), f"{path.name} is not a dockergen Python lock", fix)
             return
+        had.setdefault("extra", [])  # locks written before packages.pip existed
         want = self.lock_inputs(c)
         changed = [f"{k}: lock {had.get(k)!r}, profile {v!r}" for k, v in sorted(want.items())
                    if had.get(k) != v]
@@ -292,7 +346,11 @@ class ServingEngine:
             d.append(Derivation("python lock", LOCK_IN_IMAGE, "the profile's hashed Python "
                                 "lock (dockergen lock --python) matches it",
                                 f"{c.loaded.path.stem}{LOCK_SUFFIX}"))
-        stage = EngineStage(name=p.engine.name, requirements=self.requirements(c),
+        for pin in p.packages.pip:
+            d.append(Derivation("extra pip", pin, "from packages.pip: installed with the "
+                                "engine, torch pin kept (verified after install)", ""))
+        stage = EngineStage(name=p.engine.name,
+                            requirements=self.requirements(c) + tuple(p.packages.pip),
                             torch=torch.version, indexes=tuple(indexes), venv=VENV, mode=mode,
                             flash_attn=flash_attn,
                             lock=LOCK_IN_IMAGE if lock_args else "", lock_args=lock_args)
@@ -303,7 +361,7 @@ class ServingEngine:
         health_path = facts.get("health_path", self.health_path)
         health = (f"import urllib.request; urllib.request.urlopen("
                   f"'http://127.0.0.1:{p.serving.port}{health_path}', timeout=5)")
-        runtime_apt = list(facts.get("runtime_apt", []))
+        runtime_apt = list(facts.get("runtime_apt", [])) + list(p.packages.apt)
         c_compiler = bool(facts.get("runtime_c_compiler"))
         if c_compiler:  # what Triton's launcher build needs: a C compiler, libc and Python headers
             runtime_apt += ["gcc", "libc6-dev"]
@@ -322,9 +380,20 @@ class ServingEngine:
         )
 
 
-def _quant_fix(kind: str, value: str, too_old: list[GpuTarget]) -> str:
+def _quant_fix(rows: dict[str, Any], kind: str, value: str, targets: list[GpuTarget],
+               too_old: list[GpuTarget]) -> str:
+    """Methods that run on every target (never the failing one), or drop the old GPUs.
+
+    Issue 7: the fix said "use fp16" for a failing fp16, "use kv_cache: auto" when auto
+    failed, and "use bf16 or int8" on V100 where both are invalid too.
+    """
     drop = " or ".join(t.given for t in too_old)
-    if kind == "kv_cache":
-        return f"use kv_cache: auto, or drop {drop}"
-    alt = "bf16 or int8" if value == "fp8" else "fp16"
-    return f"use {alt}, or drop {drop}"
+    lowest = min((cc_tuple(t.cc) for t in targets), default=(0, 0))
+    works = [name for name, row in rows.items()
+             if name != value and cc_tuple(row["min_cc"]) <= lowest]
+    # the first three explicit choices (facts-file order); auto only when nothing else runs
+    works = [w for w in works if w != "auto"][:3] or works
+    field = "kv_cache" if kind == "kv_cache" else "weights"
+    if not works:
+        return f"drop {drop}; no {field} choice runs on it"
+    return f"use {field}: {' or '.join(works)}, or drop {drop}"

@@ -54,6 +54,7 @@ class Sglang(ServingEngine):
         "sglang-kernel, FA4 is the pure-Python flash-attn-4); this FlashAttention-2 build "
         "only serves other code in the image")
 
+
     def requirements(self, c: Context) -> tuple[str, ...]:
         release = c.release or {}
         return (f"sglang=={c.p.engine.version}", release["kernel"], release["flashinfer"])
@@ -137,6 +138,9 @@ class Sglang(ServingEngine):
         elif s.max_num_batched_tokens is not None:
             flag("--chunked-prefill-size", s.max_num_batched_tokens,
                  "serving.max_num_batched_tokens (the per-step prefill budget)")
+        if s.enable_chunked_prefill:  # explain says what the profile set, even with no flag
+            d.append(Derivation("chunked prefill", "on", "serving.enable_chunked_prefill: true "
+                                "is SGLang's default (a positive --chunked-prefill-size)", src))
         flag("--tp-size", s.tensor_parallel_size, "serving.tensor_parallel_size")
         weights = self.quant("quantization", q.weights) or {}
         if weights.get("flag"):

@@ -10,7 +10,7 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 from dockergen.components.base import Context
 from dockergen.components.serving.base import OPTIONS_DIR, ServingEngine
@@ -27,6 +27,31 @@ class TensorrtLlm(ServingEngine):
     facts_file = "serving/tensorrt_llm"
     module = "tensorrt_llm"
     imports_need_gpu = True  # loads libcuda at import time
+    # src: doc:nvidia.github.io/TensorRT-LLM commands/trtllm-serve (serve() below sets each)
+    derived_flags: ClassVar[dict[str, str]] = {
+        "--host": "serving.host", "--port": "serving.port",
+        "--backend": "the engine (dockergen serves with the PyTorch backend)",
+        "--tp_size": "serving.tensor_parallel_size", "--max_seq_len": "serving.max_model_len",
+        "--max_num_tokens": "serving.max_num_batched_tokens",
+        "--max_batch_size": "serving.max_num_seqs",
+        "--kv_cache_free_gpu_memory_fraction": "serving.gpu_memory_utilization",
+        "--extra_llm_api_options": "quantization.kv_cache and serving.enable_chunked_prefill "
+                                   "(dockergen writes the options file)",
+    }
+
+    def check_extra_args(self, c: Context) -> None:
+        """Also: serving.served_model_name has no trtllm-serve flag we can vouch for."""
+        super().check_extra_args(c)
+        if c.p.serving.served_model_name is not None:
+            # The 1.x trtllm-serve options documented for 0.18/0.19 have no served-model-name
+            # flag; a newer CLI mirror lists --served_model_name (engines-compat.md 3.5,
+            # unverified for 1.1.0). Silently dropping it made the GPU smoke check ask for a
+            # name the server never had (issue 7), so it is refused instead.
+            c.error(("serving", "served_model_name"), "trtllm-serve (TensorRT-LLM "
+                    f"{c.p.engine.version}) has no verified flag for a served model name; "
+                    "the server names the model by its MODEL argument (serving.model)",
+                    "remove serving.served_model_name; clients use the serving.model value "
+                    "as the model name")
 
     def serve(self, c: Context, d: list[Derivation]) -> ServeCommand:
         s, q = c.p.serving, c.p.quantization
@@ -34,6 +59,10 @@ class TensorrtLlm(ServingEngine):
                            "pytorch", "--tp_size", str(s.tensor_parallel_size)]
         d.append(Derivation("serve --backend", "pytorch", "the default LLM backend since 1.0",
                             SERVE_SRC))
+        d.append(Derivation("serve --tp_size", str(s.tensor_parallel_size),
+                            "from serving.tensor_parallel_size", SERVE_SRC))
+        d.append(Derivation("served model name", s.model, "trtllm-serve names the model by its "
+                            "MODEL argument (no served-model-name flag)", SERVE_SRC))
         mapping = (("--max_seq_len", s.max_model_len, "serving.max_model_len"),
                    ("--max_num_tokens", s.max_num_batched_tokens,
                     "serving.max_num_batched_tokens"),

@@ -2,19 +2,39 @@
 
 Owns ``vllm.yaml`` (releases with torch pin, Python range and CUDA major; quantization and
 KV-cache methods with their minimum compute capability) and the mapping of the profile's
-serving fields to ``vllm serve`` flags. Everything shared with other engines is in
-:class:`~dockergen.components.serving.base.ServingEngine`.
+serving fields to ``vllm serve`` flags, checked against ``vllm_flags.json`` (the flags of
+each release's real wheel, extracted by ``tools/vllm_flags.py``). Everything shared with
+other engines is in :class:`~dockergen.components.serving.base.ServingEngine`.
 May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving.base`,
-:mod:`dockergen.model`.
+:mod:`dockergen.knowledge`, :mod:`dockergen.model`.
 """
 
 from __future__ import annotations
 
+import functools
+import json
+from typing import Any, ClassVar
+
 from dockergen.components.base import Context
 from dockergen.components.serving.base import ServingEngine
+from dockergen.knowledge import COMPONENTS_DIR
 from dockergen.model import Derivation, ServeCommand
 
 ARGS_SRC = "VLLM-WHEEL 0.33.0 engine/arg_utils.py"
+FLAGS_FILE = COMPONENTS_DIR / "serving" / "vllm_flags.json"
+
+
+@functools.lru_cache(maxsize=1)
+def _flag_data() -> dict[str, Any]:
+    data = json.loads(FLAGS_FILE.read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def release_flags(version: str) -> frozenset[str] | None:
+    """Every option string `vllm serve` accepts in a release (tools/vllm_flags.py)."""
+    flags = _flag_data()["releases"].get(version)
+    return frozenset(flags) if flags is not None else None
 
 
 class Vllm(ServingEngine):
@@ -28,7 +48,50 @@ class Vllm(ServingEngine):
         "FlashAttention-2 build serves other code in the image (e.g. transformers "
         "attn_implementation=\"flash_attention_2\")")
 
-    secret_hint = "pass it at run time (e.g. the VLLM_API_KEY environment variable)"
+    # src: VLLM-WHEEL 0.33.0 engine/arg_utils.py, entrypoints/openai/cli_args.py (serve()
+    # below sets each from its field); -tp and -q are the parser's short aliases
+    derived_flags: ClassVar[dict[str, str]] = {
+        "--model": "serving.model", "--host": "serving.host", "--port": "serving.port",
+        "--served-model-name": "serving.served_model_name",
+        "--max-model-len": "serving.max_model_len",
+        "--gpu-memory-utilization": "serving.gpu_memory_utilization",
+        "--max-num-batched-tokens": "serving.max_num_batched_tokens",
+        "--max-num-seqs": "serving.max_num_seqs",
+        "--tensor-parallel-size": "serving.tensor_parallel_size",
+        "-tp": "serving.tensor_parallel_size",
+        "--enable-chunked-prefill": "serving.enable_chunked_prefill",
+        "--no-enable-chunked-prefill": "serving.enable_chunked_prefill",
+        "--quantization": "quantization.weights", "-q": "quantization.weights",
+        "--dtype": "quantization.weights", "--kv-cache-dtype": "quantization.kv_cache",
+    }
+
+    def flag_name(self, arg: str) -> str | None:
+        # vLLM's FlexibleArgumentParser reads --max_model_len as --max-model-len
+        name = super().flag_name(arg)
+        return "--" + name[2:].replace("_", "-") if name and name.startswith("--") else name
+
+    def check_server_args(self, c: Context) -> None:
+        """Every flag in extra_args exists in the release's `vllm serve` (from its wheel)."""
+        if c.release is None:
+            return
+        flags = release_flags(c.p.engine.version)
+        removed = self.facts().get("removed_flags", {})
+        for i, arg in enumerate(c.p.serving.extra_args):
+            name = self.flag_name(arg)
+            if name is None or name in self.derived_flags or name in removed:
+                continue  # reported by check_extra_args with a better message
+            if flags is None:
+                c.warn(("serving", "extra_args", i), f"{name} is not checked: there is no "
+                       f"flag list for vllm {c.p.engine.version}",
+                       "extract it with tools/vllm_flags.py into "
+                       "dockergen/components/serving/vllm_flags.json")
+                continue
+            known = name in flags or (name.startswith("--no-") and "--" + name[5:] in flags)
+            if not known:
+                c.error(("serving", "extra_args", i), f"vllm {c.p.engine.version} has no "
+                        f"{name} flag (its server would exit with 'unrecognized arguments'; "
+                        f"{_flag_data()['src'][c.p.engine.version]})",
+                        "remove it; see `vllm serve --help` of that release")
 
     def extra_env(self, c: Context) -> dict[str, str]:
         return {"VLLM_NO_USAGE_STATS": "1"}  # air-gapped fleets: no usage-stats phone-home

@@ -1,0 +1,64 @@
+"""Benchmark: start-up of `dockergen render PROFILE` vs hpccm rendering a two-stage recipe.
+
+Both are whole processes (interpreter start, imports, work, output), run alternately in
+one session so machine load hits both alike; prints the medians and the ratio (goal:
+<= 1.0). Also prints the floor that the profile model sets: a process that only imports
+dockergen's pydantic model. Run: python benchmarks/startup_bench.py [--repeat N]
+(needs hpccm: pip install -e '.[dev]').
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RECIPE = HERE / "hpccm_two_stage.py"
+
+
+def _time(cmd: list[str]) -> float:
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=15, help="runs of each (>= 9)")
+    parser.add_argument("--profile", default="h100-fp8")
+    args = parser.parse_args()
+    bindir = Path(sys.executable).parent
+    hpccm = shutil.which("hpccm", path=str(bindir)) or shutil.which("hpccm")
+    dockergen = shutil.which("dockergen", path=str(bindir)) or shutil.which("dockergen")
+    if not hpccm or not dockergen:
+        sys.exit("needs the hpccm and dockergen commands: pip install -e '.[dev]'")
+    commands = {
+        "hpccm --recipe (two stages)": [hpccm, "--recipe", str(RECIPE)],
+        f"dockergen render {args.profile}": [dockergen, "render", "-q", args.profile],
+        "floor: python, import the profile model": [sys.executable, "-c",
+                                                     "import dockergen.profile"],
+        "floor: python -c pass": [sys.executable, "-c", "pass"],
+    }
+    for cmd in commands.values():  # warm the page cache and .pyc files
+        _time(cmd)
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(max(9, args.repeat)):
+        for name, cmd in commands.items():  # interleaved: load changes hit every command
+            times[name].append(_time(cmd))
+    medians = {name: statistics.median(ts) for name, ts in times.items()}
+    for name, median in medians.items():
+        print(f"{name:<42} median {median * 1000:7.1f} ms  min {min(times[name]) * 1000:7.1f} ms")
+    names = list(commands)
+    ratio = medians[names[1]] / medians[names[0]]
+    floor = medians[names[2]] / medians[names[0]]
+    print(f"ratio dockergen render / hpccm: {ratio:.2f} (goal <= 1.0); "
+          f"the profile model alone: {floor:.2f}")
+
+
+if __name__ == "__main__":
+    main()

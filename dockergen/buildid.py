@@ -1,0 +1,38 @@
+"""The immutable ``dg-<hash>`` tag: a hash of exactly what a build consumes.
+
+The bytes of every build-context file, the build args, the target stage, the platform,
+the build mode and the dockergen version. Issue 7: the tag used to hash the profile only,
+so a BuildKit and a classic rendering, another base image through ``--build-arg``, an
+intermediate ``--target`` stage and a ``--no-cache`` rebuild all got the same
+"immutable" tag. Two builds with this tag consumed identical inputs; a registry that
+already holds it under another digest is never overwritten (see :mod:`dockergen.build`).
+
+May import: :mod:`dockergen` (the version string).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from dockergen import __version__
+
+PREFIX = "dg-"
+
+
+def content_tag(files: dict[str, bytes], *, mode: str, build_args: dict[str, str] | None = None,
+                target: str | None = None, platform: str | None = None) -> str:
+    """``dg-`` + the first 12 hex digits of the sha256 of the build's inputs.
+
+    ``target`` None means the final stage. Deterministic: sorted names and keys.
+    """
+    inputs = {
+        "dockergen": __version__,
+        "mode": mode,
+        "target": target or "",
+        "platform": platform or "",
+        "build_args": dict(sorted((build_args or {}).items())),
+        "files": {name: hashlib.sha256(files[name]).hexdigest() for name in sorted(files)},
+    }
+    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    return PREFIX + digest[:12]

@@ -1,0 +1,88 @@
+"""Writing a build context is interrupt-safe: the old or the new folder always survives."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from dockergen.errors import OutputError
+from dockergen.render import LOCK_FILE, write_context
+
+OLD = {"Dockerfile": b"FROM old\n", LOCK_FILE: b"{}\n"}
+NEW = {"Dockerfile": b"FROM new\n", LOCK_FILE: b"{}\n", "extra.txt": b"new\n"}
+
+
+def _contents(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def _replace_hook(monkeypatch: pytest.MonkeyPatch,
+                  on_call: Callable[[int, Callable[[str, str], None], str, str], None]) -> None:
+    real = os.replace
+    calls = [0]
+
+    def fake(src: str, dst: str) -> None:
+        calls[0] += 1
+        on_call(calls[0], real, src, dst)
+
+    monkeypatch.setattr(os, "replace", fake)
+
+
+def test_interrupt_between_the_renames_keeps_the_old_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C after `out -> .out.old` and before `staging -> out` (issue 7: both were lost)."""
+    out = tmp_path / "out"
+    write_context(out, OLD)
+
+    def on_call(n: int, real: Callable[[str, str], None], src: str, dst: str) -> None:
+        if n == 2:  # the old folder is already moved aside
+            raise KeyboardInterrupt
+        real(src, dst)
+
+    _replace_hook(monkeypatch, on_call)
+    with pytest.raises(KeyboardInterrupt):
+        write_context(out, NEW)
+    monkeypatch.undo()
+    assert _contents(out) == OLD
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging or .old left
+
+
+def test_real_sigint_between_the_renames_is_delivered_after_the_swap(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real SIGINT arriving mid-swap waits until the new folder is in place."""
+    out = tmp_path / "out"
+    write_context(out, OLD)
+
+    def on_call(n: int, real: Callable[[str, str], None], src: str, dst: str) -> None:
+        real(src, dst)
+        if n == 1:
+            signal.raise_signal(signal.SIGINT)
+
+    _replace_hook(monkeypatch, on_call)
+    with pytest.raises(KeyboardInterrupt):
+        write_context(out, NEW)
+    monkeypatch.undo()
+    assert _contents(out) == NEW
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_failed_second_rename_restores_the_old_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    write_context(out, OLD)
+
+    def on_call(n: int, real: Callable[[str, str], None], src: str, dst: str) -> None:
+        if n == 2:
+            raise OSError(28, "No space left on device")
+        real(src, dst)
+
+    _replace_hook(monkeypatch, on_call)
+    with pytest.raises(OutputError, match="No space left on device; nothing was changed"):
+        write_context(out, NEW)
+    monkeypatch.undo()
+    assert _contents(out) == OLD
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

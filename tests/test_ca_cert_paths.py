@@ -1,0 +1,41 @@
+"""`--ca-cert` and `build.ca_certificates` take any file path, spaces included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.bad_profile_cases import VALID
+from tests.conftest import ROOT, a_pem_certificate, run_cli
+
+PROFILE = ROOT / "tests" / "profiles" / "standin.yaml"
+
+
+def test_ca_cert_path_with_spaces(tmp_path: Path) -> None:
+    """Issue 7: the path went back through a YAML --set and failed the [A-Za-z0-9._/-] shape."""
+    cert = tmp_path / "corp certs" / "proxy ca (2026).crt"
+    cert.parent.mkdir()
+    cert.write_text(a_pem_certificate())
+    result = run_cli("build", str(PROFILE), "--dry-run", "-q", "--ca-cert", str(cert))
+    assert result.rc == 0, result.err
+    assert "  certs/extra-0.crt" in result.out.splitlines()
+    out = tmp_path / "ctx"
+    rendered = run_cli("render", "-q", str(PROFILE), "-o", str(out), "--set",
+                       f'build.ca_certificates=["{cert}"]')
+    assert rendered.rc == 0, rendered.err
+    assert (out / "certs" / "extra-0.crt").read_text() == cert.read_text()
+
+
+def test_profile_ca_certificate_with_spaces(tmp_path: Path) -> None:
+    (tmp_path / "my proxy.crt").write_text(a_pem_certificate())
+    (tmp_path / "profile.yaml").write_text(
+        VALID.replace("  memory_gib: 64", '  memory_gib: 64\n  ca_certificates: ["my proxy.crt"]'))
+    result = run_cli("render", "-q", "profile.yaml", "-o", "out", cwd=tmp_path)
+    assert result.rc == 0, result.err
+    assert (tmp_path / "out" / "certs" / "extra-0.crt").is_file()
+
+
+def test_missing_ca_cert_is_a_usage_error() -> None:
+    result = run_cli("build", str(PROFILE), "--dry-run", "-q", "--ca-cert", "/nonexistent/x.crt")
+    assert result.rc == 64
+    assert result.err.splitlines()[0].endswith(
+        "--ca-cert '/nonexistent/x.crt': no such file; give a PEM certificate")

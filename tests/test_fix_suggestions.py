@@ -1,0 +1,66 @@
+"""Suggested fixes never point at the failing value, and following them fixes the problem."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from dockergen.api import resolve_profile
+from dockergen.errors import ProfileError
+from tests.conftest import run_cli
+
+WEIGHTS = ["auto", "fp16", "bf16", "fp8", "int8", "int4-awq", "gptq"]
+KV = ["auto", "fp8", "int8"]
+GPUS = ["v100", "t4", "a100", "l40s", "h100"]
+
+
+def _field_problems(profile: str, overrides: tuple[str, ...], field: str) -> list[str]:
+    try:
+        resolve_profile(Path(profile), overrides)
+    except ProfileError as exc:
+        return [f"{p.message}; {p.fix}" for p in exc.problems
+                if p.field == field and p.severity == "error"]
+    return []
+
+
+@pytest.mark.parametrize("profile", ["h100-fp8", "h100-trtllm-fp8"])
+@pytest.mark.parametrize("gpu", GPUS)
+def test_quantization_fixes_are_other_values_that_work(profile: str, gpu: str) -> None:
+    """Issue 7: "fp16 needs cc >= 8.0 ... use fp16", "use kv_cache: auto" when auto failed,
+    "use bf16 or int8" on V100 where both are invalid."""
+    base = (f"gpu.targets=[{gpu}]", "flash_attn.build=none")
+    checked = 0
+    for kind, values in (("weights", WEIGHTS), ("kv_cache", KV)):
+        field = f"quantization.{kind}"
+        for value in values:
+            for text in _field_problems(profile, (*base, f"{field}={value}"), field):
+                if "needs compute capability" not in text:
+                    continue  # e.g. "has no int8 KV cache": not a capability problem
+                checked += 1
+                m = re.search(rf"use {kind}: ([a-z0-9 -]+?), or drop {gpu}$", text)
+                if m is None:
+                    assert text.endswith(f"drop {gpu}; no {kind} choice runs on it"), text
+                    continue
+                suggested = m.group(1).split(" or ")
+                assert value not in suggested, text
+                for alt in suggested:
+                    assert not [t for t in _field_problems(profile, (*base, f"{field}={alt}"),
+                                                           field)
+                                if "needs compute capability" in t], (value, alt, text)
+    if gpu in ("v100", "t4"):
+        assert checked, "no capability problem provoked; the test proves nothing"
+
+
+@pytest.mark.parametrize(("given", "hint"), [("rtx3090", None), ("b30", "b300"), ("h10", "h100"),
+                                             ("l40", "l40s"), ("rtx409", "rtx4090")])
+def test_gpu_name_guesses_stay_in_the_product_line(given: str, hint: str | None) -> None:
+    """Issue 7: `rtx3090` got "did you mean rtx5090", another architecture."""
+    result = run_cli("render", "-q", "h100-fp8", "--set", f"gpu.targets=[{given}]")
+    assert result.rc == 2
+    first = result.err.splitlines()[0]
+    if hint is None:
+        assert "did you mean" not in first
+    else:
+        assert f"did you mean {hint!r}?" in first

@@ -1,0 +1,89 @@
+"""Credential patterns: a left boundary, every field scanned, and type errors hide nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dockergen.errors import redact
+from tests.bad_profile_cases import VALID
+from tests.conftest import run_cli
+
+TOKEN = "hf_AbCdEf0123456789GhIjKlMnOpQr"
+
+
+@pytest.mark.parametrize("text", [
+    "risk-management-prod",
+    "#7 task-4f3a9c21d0 finished",  # a BuildKit log line
+    "disk-usage-report-2026",
+    "shf_abcdefghijkl",  # hf_ inside a word
+    "sk-team-inference-prod",  # words joined by dashes: no digit, not a key
+])
+def test_words_that_contain_a_token_prefix_are_not_redacted(text: str) -> None:
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize("secret", [TOKEN, "sk-proj-4hT9xQ2mZ8vL1nB6cR3w",
+                                    "ghp_0123456789abcdefghij", "AKIAIOSFODNN7EXAMPLE",
+                                    "https://bob:hunter2@example.com"])
+def test_real_token_shapes_are_redacted(secret: str) -> None:
+    assert "<redacted>" in redact(f"log: {secret} end")
+    assert secret not in redact(f"log: {secret} end")
+
+
+def test_label_risk_management_prod_is_accepted(tmp_path: Path) -> None:
+    """Issue 7: the label value `risk-management-prod` was rejected as an `sk-` key."""
+    text = VALID.replace("  name: registry.example.com/llm/vllm",
+                         "  name: registry.example.com/llm/vllm\n  labels:\n"
+                         "    com.example.team: risk-management-prod")
+    (tmp_path / "profile.yaml").write_text(text)
+    result = run_cli("render", "-q", "profile.yaml", cwd=tmp_path)
+    assert result.rc == 0, result.err
+    assert 'com.example.team="risk-management-prod"' in result.out
+
+
+def test_token_in_description_is_rejected(tmp_path: Path) -> None:
+    """Issue 7: `description` becomes a label, and an hf_ token rendered into it."""
+    (tmp_path / "profile.yaml").write_text(VALID.replace(
+        "name: test", f"name: test\ndescription: serving with {TOKEN}"))
+    result = run_cli("render", "profile.yaml", cwd=tmp_path)
+    assert result.rc == 2
+    assert result.err.splitlines() == [
+        "profile.yaml:2:14: description: the value looks like a credential and would be "
+        "readable by anyone who pulls the image (it becomes a label); never put credentials "
+        "in labels or the description",
+        "dockergen: 1 problem(s); nothing was written"]
+    assert TOKEN not in result.err + result.out
+
+
+def test_type_errors_do_not_hide_the_secret_checks(tmp_path: Path) -> None:
+    """Issue 7: a wrong type anywhere used to stop validation before the secret checks."""
+    text = VALID.replace("  max_model_len: 8192", "  max_model_len: lots\n  env:\n"
+                                                   "    HF_TOKEN: abc\n"
+                                                   f"    LOG_SINK: {TOKEN}")
+    (tmp_path / "profile.yaml").write_text(text)
+    result = run_cli("render", "profile.yaml", cwd=tmp_path)
+    assert result.rc == 2
+    assert result.err.splitlines() == [
+        "profile.yaml:19:18: serving.max_model_len: expected a whole number, got 'lots'; "
+        "write a whole number without quotes",
+        "profile.yaml:21:15: serving.env.HF_TOKEN: HF_TOKEN looks like a secret and would be "
+        "readable by anyone who pulls the image; pass it when the container starts (docker run "
+        "-e HF_TOKEN) instead",
+        "profile.yaml:22:15: serving.env.LOG_SINK: the value looks like a credential and would "
+        "be readable by anyone who pulls the image; pass it when the container starts (docker "
+        "run -e LOG_SINK) instead",
+        "dockergen: 3 problem(s); nothing was written"]
+
+
+def test_a_token_in_any_other_field_is_rejected(tmp_path: Path) -> None:
+    """Smoke commands end up in logs and build records: scanned like everything else."""
+    text = VALID + f"smoke:\n  commands:\n    - name: x\n      command: [curl, {TOKEN}]\n"
+    (tmp_path / "profile.yaml").write_text(text)
+    result = run_cli("render", "profile.yaml", cwd=tmp_path)
+    assert result.rc == 2
+    assert result.err.splitlines()[0] == (
+        "profile.yaml:27:23: smoke.commands[0].command[1]: the value looks like a credential; "
+        "profiles are copied into images, logs and build records; pass credentials at run "
+        "time, never in a profile")

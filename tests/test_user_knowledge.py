@@ -1,0 +1,74 @@
+"""A user knowledge file adds releases without editing site-packages; its facts are the user's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import run_cli
+
+FACTS = """\
+serving/vllm:
+  releases:
+    "0.34.0": {torch: "2.14.0", python: ">=3.11,<3.15", cuda_major: 13,
+               src: "vllm-0.34.0 wheel METADATA, Requires-Dist torch==2.14.0"}
+flash_attn:
+  releases:
+    "2.8.4": {cxx_std: 20, archs_env: true, default_archs: ["80", "90", "100", "120"],
+              nvcc_min: "11.7", torch_min: "2.2", python: ">=3.9",
+              src: "flash-attn 2.8.4 sdist setup.py (C++20 since PR #2879)"}
+serving/tensorrt_llm:
+  releases:
+    "1.3.0": {torch: "2.9.1", python: ">=3.10,<3.13", cuda_major: 13, src: "trt wheel METADATA"}
+"""
+PROFILE = """\
+extends: h100-fp8
+name: mine
+knowledge: [facts.yaml]
+engine:
+  version: "0.34.0"
+flash_attn:
+  build: source
+  version: "2.8.4"
+"""
+
+
+def test_releases_dockergen_lacks_can_be_added(tmp_path: Path) -> None:
+    """Issue 7: releases newer than dockergen (then vLLM 0.32.0, flash-attn 2.8.3.post2) were
+    rejected, with no way around; here: releases that do not exist yet."""
+    (tmp_path / "facts.yaml").write_text(FACTS)
+    (tmp_path / "p.yaml").write_text(PROFILE)
+    rendered = run_cli("render", "-q", "p.yaml", cwd=tmp_path)
+    assert rendered.rc == 0, rendered.err
+    assert "vllm==0.34.0 torch==2.14.0" in rendered.out
+    assert "flash-attn==2.8.4" in rendered.out
+    explained = run_cli("explain", "p.yaml", cwd=tmp_path).out.splitlines()
+    i = explained.index(next(line for line in explained if line.split()[:1] == ["torch"]))
+    assert explained[i + 2].split("src: ", 1)[1] == (
+        "user knowledge facts.yaml: vllm-0.34.0 wheel METADATA, Requires-Dist torch==2.14.0")
+    users = [line.split() for line in explained if line.strip().startswith("user fact")]
+    assert users == [["user", "fact", "flash_attn", "releases", "2.8.4"],
+                     ["user", "fact", "serving/tensorrt_llm", "releases", "1.3.0"],
+                     ["user", "fact", "serving/vllm", "releases", "0.34.0"]]
+
+
+def test_without_the_file_the_release_is_unknown(tmp_path: Path) -> None:
+    (tmp_path / "p.yaml").write_text(PROFILE.replace("knowledge: [facts.yaml]\n", ""))
+    result = run_cli("render", "-q", "p.yaml", cwd=tmp_path)
+    assert result.rc == 2
+    assert "vllm 0.34.0 is not in the knowledge base" in result.err
+    assert "knowledge file listed under the profile's `knowledge:`" in result.err
+
+
+def test_shipped_facts_are_never_replaced_and_sources_are_required(tmp_path: Path) -> None:
+    (tmp_path / "facts.yaml").write_text(
+        'serving/vllm:\n  releases:\n    "0.33.0": {torch: "2.0.0", src: x}\n'
+        '    "0.34.0": {torch: "2.14.0"}\nnope: {}\n')
+    (tmp_path / "p.yaml").write_text(PROFILE)
+    result = run_cli("render", "-q", "p.yaml", cwd=tmp_path)
+    assert result.rc == 2
+    lines = result.err.splitlines()
+    assert lines[0] == ("facts.yaml:3:5: serving/vllm.releases.0.33.0: dockergen already knows "
+                        "this; shipped facts are not replaced; remove it from the knowledge file")
+    assert lines[1].startswith("facts.yaml:4:5: serving/vllm.releases.0.34.0: a fact needs its "
+                               "source")
+    assert lines[2].startswith("facts.yaml:5:1: nope: not a component's facts; use one of: ")
