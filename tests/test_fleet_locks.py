@@ -128,7 +128,7 @@ def test_lock_pins_check_detects_drift_and_update_moves_the_pin(
     rendered = run_cli("render", "-q", str(profile))
     assert rendered.rc == 0, rendered.err
     assert _from_lines(rendered.out) == [
-        f"FROM {bases['devel']}@{d1} AS build-base", "FROM build-base AS flash-attn",
+        f"FROM {bases['devel']}@{d1} AS build-base",  # h100-fp8 builds no flash-attn
         "FROM build-base AS engine", f"FROM {bases['runtime']}@{idx} AS runtime"]
     assert run_cli("lock", "--check", str(profile)).out == f"{lock_file}: ok (2 images)\n"
     plan = run_cli("build", str(profile), "--dry-run", "-q",
