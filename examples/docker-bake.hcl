@@ -22,7 +22,7 @@ target "_common" {
 target "a100-bf16" {
   inherits = ["_common"]
   context = "a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-fb03755f418e"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-5f713e399215"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:fbebeea54556446ec5f22586a7530cfce41622a30b00043fe76d5d5aa0fc1443"
@@ -38,7 +38,7 @@ target "a100-bf16" {
 target "a100-h100" {
   inherits = ["_common"]
   context = "a100-h100"
-  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-cdfef7eacde6"]
+  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-60f6b3749d6f"]
   labels = {
     "dockergen.engine" = "vllm==0.32.0"
     "dockergen.profile.hash" = "sha256:2b8ef96f9283948e4298a450b4841f7023e1d36ff469e0f8c808d56402c3c97c"
@@ -54,7 +54,7 @@ target "a100-h100" {
 target "fleet-a100-bf16" {
   inherits = ["_common"]
   context = "fleet-a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-433033c4283d"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-fa57be40f778"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:1ff5b5288b7997b75194903f7f41268cb4006c956b8f0959de58969d320228d3"
@@ -70,7 +70,7 @@ target "fleet-a100-bf16" {
 target "fleet-h100-bf16" {
   inherits = ["_common"]
   context = "fleet-h100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-fbf9213ca629"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-6f1032bea4c1"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:9b89b1c69ba75e1f6c84fb71727250b5a5b981793b002df918173d4f6e27cebf"
@@ -86,7 +86,7 @@ target "fleet-h100-bf16" {
 target "fleet-h100-fp8" {
   inherits = ["_common"]
   context = "fleet-h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-868525517e4a"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-085ebb3d5a3d"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:ac0749a2b498f45f3ec3c138cf57c93c115f87580de405aec1313489500e942f"
@@ -102,7 +102,7 @@ target "fleet-h100-fp8" {
 target "fleet-l40s-bf16" {
   inherits = ["_common"]
   context = "fleet-l40s-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-269200ce325b"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-5caab14623f8"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:1940388ff57c4b6cb87e644954f99938cf05a0dbf9f97667e9145a90814d4c36"
@@ -118,7 +118,7 @@ target "fleet-l40s-bf16" {
 target "fleet-l40s-fp8" {
   inherits = ["_common"]
   context = "fleet-l40s-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-400952a4d9ef"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-38e91578ed57"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:2acc60de43c52f7facbc5b51eee6a2baf3c15c70ef10d2877f86371d96a59bd5"
@@ -134,7 +134,7 @@ target "fleet-l40s-fp8" {
 target "h100-fp8" {
   inherits = ["_common"]
   context = "h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-c2b545c48b04"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-f7f4b898110b"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:1239d15f7345a13b62a16040816593c98e6db440c7712bfd3fa6d0d3485b2d70"
@@ -182,7 +182,7 @@ target "h100-trtllm-fp8" {
 target "l40s-awq" {
   inherits = ["_common"]
   context = "l40s-awq"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-0b8b799b4cc5"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-e73bfa43db09"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:c7054d24b5ec57d7758cb5f15ec717e7a0ed6ffd4b6d0f3b5d1dfad21ecee1ff"

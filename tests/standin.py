@@ -109,7 +109,100 @@ VLLM_INIT = '''"""Stand-in for vllm (dockergen tests)."""
 __version__ = "{version}"
 '''
 
-VLLM_CLI = '''"""`vllm serve MODEL --host H --port P ...`: answers /health and /v1/models."""
+# What the stand-in servers share: the real release's option strings (extracted from the
+# wheel by tools/vllm_flags.py / tools/sglang_flags.py, shipped in the package as
+# flags.json) and Triton's launcher build, which needs a C compiler and Python headers at
+# the first kernel launch (triton/runtime/build.py) and fails without them.
+SERVER_COMMON = '''import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from importlib import resources
+
+LAUNCHER = ('#include <Python.h>\\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, '
+            '"launcher", NULL, -1, NULL};\\nPyMODINIT_FUNC PyInit_launcher(void) '
+            '{ return PyModule_Create(&m); }\\n')
+
+
+def parser(package: str, prog: str, positional: bool) -> argparse.ArgumentParser:
+    """Every option string of the real release (flags.json) and its --no- form."""
+    p = argparse.ArgumentParser(prog=prog)
+    if positional:
+        p.add_argument("model_tag", nargs="?")
+    flags = json.loads(resources.files(package).joinpath("flags.json").read_text())
+    for flag in flags:
+        p.add_argument(flag, nargs="?", const=True, default=None)
+        if flag.startswith("--") and not flag.startswith("--no-") and positional:
+            p.add_argument("--no-" + flag[2:], action="store_true")  # BooleanOptionalAction
+    return p
+
+
+def triton_launcher() -> None:
+    """What triton/runtime/build.py does at the first kernel launch."""
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        raise SystemExit("RuntimeError: Failed to find C compiler. Please specify via CC "
+                         "environment variable or set triton.knobs.build.impl.")
+    d = tempfile.mkdtemp()
+    with open(os.path.join(d, "launcher.c"), "w") as fh:
+        fh.write(LAUNCHER)
+    subprocess.check_call([cc, os.path.join(d, "launcher.c"), "-O1", "-shared", "-fPIC",
+                           "-I" + sysconfig.get_paths()["include"], "-o",
+                           os.path.join(d, "launcher" + sysconfig.get_config_var("EXT_SUFFIX"))])
+
+
+def serve(host: str, port: int, served: str) -> None:
+    """/health, /v1/models and /v1/completions for the served model name."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", 0))
+            request = json.loads(self.rfile.read(length) or b"{}")
+            ok = self.path == "/v1/completions" and request.get("model") == served
+            self.send_response(200 if ok else 404)
+            self.end_headers()
+            if ok:
+                self.wfile.write(json.dumps({"choices": [{"text": "!"}]}).encode())
+
+        def do_GET(self) -> None:
+            body = {"/health": b"", "/v1/models": json.dumps(
+                {"data": [{"id": served}]}).encode()}.get(self.path)
+            self.send_response(200 if body is not None else 404)
+            self.end_headers()
+            self.wfile.write(body or b"")
+
+        def log_message(self, format: str, *a: object) -> None:  # noqa: A002
+            pass
+
+    HTTPServer((host, port), Handler).serve_forever()
+'''
+
+VLLM_CLI = '''"""`vllm serve MODEL ...`: the real release's flags, Triton's launcher build."""
+''' + SERVER_COMMON + '''
+
+def main() -> None:
+    argv = sys.argv[1:]
+    if not argv or argv[0] != "serve":
+        print("usage: vllm serve MODEL [--host H] [--port P] ...", file=sys.stderr)
+        sys.exit(2)
+    p = parser("vllm", "vllm serve", positional=True)
+    args = vars(p.parse_args(argv[1:]))  # an unknown flag: exit 2, as argparse does
+    model = args.get("model_tag") or args.get("model")
+    if not isinstance(model, str):
+        p.error("a model is required")
+    triton_launcher()
+    serve(args.get("host") or "0.0.0.0", int(args.get("port") or 8000),
+          args.get("served_model_name") or model)
+'''
+
+# TensorRT-LLM's trtllm-serve: no flag list and no Triton launcher (its PyTorch backend's
+# run-time compilation was not checked: the image keeps no compiler, see tensorrt_llm.yaml).
+TRTLLM_CLI = '''"""`trtllm-serve MODEL --host H --port P ...`: answers /health and /v1/models."""
 import json
 import sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -117,12 +210,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 def main() -> None:
     args = sys.argv[1:]
-    if not args or args[0] != "serve":
-        print("usage: vllm serve MODEL [--host H] [--port P] ...", file=sys.stderr)
-        sys.exit(2)
     host = args[args.index("--host") + 1] if "--host" in args else "0.0.0.0"
     port = int(args[args.index("--port") + 1]) if "--port" in args else 8000
-    model = args[1]
+    model = args[0]
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -145,79 +235,21 @@ def main() -> None:
 '''
 
 SGLANG_CLI = '''"""`sglang serve`: the real release's flags, Triton's launcher build, /health."""
-import argparse
-import json
-import os
-import shutil
-import subprocess
-import sys
-import sysconfig
-import tempfile
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from importlib import resources
-
-LAUNCHER = ('#include <Python.h>\\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, '
-            '"launcher", NULL, -1, NULL};\\nPyMODINIT_FUNC PyInit_launcher(void) '
-            '{ return PyModule_Create(&m); }\\n')
-
-
-def parser() -> argparse.ArgumentParser:
-    """Every option string of the real `sglang serve` (sglang_flags.json); values optional."""
-    p = argparse.ArgumentParser(prog="sglang serve")
-    flags = json.loads(resources.files("sglang").joinpath("flags.json").read_text())
-    for flag in flags:
-        p.add_argument(flag, nargs="?", const=True, default=None)
-    return p
-
-
-def triton_launcher() -> None:
-    """What triton/runtime/build.py does at the first kernel launch."""
-    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        raise SystemExit("RuntimeError: Failed to find C compiler. Please specify via CC "
-                         "environment variable or set triton.knobs.build.impl.")
-    d = tempfile.mkdtemp()
-    with open(os.path.join(d, "launcher.c"), "w") as fh:
-        fh.write(LAUNCHER)
-    subprocess.check_call([cc, os.path.join(d, "launcher.c"), "-O1", "-shared", "-fPIC",
-                           "-I" + sysconfig.get_paths()["include"], "-o",
-                           os.path.join(d, "launcher" + sysconfig.get_config_var("EXT_SUFFIX"))])
-
+''' + SERVER_COMMON + '''
 
 def main() -> None:
     argv = sys.argv[1:]
     if not argv or argv[0] != "serve":
         print("usage: sglang serve --model-path MODEL ...", file=sys.stderr)
         sys.exit(2)
-    args = vars(parser().parse_args(argv[1:]))  # unknown flags: exit 2, as argparse does
+    p = parser("sglang", "sglang serve", positional=False)
+    args = vars(p.parse_args(argv[1:]))  # unknown flags: exit 2, as argparse does
     model = args.get("model_path")
     if not isinstance(model, str):
-        parser().error("the following arguments are required: --model-path")
-    served = args.get("served_model_name") or model
+        p.error("the following arguments are required: --model-path")
     triton_launcher()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length", 0))
-            request = json.loads(self.rfile.read(length) or b"{}")
-            ok = self.path == "/v1/completions" and request.get("model") == served
-            self.send_response(200 if ok else 404)
-            self.end_headers()
-            if ok:
-                self.wfile.write(json.dumps({"choices": [{"text": "!"}]}).encode())
-
-        def do_GET(self) -> None:
-            body = {"/health": b"", "/v1/models": json.dumps(
-                {"data": [{"id": served}]}).encode()}.get(self.path)
-            self.send_response(200 if body is not None else 404)
-            self.end_headers()
-            self.wfile.write(body or b"")
-
-        def log_message(self, format: str, *a: object) -> None:  # noqa: A002
-            pass
-
-    HTTPServer((args.get("host") or "127.0.0.1", int(args.get("port") or 30000)),
-               Handler).serve_forever()
+    serve(args.get("host") or "127.0.0.1", int(args.get("port") or 30000),
+          args.get("served_model_name") or model)
 '''
 
 FA_SETUP = '''"""Stand-in flash-attn build: the real one's contract, a tiny kernel."""
@@ -349,18 +381,20 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
     for version in ("2.9.0", "2.13.0", "2.14.0", "2.14.1"):
         _wheel(files, "torch", version, {"torch/__init__.py": TORCH_INIT.format(
             version=version), **torch_headers(version)})
+    # every stand-in vllm serves its release's real flag list (tools/vllm_flags.py)
+    vllm_flags = json.loads(
+        (ROOT / "dockergen/components/serving/vllm_flags.json").read_text())["releases"]
     for version, torch in (("0.27.1", "2.13.0"), ("0.30.0", "2.13.0"), ("0.33.0", "2.14.0")):
         vllm: dict[str, str | bytes] = {"vllm/__init__.py": VLLM_INIT.format(version=version),
-                                        "vllm/cli.py": VLLM_CLI}
+                                        "vllm/cli.py": VLLM_CLI,
+                                        "vllm/flags.json": json.dumps(vllm_flags[version])}
         if broken_libs:
             vllm.update(broken_libraries(root / "broken"))
         _wheel(files, "vllm", version, vllm, requires=[f"torch=={torch}"],
                scripts={"vllm": "vllm.cli:main"})
     _wheel(files, "tensorrt_llm", "1.1.0",
            {"tensorrt_llm/__init__.py": '__version__ = "1.1.0"\n',
-            "tensorrt_llm/serve.py": VLLM_CLI.replace('args[0] != "serve"', "False").replace(
-                "model = args[1]", "model = args[0]").replace("args = sys.argv[1:]",
-                                                              "args = sys.argv[1:]")},
+            "tensorrt_llm/serve.py": TRTLLM_CLI},
            requires=["torch==2.9.0"], scripts={"trtllm-serve": "tensorrt_llm.serve:main"})
     # sglang 0.5.23 as its real metadata pins it (Requires-Python >=3.11, torch==2.14.1,
     # sglang-kernel==0.4.10, flashinfer_python[cu13]==0.7.2), serving the real flag list

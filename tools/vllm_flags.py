@@ -5,7 +5,8 @@ Importing vllm's parser needs torch and the CUDA stack, so the script reproduces
 `vllm serve`'s parser registers, from the wheel's source:
 
   1. every literal option string of an `add_argument(...)` call inside `make_arg_parser`
-     (vllm/entrypoints/common/cli_args.py, launchers/ before 0.33.0: --headless, --api-server-count/-asc, --config,
+     (vllm/entrypoints/common/cli_args.py; launchers/ or openai/ before 0.33.0: --headless,
+     --api-server-count/-asc, --config,
      --grpc) and inside every `add_cli_args` of vllm/engine/arg_utils.py (EngineArgs: one
      literal call per flag, e.g. `add_argument("--quantization", "-q", **kwargs[...])`);
   2. the frontend flags `FrontendArgs.add_cli_args` builds from dataclass fields:
@@ -31,8 +32,10 @@ from pathlib import Path
 
 ARG_UTILS = "vllm/engine/arg_utils.py"
 # where make_arg_parser and the frontend dataclasses live: common/ from 0.33.0,
-# launchers/ in 0.32.0 (both read from the wheels); the first that exists is used
-CLI_ARGS = ("vllm/entrypoints/common/cli_args.py", "vllm/entrypoints/launchers/cli_args.py")
+# launchers/ in 0.30.0 and 0.32.0, openai/ in 0.27.1 (read from the wheels); the first
+# that exists is used
+CLI_ARGS = ("vllm/entrypoints/common/cli_args.py", "vllm/entrypoints/launchers/cli_args.py",
+            "vllm/entrypoints/openai/cli_args.py")
 FRONTEND_CLASSES = ("BaseFrontendArgs", "FrontendArgs")
 
 

@@ -259,7 +259,8 @@ class ServingEngine:
                 c.error(("packages", "pip", i), f"{name} is already pinned at packages.pip"
                         f"[{seen[name]}]", "keep one pin")
             seen.setdefault(name, i)
-        if not c.p.runtime.jit_toolchain:
+        # engines that compile at run time keep gcc in the runtime (no no-compilers check)
+        if not c.p.runtime.jit_toolchain and not self.facts().get("runtime_c_compiler"):
             for i, apt in enumerate(c.p.packages.apt):
                 if apt in _COMPILERS or apt.startswith(("cuda-nvcc", "gcc-", "g++-", "clang")):
                     c.error(("packages", "apt", i), f"{apt} is a compiler; the runtime image "
