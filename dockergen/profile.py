@@ -272,6 +272,11 @@ class FlashAttn(_Section):
     source: FlashAttnSource | None = None
     max_jobs: MaxJobs = Field("auto", description="ninja jobs; auto = build.memory_gib / 9 GiB.")
     nvcc_threads: int = Field(4, ge=1, le=32)
+    purpose: Text | None = Field(
+        None, description="What in the image uses this FlashAttention-2 build (e.g. "
+        "transformers attn_implementation=flash_attention_2). Engines with their own "
+        "attention kernels (vLLM, SGLang) warn about an unexplained build; a purpose "
+        "answers that warning and is shown by explain.")
 
 
 class Quantization(_Section):

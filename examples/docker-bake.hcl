@@ -22,10 +22,10 @@ target "_common" {
 target "a100-bf16" {
   inherits = ["_common"]
   context = "a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-5f713e399215"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-b50ab269f1c1"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:fbebeea54556446ec5f22586a7530cfce41622a30b00043fe76d5d5aa0fc1443"
+    "dockergen.profile.hash" = "sha256:c548210195b12e66bba0d6cbd40aa6d307683d75c0cc46bd6ca5aebacd2fded7"
     "dockergen.profile.name" = "a100-bf16"
     "org.opencontainers.image.description" = "BF16 serving on A100 80GB"
     "org.opencontainers.image.title" = "a100-bf16"
@@ -38,10 +38,10 @@ target "a100-bf16" {
 target "a100-h100" {
   inherits = ["_common"]
   context = "a100-h100"
-  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-60f6b3749d6f"]
+  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-660c2c78ebca"]
   labels = {
     "dockergen.engine" = "vllm==0.32.0"
-    "dockergen.profile.hash" = "sha256:2b8ef96f9283948e4298a450b4841f7023e1d36ff469e0f8c808d56402c3c97c"
+    "dockergen.profile.hash" = "sha256:4a5171efccdb0c6ac867f5b85ce61fdd682b90a16be57a99cd1e934f47108c65"
     "dockergen.profile.name" = "a100-h100"
     "org.opencontainers.image.description" = "One BF16 image for mixed A100 and H100 fleets (flash-attn built for 80;90)"
     "org.opencontainers.image.title" = "a100-h100"
@@ -54,10 +54,10 @@ target "a100-h100" {
 target "fleet-a100-bf16" {
   inherits = ["_common"]
   context = "fleet-a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-fa57be40f778"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-73cca27f5f60"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:1ff5b5288b7997b75194903f7f41268cb4006c956b8f0959de58969d320228d3"
+    "dockergen.profile.hash" = "sha256:dac77b951ec3a2ba8e1f0312bdefb1a2bb42b1f9a41fcc8a2acc72ba0e470888"
     "dockergen.profile.name" = "fleet-a100-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-a100-bf16"
@@ -70,10 +70,10 @@ target "fleet-a100-bf16" {
 target "fleet-h100-bf16" {
   inherits = ["_common"]
   context = "fleet-h100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-6f1032bea4c1"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-33cb224d4e68"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:9b89b1c69ba75e1f6c84fb71727250b5a5b981793b002df918173d4f6e27cebf"
+    "dockergen.profile.hash" = "sha256:5666598269e155d16f6686cce79b67fd255d29b9cf4412cd86d0076874a4e081"
     "dockergen.profile.name" = "fleet-h100-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-h100-bf16"
@@ -86,10 +86,10 @@ target "fleet-h100-bf16" {
 target "fleet-h100-fp8" {
   inherits = ["_common"]
   context = "fleet-h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-085ebb3d5a3d"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-d47609543c9f"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:ac0749a2b498f45f3ec3c138cf57c93c115f87580de405aec1313489500e942f"
+    "dockergen.profile.hash" = "sha256:f29b9f73d7327ca03af59988280bcbea37515dac4004626ee6ed29a8856e9207"
     "dockergen.profile.name" = "fleet-h100-fp8"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-h100-fp8"
@@ -102,10 +102,10 @@ target "fleet-h100-fp8" {
 target "fleet-l40s-bf16" {
   inherits = ["_common"]
   context = "fleet-l40s-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-5caab14623f8"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-ea8b80effa5b"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:1940388ff57c4b6cb87e644954f99938cf05a0dbf9f97667e9145a90814d4c36"
+    "dockergen.profile.hash" = "sha256:36461d8e06a513dfee7beb5450d88661e0e9abd9a682252220e0a4d052abf59e"
     "dockergen.profile.name" = "fleet-l40s-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-l40s-bf16"
@@ -118,10 +118,10 @@ target "fleet-l40s-bf16" {
 target "fleet-l40s-fp8" {
   inherits = ["_common"]
   context = "fleet-l40s-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-38e91578ed57"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-bd5a2d4a5d8b"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:2acc60de43c52f7facbc5b51eee6a2baf3c15c70ef10d2877f86371d96a59bd5"
+    "dockergen.profile.hash" = "sha256:49322d85509deb0f90a850e514a0a45cde2a8bc15466b6cf695e3b8086daef21"
     "dockergen.profile.name" = "fleet-l40s-fp8"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-l40s-fp8"
@@ -134,10 +134,10 @@ target "fleet-l40s-fp8" {
 target "h100-fp8" {
   inherits = ["_common"]
   context = "h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-f7f4b898110b"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-622161e32bd7"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:1239d15f7345a13b62a16040816593c98e6db440c7712bfd3fa6d0d3485b2d70"
+    "dockergen.profile.hash" = "sha256:47ef5e7cd052d22801ee8fbda7b505466e00fd54e3c65b7ce6852b8b6b3608b8"
     "dockergen.profile.name" = "h100-fp8"
     "org.opencontainers.image.description" = "Llama-3-8B-class serving on H100 with FP8 weights and FP8 KV cache"
     "org.opencontainers.image.title" = "h100-fp8"
@@ -150,10 +150,10 @@ target "h100-fp8" {
 target "h100-sglang-fp8" {
   inherits = ["_common"]
   context = "h100-sglang-fp8"
-  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-270860b8f778"]
+  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-03df72d65466"]
   labels = {
     "dockergen.engine" = "sglang==0.5.23"
-    "dockergen.profile.hash" = "sha256:a720323ac51854b59bbade17bfbd3a2ac9dc7911da6fcc68b5ee44cce3db393a"
+    "dockergen.profile.hash" = "sha256:5af5b6eb4f38744202104ec23627d281b267a29622707eae1c57443de3f72cea"
     "dockergen.profile.name" = "h100-sglang-fp8"
     "org.opencontainers.image.description" = "SGLang on H100 with FP8 weights (online FP8 quantization)"
     "org.opencontainers.image.title" = "h100-sglang-fp8"
@@ -166,10 +166,10 @@ target "h100-sglang-fp8" {
 target "h100-trtllm-fp8" {
   inherits = ["_common"]
   context = "h100-trtllm-fp8"
-  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-6b60fc588a72"]
+  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-1e9fb0837927"]
   labels = {
     "dockergen.engine" = "tensorrt-llm==1.1.0"
-    "dockergen.profile.hash" = "sha256:cae2a3d36cc53f5916c454ede2dba0dd32b46ad24ee370cf2c616b7cf59c5575"
+    "dockergen.profile.hash" = "sha256:51a2170794538c764d033c5d83715f33218c3780ee9b65fed7888f69b533b32a"
     "dockergen.profile.name" = "h100-trtllm-fp8"
     "org.opencontainers.image.description" = "TensorRT-LLM (PyTorch backend) on H100 with an FP8 ModelOpt checkpoint and FP8 KV cache"
     "org.opencontainers.image.title" = "h100-trtllm-fp8"
@@ -182,10 +182,10 @@ target "h100-trtllm-fp8" {
 target "l40s-awq" {
   inherits = ["_common"]
   context = "l40s-awq"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-e73bfa43db09"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-d9eff1fe9ed1"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:c7054d24b5ec57d7758cb5f15ec717e7a0ed6ffd4b6d0f3b5d1dfad21ecee1ff"
+    "dockergen.profile.hash" = "sha256:baab8844202ad203c932286e21fc47ac23ce99cfceda15f1b26195aed783f2c6"
     "dockergen.profile.name" = "l40s-awq"
     "org.opencontainers.image.description" = "INT4 AWQ checkpoint on L40S (sm_89; flash-attn runs its sm_80 kernels)"
     "org.opencontainers.image.title" = "l40s-awq"

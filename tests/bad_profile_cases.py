@@ -186,7 +186,7 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                      'version like "0.33.0"; quote a version like "13.0.2" or "0.33.0"'],
  'unknown-key-typo': ["profile.yaml:13:3: flash_attn.verison: unknown key 'verison' (did you "
                       "mean 'version'?); allowed keys here: build, version, source, max_jobs, "
-                      'nvcc_threads'],
+                      'nvcc_threads, purpose'],
  'unknown-top-level': ["profile.yaml:2:1: engnie: unknown key 'engnie' (did you mean "
                        "'engine'?); allowed keys here: extends, abstract, knowledge, name, "
                        'description, gpu, cuda, python, engine, flash_attn, quantization, '

@@ -122,9 +122,12 @@ def check(c: Context) -> None:
         c.warn(("build", "memory_gib"), f"{p.build.memory_gib} GiB is below the ~"
                f"{need_per_job} GiB one flash-attn compile job can peak at",
                "expect the OOM killer; build on a host with more memory")
-    if c.flash_attn_note:
+    # the engine's note (its attention does not use this build) helps where nobody said why
+    # the image builds it; a profile that says so is not warned on every render
+    if c.flash_attn_note and not p.flash_attn.purpose:
         c.warn(("flash_attn", "build"), c.flash_attn_note,
-               "set flash_attn.build: none if nothing else needs it")
+               "set flash_attn.build: none if nothing else needs it, or say what uses it "
+               "in flash_attn.purpose")
 
 
 def check_cxx_std(c: Context, release: dict[str, Any], pin: str) -> None:
@@ -193,6 +196,9 @@ def derive(c: Context, d: list[Derivation], arch_list: str, mode: Mode) -> Flash
     auto_jobs = max(1, p.build.memory_gib // int(fa["job_gib"]))
     max_jobs = auto_jobs if jobs == "auto" else int(jobs)
     covered = {t.cc: fa_arch_of(t.cc) for t in targets}
+    if p.flash_attn.purpose:
+        d.append(Derivation("flash-attn purpose", p.flash_attn.purpose,
+                            "from flash_attn.purpose: what in the image uses this build", ""))
     d.append(Derivation("FLASH_ATTN_CUDA_ARCHS", ";".join(fa_archs),
                         "8.x -> 80, 9.0 -> 90, 10.x -> 100, 12.x -> 120 (flash-attn honours "
                         "only these; " + ", ".join(f"{cc} runs sm_{a}" for cc, a in
