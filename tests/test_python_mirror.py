@@ -266,3 +266,35 @@ def test_a_mirror_without_the_archive_fails_naming_it(tmp_path: Path) -> None:
     assert proc.returncode != 0
     name = expected_download("3.12").rsplit("/", 1)[1]
     assert name.replace("%2B", "+") in proc.stderr or name in proc.stderr, proc.stderr
+
+
+# --- the rendered Dockerfile in a real BuildKit build ------------------------------------
+
+@pytest.mark.daemon
+def test_build_fetches_cpython_from_the_mirror_and_stops_on_a_bad_hash(
+        index: str, docker_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # The default path (python_from: uv) of the stand-in profile, with the mirror on
+    # 127.0.0.1 (the build runs with --network host, as an air-gapped farm's mirror would be
+    # reachable from its builders). The stand-in archive must fail exactly where a genuine
+    # one would pass: at uv's sha256 check, after asking for the archive uv's list names.
+    ref = "localhost:5000/dockergen-test/pymirror:should-not-exist"
+    tail = expected_download("3.11")[len(python.downloads()["default_prefix"]):]
+    archive = _stand_in_archive()
+    with mirror_server(archive) as (mirror, seen):
+        result = run_cli("build", str(ROOT / "tests" / "profiles" / "standin.yaml"),
+                         "--network", "host", "-q", "--progress", "plain",
+                         "--set", f"build.pip_index_url={index}/simple",
+                         "--set", f"build.torch_index_url={index}",
+                         "--set", "build.python_from=uv",
+                         "--set", f"build.python_mirror={mirror}",
+                         "--tag", ref, "-o", str(tmp_path / "ctx"))
+    dockerfile = (tmp_path / "ctx" / "Dockerfile").read_text()
+    assert f"ENV {MIRROR_ENV}={mirror}\n" in dockerfile
+    assert result.rc == 5, result.err[-3000:]
+    assert set(seen) == {"/pbs" + tail}, seen
+    assert "Hash mismatch" in result.err and hashlib.sha256(archive).hexdigest() in result.err
+    assert "uv python install" in result.err and "Traceback" not in result.err
+    record = json.loads((tmp_path / "ctx" / "build-record.json").read_text())
+    assert record["status"] == "failed"
+    with pytest.raises(Exception, match="No such image"):
+        docker_client.api.inspect_image(ref)
