@@ -159,6 +159,10 @@ def test_explain_shows_where_cpython_comes_from(tmp_path: Path) -> None:
             f"of {python.downloads()['default_prefix']}/<release>/<archive>") in lines[at + 1]
     assert "sha256 built into uv" in lines[at + 1] and lines[at + 2].strip().startswith("src:")
 
+    slash = run_cli("explain", "profile.yaml", "--set",
+                    "build.python_mirror=https://mirror.example.com/pbs/", cwd=tmp_path)
+    assert slash.rc == 0 and "https://mirror.example.com/pbs/<release>/<archive>" in slash.out
+
     plain = run_cli("explain", str(ROOT / "profiles" / "a100-bf16.yaml"))
     assert plain.rc == 0, plain.err
     assert any(line.split() == [MIRROR_ENV, "(unset)"] for line in plain.out.splitlines())

@@ -86,7 +86,8 @@ def derive(c: Context, d: list[Derivation], mode: Mode) -> PythonPart:
         d.append(Derivation(
             src["env"], mirror or "(unset)",
             f"uv {tool('uv')} fetches CPython {p.python} from "
-            + (f"{mirror}/<release>/<archive> (build.python_mirror) instead of "
+            # uv joins with one slash whether or not the mirror ends in one
+            + (f"{mirror.rstrip('/')}/<release>/<archive> (build.python_mirror) instead of "
                if mirror else "its default ")
             + f"{src['default_prefix']}/<release>/<archive>, checking the sha256 built "
             "into uv", src["src"]))
