@@ -342,6 +342,9 @@ _VALUE_FIX = {
     "model": "use a path like /models/llama-3-8b-instruct",
     "name": "e.g. h100-fp8",
     "max_jobs": "write max_jobs: auto or a number such as 4",
+    "python_mirror": "write an http(s) URL without credentials or query, e.g. "
+                     "python_mirror: https://mirror.example.com/python-build-standalone "
+                     "(reachable from the build without login), or file:///srv/pbs",
 }
 
 

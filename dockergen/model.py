@@ -79,6 +79,8 @@ class PythonSetup:
     uv_version: str
     pip_index_url: str | None
     mode: Mode
+    # UV_PYTHON_INSTALL_MIRROR; None when uv downloads from its default (or python_from: image)
+    python_mirror: str | None = None
 
 
 @dataclass(frozen=True)

@@ -161,6 +161,36 @@ ScrapeTarget = Annotated[str, _shaped("scrape_target")]
 Text = Annotated[str, AfterValidator(_text)]
 
 
+def _mirror_url(value: str) -> str:
+    """A python-build-standalone mirror: ``http(s)://host[:port]/path`` or ``file:///path``.
+
+    The URL is written into the build stages' ENV (UV_PYTHON_INSTALL_MIRROR), which the build
+    history and the build record keep, so credentials are refused, not redacted: a redacted
+    URL could not be fetched, and a working one would leak. A query string is refused too
+    (tokens travel there). The message never repeats the credential.
+    """
+    scheme, sep, rest = value.partition("://")
+    authority = rest.split("/", 1)[0]
+    if sep and "@" in authority:
+        bare = f"{scheme}://{rest.split('@', 1)[1]}"
+        raise ValueError("the URL carries credentials before the host (they would be stored "
+                         "in the build stages' ENV and history), without them it is "
+                         f"{_show(bare)}")
+    if "?" in value or "#" in value:
+        bare = value.split("?", 1)[0].split("#", 1)[0]
+        raise ValueError("the URL carries a query or fragment (tokens travel there, and the "
+                         "URL is stored in the build stages' ENV and history), without it it "
+                         f"is {_show(bare)}")
+    if _PATTERNS["url"][0].fullmatch(value) or _MIRROR_FILE.fullmatch(value):
+        return value
+    raise ValueError(f"{_show(value)} is not an http(s) URL without credentials, query or "
+                     "spaces, nor a file:///absolute/path")
+
+
+_MIRROR_FILE = re.compile(r"file:///[A-Za-z0-9._~/-]*")
+MirrorUrl = Annotated[str, AfterValidator(_mirror_url)]
+
+
 def _max_jobs(value: Any) -> int | str:
     if value == "auto":
         return "auto"
@@ -337,6 +367,12 @@ class Build(_Section):
     python_from: Literal["uv", "image"] = Field(
         "uv", description="uv: a relocatable CPython installed by uv; image: the base "
                           "image's own python3 (must be the profile's version).")
+    python_mirror: MirrorUrl | None = Field(
+        None, description="Mirror of python-build-standalone for build.python_from: uv "
+                          "(uv's UV_PYTHON_INSTALL_MIRROR): uv fetches "
+                          "MIRROR/RELEASE/ARCHIVE instead of its built-in download URL and "
+                          "still checks the sha256 built into uv. http(s) (no credentials) "
+                          "or file:///path inside the build stage.")
     pip_index_url: Url | None = Field(None, description="PyPI mirror (no credentials).")
     torch_index_url: Url = "https://download.pytorch.org/whl"
     engine_index_url: Url | None = Field(

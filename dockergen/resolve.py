@@ -111,7 +111,7 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool) -> Resolved:
     d: list[Derivation] = []
 
     cuda_part = cuda.derive(ctx, d)
-    python_part = python.derive(ctx, mode)
+    python_part = python.derive(ctx, d, mode)
     torch_install = torch.derive(ctx, d, mode)
     fa = flash_attn.derive(ctx, d, cuda_part.arch_list, mode)
     serving = engine.derive(ctx, d, torch_install, fa is not None, mode)
@@ -156,6 +156,10 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool) -> Resolved:
             "tags": release_tags,
         },
     }
+    if lock_core["profile"]["build"].get("python_mirror") is None:
+        # Added after profiles were first hashed: left out while unset, so every profile
+        # without a mirror keeps its hash (and its rendered Dockerfile) byte for byte.
+        del lock_core["profile"]["build"]["python_mirror"]
     canonical = json.dumps(lock_core, sort_keys=True, separators=(",", ":"))
     profile_hash = "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
     # the immutable dg-<hash> tag hashes the build's inputs; `build` adds it (buildid.py)

@@ -15,7 +15,15 @@ from typing import Any
 
 from dockergen.components.base import Context
 from dockergen.knowledge import load_facts
-from dockergen.model import PYTHON_HOME, VENV, CommandCheck, Mode, PythonSetup, RuntimeCopy
+from dockergen.model import (
+    PYTHON_HOME,
+    VENV,
+    CommandCheck,
+    Derivation,
+    Mode,
+    PythonSetup,
+    RuntimeCopy,
+)
 
 
 def facts() -> dict[str, Any]:
@@ -33,9 +41,15 @@ def tool(name: str) -> str:
 
 
 def check_python_source(c: Context) -> None:
-    """python-from-image: the base image's python3 must be the profile's version."""
+    """python-from-image: the base image's python3 must be the profile's version; a
+    python-build-standalone mirror only means something when uv downloads the interpreter."""
     if c.p.build.python_from != "image":
         return
+    if c.p.build.python_mirror:
+        # An unused mirror would look like an air-gapped build that is not one.
+        c.error(("build", "python_mirror"), "python_from: image uses the base image's "
+                "python3, so uv downloads no CPython and the mirror would never be read",
+                "remove build.python_mirror, or set build.python_from: uv")
     if c.p.cuda.devel_image:
         return  # OS unknown; the build-base stage asserts the version itself
     found = os_python(c.p.cuda.os)
@@ -56,16 +70,34 @@ class PythonPart:
     env: dict[str, str]
 
 
-def derive(c: Context, mode: Mode) -> PythonPart:
+def downloads() -> dict[str, str]:
+    """Where uv 0.13.x fetches CPython, and the variable that replaces it (``python.yaml``)."""
+    return {k: str(v) for k, v in facts()["uv_python_downloads"].items()}
+
+
+def derive(c: Context, d: list[Derivation], mode: Mode) -> PythonPart:
     """uv, interpreter and venv of a checked profile."""
     p = c.p
     from_image = p.build.python_from == "image"
+    # check_python_source rejected a mirror with python_from: image, so this is the uv path.
+    mirror = p.build.python_mirror if not from_image else None
+    if not from_image:
+        src = downloads()
+        d.append(Derivation(
+            src["env"], mirror or "(unset)",
+            f"uv {tool('uv')} fetches CPython {p.python} from "
+            # uv joins with one slash whether or not the mirror ends in one
+            + (f"{mirror.rstrip('/')}/<release>/<archive> (build.python_mirror) instead of "
+               if mirror else "its default ")
+            + f"{src['default_prefix']}/<release>/<archive>, checking the sha256 built "
+            "into uv", src["src"]))
     copies = [RuntimeCopy(PYTHON_HOME, PYTHON_HOME, "build-base")] if not from_image else []
     copies.append(RuntimeCopy(VENV, VENV, "engine"))  # the venv as the engine stage left it
     return PythonPart(
         setup=PythonSetup(python=p.python, python_from=p.build.python_from,
                           python_home=PYTHON_HOME, venv=VENV, uv_version=tool("uv"),
-                          pip_index_url=p.build.pip_index_url, mode=mode),
+                          pip_index_url=p.build.pip_index_url, mode=mode,
+                          python_mirror=mirror),
         # python3-venv bootstraps uv's own venv; the OS interpreter needs its headers.
         build_apt=("python3-venv", "python3-dev") if from_image else ("python3-venv",),
         runtime_apt=("python3",) if from_image else (),
