@@ -5,9 +5,10 @@ Importing vllm's parser needs torch and the CUDA stack, so the script reproduces
 `vllm serve`'s parser registers, from the wheel's source:
 
   1. every literal option string of an `add_argument(...)` call inside `make_arg_parser`
-     (vllm/entrypoints/common/cli_args.py, launchers/ before 0.33.0: --headless, --api-server-count/-asc, --config,
-     --grpc) and inside every `add_cli_args` of vllm/engine/arg_utils.py (EngineArgs: one
-     literal call per flag, e.g. `add_argument("--quantization", "-q", **kwargs[...])`);
+     (vllm/entrypoints/common/cli_args.py, launchers/ before 0.33.0: --headless,
+     --api-server-count/-asc, --config, --grpc) and inside every `add_cli_args` of
+     vllm/engine/arg_utils.py (EngineArgs: one literal call per flag, e.g.
+     `add_argument("--quantization", "-q", **kwargs[...])`);
   2. the frontend flags `FrontendArgs.add_cli_args` builds from dataclass fields:
      "--" + name.replace("_", "-") for every annotated field of `BaseFrontendArgs` and
      `FrontendArgs` in that cli_args.py.
