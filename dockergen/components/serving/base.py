@@ -423,9 +423,11 @@ def _quant_fix(rows: dict[str, Any], kind: str, value: str, targets: list[GpuTar
     """
     drop = " or ".join(t.given for t in too_old)
     lowest = min((cc_tuple(t.cc) for t in targets), default=(0, 0))
-    floors = {name: min_cc(row, release)[0] for name, row in rows.items()}
-    works = [name for name, floor in floors.items()
-             if name != value and floor is not None and cc_tuple(floor) <= lowest]
+    # only floors read from an artefact: an unverified row may not run there at all
+    floors = {name: min_cc(row, release) for name, row in rows.items()}
+    works = [name for name, (floor, doubt) in floors.items()
+             if name != value and floor is not None and not doubt
+             and cc_tuple(floor) <= lowest]
     # the first three explicit choices (facts-file order); auto only when nothing else runs
     works = [w for w in works if w != "auto"][:3] or works
     field = "kv_cache" if kind == "kv_cache" else "weights"
