@@ -128,3 +128,23 @@ def test_extraction_matches_the_wheels_on_pypi() -> None:
     out = subprocess.run([sys.executable, str(TOOL), "--check"], capture_output=True,
                          text=True, check=False, timeout=900)
     assert out.returncode == 0, out.stderr
+
+
+def test_flashinfer_facts_equal_the_wheels_requirements() -> None:
+    """vllm.yaml `flashinfer` rows say what each wheel's Requires-Dist says (0.9.1: none)."""
+    tool = _tool()
+    facts = builtin_facts("serving/vllm")["flashinfer"]
+    read = json.loads(tool.OUTPUT.read_text(encoding="utf-8"))["releases"]
+    for release, row in read.items():
+        reqs = row["flashinfer"]
+        if not reqs:
+            assert release not in facts, release
+            continue
+        fact = facts[release]
+        extra = ' ; extra == "flashinfer"' if fact.get("extra_only") else ""
+        want = [f"flashinfer-python=={fact['python']}{extra}"]
+        if fact["cubin"]:
+            want.insert(0, f"flashinfer-cubin=={fact['python']}")
+        assert reqs == want, release
+    # the audit's finding: from 0.27 on the wheel no longer pulls the precompiled kernels
+    assert [v for v, f in facts.items() if f["cubin"]] == ["0.19.1", "0.21.0", "0.24.0"]
