@@ -304,7 +304,7 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                 'use max_jobs: auto (= 7) or raise build.memory_gib'],
  'fp8-trtllm-ampere': ['profile.yaml:15:12: quantization.weights: fp8 needs compute capability '
                        '>= 8.9 on tensorrt-llm, but gpu.targets includes a100 (8.0); use weights: '
-                       'fp16 or bf16 or int8, or drop a100'],
+                       'fp16 or bf16, or drop a100'],
  'bf16-on-turing': ['profile.yaml:15:12: quantization.weights: bf16 needs compute capability '
                     '>= 8.0 on vllm, but gpu.targets includes t4 (7.5); use weights: fp16 or fp8 '
                     'or int8, or drop t4'],

@@ -75,8 +75,8 @@ def test_fp8_on_ampere_tensorrt_llm_is_an_error(tmp_path: Path) -> None:
                  "engine.version=1.1.0", "flash_attn.build=none", "quantization.weights=fp8")
     assert _error_lines(exc) == [
         "--set quantization.weights: quantization.weights: fp8 needs compute capability >= 8.9 "
-        "on tensorrt-llm, but gpu.targets includes a100 (8.0); use weights: fp16 or bf16 or "
-        "int8, or drop a100"]
+        "on tensorrt-llm, but gpu.targets includes a100 (8.0); use weights: fp16 or bf16, "
+        "or drop a100"]
 
 
 def test_fp8_on_ampere_vllm_warns_weight_only(tmp_path: Path) -> None:
@@ -103,3 +103,17 @@ def test_max_jobs_follows_build_memory(tmp_path: Path) -> None:
     low = _resolve(tmp_path, "build.memory_gib=8")
     assert low.flash_attn.max_jobs == 1  # type: ignore[union-attr]
     assert any("below the ~9 GiB one flash-attn compile job" in str(w) for w in low.warnings)
+
+
+def test_tensorrt_llm_floors_of_the_engine_path_only_warn(tmp_path: Path) -> None:
+    """int4-awq's 8.0 comes from the TensorRT-engine support matrix; trtllm-serve runs the
+    PyTorch backend, whose docs give no floor: unverified, so a T4 is a warning."""
+    r = _resolve(tmp_path, "gpu.targets=[t4]", "engine.name=tensorrt-llm",
+                 "engine.version=1.1.0", "flash_attn.build=none",
+                 "quantization.weights=int4-awq", "quantization.kv_cache=int8")
+    warnings = [str(w) for w in r.warnings]
+    assert any("quantization.weights: int4-awq may need compute capability >= 8.0 on "
+               "tensorrt-llm (unverified: support-matrix.md@9b062a8 int4_awq" in w
+               for w in warnings), warnings
+    assert any("quantization.kv_cache: int8 may need compute capability >= 8.0" in w
+               for w in warnings), warnings

@@ -192,15 +192,28 @@ class ServingEngine:
                         f"{'KV cache' if kind == 'kv_cache' else 'weight quantization'}",
                         f"use one of: {known}")
                 continue
-            too_old = [t for t in c.targets if cc_tuple(t.cc) < cc_tuple(entry["min_cc"])]
-            if too_old and entry.get("unverified"):  # a floor no artefact confirmed: warn
-                c.warn(path, f"{value} may need compute capability >= {entry['min_cc']} on "
-                       f"{p.engine.name} (unverified: {entry['src']}), and gpu.targets "
-                       f"includes {describe_all(too_old)}", "test it on that GPU first")
+            floor, unverified = min_cc(entry, p.engine.version)
+            if floor is None:  # a per-release row that has not read this release
+                c.warn(path, f"no minimum compute capability of {value} has been read for "
+                       f"{p.engine.name} {p.engine.version} (known: "
+                       f"{', '.join(entry['min_cc'])}; {entry['src']})",
+                       "read it with tools/vllm_quant.py and add the release's range")
+            # a per-release floor names the release it was read from
+            engine = p.engine.name + (f" {p.engine.version}"
+                                      if isinstance(entry["min_cc"], Mapping) else "")
+            too_old = [t for t in c.targets
+                       if floor is not None and cc_tuple(t.cc) < cc_tuple(floor)]
+            if too_old and unverified:  # a floor no artefact confirmed: warn
+                c.warn(path, f"{value} may need compute capability >= {floor} on "
+                       f"{engine} (unverified: {entry['src']}), "
+                       f"and gpu.targets includes {describe_all(too_old)}",
+                       "test it on that GPU first")
             elif too_old:
-                c.error(path, f"{value} needs compute capability >= {entry['min_cc']} on "
-                        f"{p.engine.name}, but gpu.targets includes {describe_all(too_old)}",
-                        _quant_fix(self.facts()[kind], kind, value, c.targets, too_old))
+                c.error(path, f"{value} needs compute capability >= {floor} on "
+                        f"{engine}, but gpu.targets includes "
+                        f"{describe_all(too_old)}",
+                        _quant_fix(self.facts()[kind], kind, value, c.targets, too_old,
+                                   p.engine.version))
                 continue
             fast = entry.get("fast_cc")
             slow = [t for t in c.targets if fast and cc_tuple(t.cc) < cc_tuple(fast)]
@@ -381,8 +394,29 @@ class ServingEngine:
         )
 
 
+def min_cc(row: Mapping[str, Any], release: str) -> tuple[str | None, bool]:
+    """(minimum compute capability of a quantization row for an engine release, unverified).
+
+    ``min_cc`` is one value, or a map of inclusive release ranges (``"0.9.1..0.12.0"``, or
+    one release) to the value read from those releases: the floor moved between releases
+    (vLLM's fp8 needed 8.0 up to 0.12.0 and 7.5 from 0.14.1). A release outside every range
+    has no floor (None): nothing was read from it, and guessing the neighbour's would hide
+    exactly the change this shape exists for.
+    """
+    value = row["min_cc"]
+    unverified = is_unverified(dict(row), "min_cc")
+    if isinstance(value, str):
+        return value, unverified
+    version = Version(release)
+    for span, cc in value.items():
+        first, _, last = span.partition("..")
+        if Version(first) <= version <= Version(last or first):
+            return str(cc), unverified
+    return None, unverified
+
+
 def _quant_fix(rows: dict[str, Any], kind: str, value: str, targets: list[GpuTarget],
-               too_old: list[GpuTarget]) -> str:
+               too_old: list[GpuTarget], release: str) -> str:
     """Methods that run on every target (never the failing one), or drop the old GPUs.
 
     Issue 7: the fix said "use fp16" for a failing fp16, "use kv_cache: auto" when auto
@@ -390,8 +424,11 @@ def _quant_fix(rows: dict[str, Any], kind: str, value: str, targets: list[GpuTar
     """
     drop = " or ".join(t.given for t in too_old)
     lowest = min((cc_tuple(t.cc) for t in targets), default=(0, 0))
-    works = [name for name, row in rows.items()
-             if name != value and cc_tuple(row["min_cc"]) <= lowest]
+    # only floors read from an artefact: an unverified row may not run there at all
+    floors = {name: min_cc(row, release) for name, row in rows.items()}
+    works = [name for name, (floor, doubt) in floors.items()
+             if name != value and floor is not None and not doubt
+             and cc_tuple(floor) <= lowest]
     # the first three explicit choices (facts-file order); auto only when nothing else runs
     works = [w for w in works if w != "auto"][:3] or works
     field = "kv_cache" if kind == "kv_cache" else "weights"

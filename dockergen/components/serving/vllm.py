@@ -133,7 +133,9 @@ class Vllm(ServingEngine):
             d.append(Derivation("serve --quantization", "(from the checkpoint)",
                                 f"quantization.weights={q.weights}: vLLM reads "
                                 "quantization_config from the checkpoint",
-                                weights.get("src", "")))
+                                # per-release sources name the release as <release>
+                                weights.get("src", "").replace("<release>",
+                                                               p.engine.version)))
         kv = self.quant("kv_cache", q.kv_cache) or {}
         if kv.get("flag"):
             flag("--kv-cache-dtype", kv["flag"], f"quantization.kv_cache={q.kv_cache}")
