@@ -71,8 +71,11 @@ _skipped: list[str] = []
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    global _built
     if report.skipped and "gpu" not in report.keywords:
         _skipped.append(report.nodeid)
+    if "daemon" in report.keywords and not report.skipped:
+        _built = True
 
 
 # --- the engine is left as the session found it ------------------------------------------
@@ -80,7 +83,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 # filled a shared disk within a few runs and CI died on ENOSPC. Images the session made are
 # removed at its end, the build cache pruned. The stand-in base images (``local/*``) stay:
 # fixed in size, and rebuilding them costs minutes. DOCKERGEN_TEST_KEEP_IMAGES=1 keeps all.
+# Only a session that ran daemon tests cleans up, so a quick `-m "not daemon"` run beside a
+# build-test run on the same engine never removes that run's images (two concurrent daemon
+# runs on one engine still can: set DOCKERGEN_TEST_KEEP_IMAGES=1 for one of them).
 _images_before: set[str] | None = None
+_built = False
 
 
 def _engine_quietly():  # type: ignore[no-untyped-def]
@@ -123,7 +130,7 @@ def _remove_session_images() -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if os.environ.get("DOCKERGEN_TEST_KEEP_IMAGES") != "1":
+    if _built and os.environ.get("DOCKERGEN_TEST_KEEP_IMAGES") != "1":
         _remove_session_images()
     if os.environ.get("DOCKERGEN_REQUIRE_ALL") == "1" and _skipped:
         print(f"\nDOCKERGEN_REQUIRE_ALL=1: {len(_skipped)} test(s) were skipped, which CI "
