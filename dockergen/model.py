@@ -142,6 +142,10 @@ class EngineStage:
     # the image and the install arguments; empty: the engine and torch are resolved in the build.
     lock: str = ""
     lock_args: tuple[str, ...] = ()
+    # Without a lock: uv's strategy over the indexes (see serving/base.py derive) and the CUDA
+    # the installed torch must report (major.minor of the index it came from).
+    index_strategy: str = "first-index"
+    torch_cuda: str = ""
 
     @property
     def requirement(self) -> str:

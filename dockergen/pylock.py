@@ -4,8 +4,9 @@ Why: the engine stage used to run ``uv pip install --extra-index-url <PyTorch cu
 vllm==X torch==Y``. uv's default ``first-index`` strategy takes each name from the first
 index that has it; the PyTorch index also carries requests, pillow, certifi, setuptools at
 older versions, so the install fails ("requests was found on .../cu130, but not at the
-requested version") - or, with ``unsafe-best-match``, may pick a torch from the main index
-(another CUDA, or a CPU wheel). Here the closure is resolved once with ``uv pip compile``:
+requested version"). The lock-less engine stage now passes ``unsafe-best-match`` and checks
+the CUDA of the torch it got afterwards; the lock goes further and decides before the
+build. Here the closure is resolved once with ``uv pip compile``:
 the torch family only from the CUDA-matched index, declared as an *explicit* index (uv
 ``[[tool.uv.index]] explicit = true`` + ``[tool.uv.sources]``), everything else from the main
 index; the result is a requirements file with a sha256 for every artifact. Installing it

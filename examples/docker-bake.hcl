@@ -22,7 +22,7 @@ target "_common" {
 target "a100-bf16" {
   inherits = ["_common"]
   context = "a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-b50ab269f1c1"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-1b5f1791a8c0"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:c548210195b12e66bba0d6cbd40aa6d307683d75c0cc46bd6ca5aebacd2fded7"
@@ -38,7 +38,7 @@ target "a100-bf16" {
 target "a100-h100" {
   inherits = ["_common"]
   context = "a100-h100"
-  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-660c2c78ebca"]
+  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-8e3bb78353a3"]
   labels = {
     "dockergen.engine" = "vllm==0.32.0"
     "dockergen.profile.hash" = "sha256:4a5171efccdb0c6ac867f5b85ce61fdd682b90a16be57a99cd1e934f47108c65"
@@ -54,7 +54,7 @@ target "a100-h100" {
 target "fleet-a100-bf16" {
   inherits = ["_common"]
   context = "fleet-a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-73cca27f5f60"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-59924a443152"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:dac77b951ec3a2ba8e1f0312bdefb1a2bb42b1f9a41fcc8a2acc72ba0e470888"
@@ -70,7 +70,7 @@ target "fleet-a100-bf16" {
 target "fleet-h100-bf16" {
   inherits = ["_common"]
   context = "fleet-h100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-33cb224d4e68"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-27195f9a9ac7"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:5666598269e155d16f6686cce79b67fd255d29b9cf4412cd86d0076874a4e081"
@@ -86,7 +86,7 @@ target "fleet-h100-bf16" {
 target "fleet-h100-fp8" {
   inherits = ["_common"]
   context = "fleet-h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-d47609543c9f"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-17ce0615b2cd"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:f29b9f73d7327ca03af59988280bcbea37515dac4004626ee6ed29a8856e9207"
@@ -102,7 +102,7 @@ target "fleet-h100-fp8" {
 target "fleet-l40s-bf16" {
   inherits = ["_common"]
   context = "fleet-l40s-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-ea8b80effa5b"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-021afa7e6d28"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:36461d8e06a513dfee7beb5450d88661e0e9abd9a682252220e0a4d052abf59e"
@@ -118,7 +118,7 @@ target "fleet-l40s-bf16" {
 target "fleet-l40s-fp8" {
   inherits = ["_common"]
   context = "fleet-l40s-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-bd5a2d4a5d8b"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-c9fb61c559cc"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:49322d85509deb0f90a850e514a0a45cde2a8bc15466b6cf695e3b8086daef21"
@@ -134,7 +134,7 @@ target "fleet-l40s-fp8" {
 target "h100-fp8" {
   inherits = ["_common"]
   context = "h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-622161e32bd7"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-698010a5e837"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:47ef5e7cd052d22801ee8fbda7b505466e00fd54e3c65b7ce6852b8b6b3608b8"
@@ -150,7 +150,7 @@ target "h100-fp8" {
 target "h100-sglang-fp8" {
   inherits = ["_common"]
   context = "h100-sglang-fp8"
-  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-03df72d65466"]
+  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-21eb3233f6df"]
   labels = {
     "dockergen.engine" = "sglang==0.5.23"
     "dockergen.profile.hash" = "sha256:5af5b6eb4f38744202104ec23627d281b267a29622707eae1c57443de3f72cea"
@@ -166,7 +166,7 @@ target "h100-sglang-fp8" {
 target "h100-trtllm-fp8" {
   inherits = ["_common"]
   context = "h100-trtllm-fp8"
-  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-1e9fb0837927"]
+  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-55aabac153f1"]
   labels = {
     "dockergen.engine" = "tensorrt-llm==1.1.0"
     "dockergen.profile.hash" = "sha256:51a2170794538c764d033c5d83715f33218c3780ee9b65fed7888f69b533b32a"
@@ -182,7 +182,7 @@ target "h100-trtllm-fp8" {
 target "l40s-awq" {
   inherits = ["_common"]
   context = "l40s-awq"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-d9eff1fe9ed1"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-311e6826c7a1"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:baab8844202ad203c932286e21fc47ac23ce99cfceda15f1b26195aed783f2c6"

@@ -49,21 +49,42 @@ def engine_stage_install(dockerfile: str) -> list[str]:
     return shlex.split(command)
 
 
-def test_todays_engine_stage_fails_on_two_indexes(tmp_path: Path) -> None:
+def test_the_engine_stage_resolves_on_two_indexes(tmp_path: Path) -> None:
+    """Without a lock the rendered install passes where uv's first-index default fails.
+
+    The PyTorch-like index carries older requests/pillow/certifi/setuptools and its own
+    torch 2.14.0+cu130; PyPI carries the engine's newer pins and a torch 2.14.0 built for
+    CUDA 12.8 (the stand-in torch reports the CUDA of the index that served it).
+    """
     with two_indexes(tmp_path) as ix:
         rendered = run_cli("render", "-q", str(PROFILE), *sum((["--set", o] for o in
                                                                _overrides(ix)), []))
         assert rendered.rc == 0, rendered.err
         argv = engine_stage_install(rendered.out)
         assert f"--extra-index-url {ix.pytorch}" in " ".join(argv)
-        python = _venv(tmp_path)
-        argv = [pylock.uv() if a == "uv" else str(python) if a == "/opt/venv/bin/python"
-                else a for a in argv]
-        proc = subprocess.run(argv, capture_output=True, text=True, env=_uv_env(tmp_path, ix),
-                              check=False)
-    assert proc.returncode != 0
-    assert f"`requests` was found on {ix.pytorch}, but not at the requested version" \
-        in proc.stderr
+        assert "--index-strategy unsafe-best-match" in " ".join(argv)
+        env = _uv_env(tmp_path, ix)
+
+        def run(args: list[str], where: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+            python = _venv(where)
+            args = [pylock.uv() if a == "uv" else str(python) if a == "/opt/venv/bin/python"
+                    else a for a in args]
+            return subprocess.run(args, capture_output=True, text=True, env=env,
+                                  check=False), python
+
+        # the command as it was rendered before: uv's default strategy
+        i = argv.index("--index-strategy")
+        old, _ = run(argv[:i] + argv[i + 2:], tmp_path / "old")
+        assert old.returncode != 0
+        assert f"`requests` was found on {ix.pytorch}, but not at the requested version" \
+            in old.stderr
+        new, python = run(argv, tmp_path / "new")
+        assert new.returncode == 0, new.stderr
+        got = subprocess.run([str(python), "-c", "import importlib.metadata as m, torch; "
+                              "print(m.version('torch'), torch.version.cuda, "
+                              "m.version('requests'))"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert got == ["2.14.0+cu130", "13.0", "2.33.0"]
 
 
 def test_the_hashed_lock_resolves_and_installs_on_two_indexes(tmp_path: Path) -> None:

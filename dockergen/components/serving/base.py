@@ -349,6 +349,20 @@ class ServingEngine:
             indexes.append(self.facts()["extra_index_url"])
         lock_args: tuple[str, ...] = ()
         files: dict[str, bytes] = {}
+        # uv's default first-index takes every name from the first index that has it, and
+        # the PyTorch index carries requests, pillow, certifi, setuptools at older versions
+        # than the engine needs: "requests was found on .../cu130, but not at the requested
+        # version" (knowledge audit; astral-sh/uv#2683). best-match looks at every index;
+        # torch stays the CUDA index's (2.14.0+cu130 sorts above PyPI's 2.14.0 for the exact
+        # pin), and the build checks the CUDA the installed torch reports. vLLM's own
+        # docker/Dockerfile sets UV_INDEX_STRATEGY=unsafe-best-match for the same reason.
+        strategy = "unsafe-best-match"
+        if c.python_lock is None:
+            d.append(Derivation("uv index strategy", strategy, "the PyTorch index carries "
+                                "older copies of shared dependencies; a hashed lock "
+                                "(dockergen lock --python) pins every file instead",
+                                "VLLM:docker/Dockerfile@0000977 ENV UV_INDEX_STRATEGY; "
+                                "astral-sh/uv#2683"))
         if c.python_lock is not None:
             # every artifact is pinned by its sha256, so index order decides nothing: the
             # best-match strategy only lets uv find each pinned file wherever it is served.
@@ -367,7 +381,9 @@ class ServingEngine:
                             requirements=self.requirements(c) + tuple(p.packages.pip),
                             torch=torch.version, indexes=tuple(indexes), venv=VENV, mode=mode,
                             flash_attn=flash_attn,
-                            lock=LOCK_IN_IMAGE if lock_args else "", lock_args=lock_args)
+                            lock=LOCK_IN_IMAGE if lock_args else "", lock_args=lock_args,
+                            index_strategy=strategy,
+                            torch_cuda=cuda.major_minor(p.cuda.version))
         serve = self.serve(c, d)
         env = {"HF_HOME": f"{APP_HOME}/.cache/huggingface", "HOME": APP_HOME,
                **self.extra_env(c)}
