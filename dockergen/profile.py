@@ -372,7 +372,9 @@ class Build(_Section):
                           "(uv's UV_PYTHON_INSTALL_MIRROR): uv fetches "
                           "MIRROR/RELEASE/ARCHIVE instead of its built-in download URL and "
                           "still checks the sha256 built into uv. http(s) (no credentials) "
-                          "or file:///path inside the build stage.")
+                          "or file:///path inside the build stage: dockergen copies "
+                          "nothing from the host, so the archives must already be in "
+                          "cuda.devel_image.")
     pip_index_url: Url | None = Field(None, description="PyPI mirror (no credentials).")
     torch_index_url: Url = "https://download.pytorch.org/whl"
     engine_index_url: Url | None = Field(

@@ -15,7 +15,8 @@ with ``--require-hashes`` cannot get another torch: any other wheel has another 
 The lock starts with one ``# dockergen-python-lock:`` line holding the inputs it was made
 from; :func:`check_matches` compares them with the profile, so a stale lock is an error
 whose fix is ``dockergen lock --python PROFILE``.
-May import: :mod:`dockergen.errors`, :mod:`dockergen.loader`, :mod:`dockergen.resolve`.
+May import: :mod:`dockergen.errors`, :mod:`dockergen.loader`, :mod:`dockergen.resolve`,
+:mod:`dockergen.components.python` (the OS -> wheel platform table).
 """
 
 from __future__ import annotations
@@ -30,16 +31,11 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from dockergen.components.python import wheel_platform
 from dockergen.errors import DockergenError, ExitCode, MissingToolError
 
 PYPI = "https://pypi.org/simple"
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
-DEFAULT_PLATFORM = "x86_64-manylinux_2_28"  # an image whose OS dockergen cannot see
-# glibc of the base OS -> the manylinux wheels it can install (uv --python-platform).
-# src: Ubuntu focal 2.31, jammy 2.35, noble 2.39; Debian bookworm 2.36 (libc6 packages).
-# SGLang 0.5.23 publishes manylinux_2_34 wheels only, so 2_28 would find none.
-OS_PLATFORM = {"ubuntu20.04": "x86_64-manylinux_2_31", "ubuntu22.04": "x86_64-manylinux_2_35",
-               "ubuntu24.04": "x86_64-manylinux_2_39", "debian12": "x86_64-manylinux_2_36"}
 MARK = "# dockergen-python-lock: "
 _UV_TIMEOUT_S = 900
 
@@ -78,14 +74,11 @@ def inputs_of(profile: Path, overrides: tuple[str, ...] = (), *,
     return LockInputs(engine=res["engine"], torch=res["torch"], torch_index=torch_idx,
                       main_index=main_index or r.profile.build.pip_index_url or PYPI,
                       engine_index=others[0] if others else None, python=r.profile.python,
-                      platform=platform or _platform(r.profile.cuda.os,
+                      platform=platform or wheel_platform(r.profile.cuda.os,
                                                      r.profile.cuda.devel_image),
                       extra=tuple(r.profile.packages.pip))
 
 
-def _platform(os_name: str, devel_image: str | None) -> str:
-    """The wheels the image's OS can install (an explicit devel image: the safe minimum)."""
-    return DEFAULT_PLATFORM if devel_image else OS_PLATFORM.get(os_name, DEFAULT_PLATFORM)
 
 
 def uv() -> str:

@@ -156,10 +156,6 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool) -> Resolved:
             "tags": release_tags,
         },
     }
-    if lock_core["profile"]["build"].get("python_mirror") is None:
-        # Added after profiles were first hashed: left out while unset, so every profile
-        # without a mirror keeps its hash (and its rendered Dockerfile) byte for byte.
-        del lock_core["profile"]["build"]["python_mirror"]
     canonical = json.dumps(lock_core, sort_keys=True, separators=(",", ":"))
     profile_hash = "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
     # the immutable dg-<hash> tag hashes the build's inputs; `build` adds it (buildid.py)

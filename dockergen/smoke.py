@@ -25,8 +25,6 @@ from dockergen.model import CommandCheck, Resolved, cc_tuple
 from dockergen.profile import CommandTest
 from dockergen.resources import templates_dir
 
-COMPILERS = ("gcc", "g++", "cc", "c++", "nvcc")
-
 
 class SmokeFailed(DockergenError):
     """At least one smoke test failed; nothing was pushed."""
@@ -140,9 +138,13 @@ def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
     if r.runtime.jit_c_compiler:  # the engine compiles at run time: prove it can
         jit = python.jit_check(r.runtime.venv)
         checks.append((jit.name, list(jit.command), jit.verify))
-    elif not r.profile.runtime.jit_toolchain:
-        probe = "for c in " + " ".join(COMPILERS) + "; do command -v $c; done; true"
-        checks.append(("no compilers in the runtime image", ["sh", "-c", probe],
+    if not r.profile.runtime.jit_toolchain:
+        kept = python.C_COMPILER_EXECUTABLES if r.runtime.jit_c_compiler else ()
+        banned = [c for c in python.COMPILER_EXECUTABLES if c not in kept]
+        probe = "for c in " + " ".join(banned) + "; do command -v $c; done; true"
+        name = ("no compiler but the C compiler in the runtime image" if kept
+                else "no compilers in the runtime image")
+        checks.append((name, ["sh", "-c", probe],
                        lambda code, out: (out.strip() == "", out.strip() or "none")))
     checks += [(c.name, list(c.command), c.verify) for c in flash_attn.smoke_checks(r.flash_attn)]
     audit = image_audit_check(r)

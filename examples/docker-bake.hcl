@@ -22,10 +22,10 @@ target "_common" {
 target "a100-bf16" {
   inherits = ["_common"]
   context = "a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-1b5f1791a8c0"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-0d65d9a55cb1"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:c548210195b12e66bba0d6cbd40aa6d307683d75c0cc46bd6ca5aebacd2fded7"
+    "dockergen.profile.hash" = "sha256:a47c606e1ea7370b6a9bbc50ce469d7fb4ba00358e56a028136730166e0b05ec"
     "dockergen.profile.name" = "a100-bf16"
     "org.opencontainers.image.description" = "BF16 serving on A100 80GB"
     "org.opencontainers.image.title" = "a100-bf16"
@@ -38,10 +38,10 @@ target "a100-bf16" {
 target "a100-h100" {
   inherits = ["_common"]
   context = "a100-h100"
-  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-8e3bb78353a3"]
+  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-20fc2dc6e50d"]
   labels = {
     "dockergen.engine" = "vllm==0.32.0"
-    "dockergen.profile.hash" = "sha256:4a5171efccdb0c6ac867f5b85ce61fdd682b90a16be57a99cd1e934f47108c65"
+    "dockergen.profile.hash" = "sha256:1b019d4b7faac69705a077dcf80d0b46fb594d1b968be721f69b2d12e4b2bf2f"
     "dockergen.profile.name" = "a100-h100"
     "org.opencontainers.image.description" = "One BF16 image for mixed A100 and H100 fleets (flash-attn built for 80;90)"
     "org.opencontainers.image.title" = "a100-h100"
@@ -54,10 +54,10 @@ target "a100-h100" {
 target "fleet-a100-bf16" {
   inherits = ["_common"]
   context = "fleet-a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-59924a443152"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-4ff35dc06b74"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:dac77b951ec3a2ba8e1f0312bdefb1a2bb42b1f9a41fcc8a2acc72ba0e470888"
+    "dockergen.profile.hash" = "sha256:405fb54356eab74e661d5cb28bb77d9a9cedc10e1bc909d43cbfa06eb81f2f8c"
     "dockergen.profile.name" = "fleet-a100-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-a100-bf16"
@@ -70,10 +70,10 @@ target "fleet-a100-bf16" {
 target "fleet-h100-bf16" {
   inherits = ["_common"]
   context = "fleet-h100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-27195f9a9ac7"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-384087e7b63d"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:5666598269e155d16f6686cce79b67fd255d29b9cf4412cd86d0076874a4e081"
+    "dockergen.profile.hash" = "sha256:65c841af062046802e03d7e6e3d4fb51364a14b4a8aef1fe8b7d6b30b371eb85"
     "dockergen.profile.name" = "fleet-h100-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-h100-bf16"
@@ -86,10 +86,10 @@ target "fleet-h100-bf16" {
 target "fleet-h100-fp8" {
   inherits = ["_common"]
   context = "fleet-h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-17ce0615b2cd"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-5a2cb6d98246"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:f29b9f73d7327ca03af59988280bcbea37515dac4004626ee6ed29a8856e9207"
+    "dockergen.profile.hash" = "sha256:c39e25f60b41c981d982642d10a45bb11a97a520d8ab4d34a612130125f1e726"
     "dockergen.profile.name" = "fleet-h100-fp8"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-h100-fp8"
@@ -102,10 +102,10 @@ target "fleet-h100-fp8" {
 target "fleet-l40s-bf16" {
   inherits = ["_common"]
   context = "fleet-l40s-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-021afa7e6d28"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-fec553d99563"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:36461d8e06a513dfee7beb5450d88661e0e9abd9a682252220e0a4d052abf59e"
+    "dockergen.profile.hash" = "sha256:82a4049229a94770c7daf0f96be5838b4ce3ce11bb7bfd54f3e9799a3373ef85"
     "dockergen.profile.name" = "fleet-l40s-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-l40s-bf16"
@@ -118,10 +118,10 @@ target "fleet-l40s-bf16" {
 target "fleet-l40s-fp8" {
   inherits = ["_common"]
   context = "fleet-l40s-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-c9fb61c559cc"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-b85fe552d82a"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:49322d85509deb0f90a850e514a0a45cde2a8bc15466b6cf695e3b8086daef21"
+    "dockergen.profile.hash" = "sha256:5a2ab7959227ca36e63a17a3da5ac65af5c98e1aa9493aee2bc649d79656155f"
     "dockergen.profile.name" = "fleet-l40s-fp8"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-l40s-fp8"
@@ -134,10 +134,10 @@ target "fleet-l40s-fp8" {
 target "h100-fp8" {
   inherits = ["_common"]
   context = "h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-698010a5e837"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-d2223f7a3c47"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:47ef5e7cd052d22801ee8fbda7b505466e00fd54e3c65b7ce6852b8b6b3608b8"
+    "dockergen.profile.hash" = "sha256:94bcc6388262b980cf553e18d929bf9c60e26eef680fe519b3f7773a56784d40"
     "dockergen.profile.name" = "h100-fp8"
     "org.opencontainers.image.description" = "Llama-3-8B-class serving on H100 with FP8 weights and FP8 KV cache"
     "org.opencontainers.image.title" = "h100-fp8"
@@ -150,10 +150,10 @@ target "h100-fp8" {
 target "h100-sglang-fp8" {
   inherits = ["_common"]
   context = "h100-sglang-fp8"
-  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-21eb3233f6df"]
+  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-7bf80d3d3bc3"]
   labels = {
     "dockergen.engine" = "sglang==0.5.23"
-    "dockergen.profile.hash" = "sha256:5af5b6eb4f38744202104ec23627d281b267a29622707eae1c57443de3f72cea"
+    "dockergen.profile.hash" = "sha256:ecef78fb6774764aa4e1592497fa49cf5d1d2af71e381f7719e1dbf6a64118c1"
     "dockergen.profile.name" = "h100-sglang-fp8"
     "org.opencontainers.image.description" = "SGLang on H100 with FP8 weights (online FP8 quantization)"
     "org.opencontainers.image.title" = "h100-sglang-fp8"
@@ -166,10 +166,10 @@ target "h100-sglang-fp8" {
 target "h100-trtllm-fp8" {
   inherits = ["_common"]
   context = "h100-trtllm-fp8"
-  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-55aabac153f1"]
+  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-f13d541a13f1"]
   labels = {
     "dockergen.engine" = "tensorrt-llm==1.1.0"
-    "dockergen.profile.hash" = "sha256:51a2170794538c764d033c5d83715f33218c3780ee9b65fed7888f69b533b32a"
+    "dockergen.profile.hash" = "sha256:15cec9e1d543a7567e84f5d1f9e5346f62bfcd0bd75d04600ca4098c0058e0ef"
     "dockergen.profile.name" = "h100-trtllm-fp8"
     "org.opencontainers.image.description" = "TensorRT-LLM (PyTorch backend) on H100 with an FP8 ModelOpt checkpoint and FP8 KV cache"
     "org.opencontainers.image.title" = "h100-trtllm-fp8"
@@ -182,10 +182,10 @@ target "h100-trtllm-fp8" {
 target "l40s-awq" {
   inherits = ["_common"]
   context = "l40s-awq"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-311e6826c7a1"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-1dbc12394126"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:baab8844202ad203c932286e21fc47ac23ce99cfceda15f1b26195aed783f2c6"
+    "dockergen.profile.hash" = "sha256:90475508a02c84c1ad18ea85d3b8e5783dc6d1d3c54f809202fed05258bfb6ac"
     "dockergen.profile.name" = "l40s-awq"
     "org.opencontainers.image.description" = "INT4 AWQ checkpoint on L40S (sm_89; flash-attn runs its sm_80 kernels)"
     "org.opencontainers.image.title" = "l40s-awq"

@@ -131,7 +131,7 @@ LAUNCHER = ('#include <Python.h>\\nstatic struct PyModuleDef m = {PyModuleDef_HE
 
 def parser(package: str, prog: str, positional: bool) -> argparse.ArgumentParser:
     """Every option string of the real release (flags.json) and its --no- form."""
-    p = argparse.ArgumentParser(prog=prog)
+    p = argparse.ArgumentParser(prog=prog, allow_abbrev=False)  # no prefix matching
     if positional:
         p.add_argument("model_tag", nargs="?")
     flags = json.loads(resources.files(package).joinpath("flags.json").read_text())
@@ -151,9 +151,17 @@ def triton_launcher() -> None:
     d = tempfile.mkdtemp()
     with open(os.path.join(d, "launcher.c"), "w") as fh:
         fh.write(LAUNCHER)
+    # Triton keeps the built launcher in its cache (TRITON_CACHE_DIR, default
+    # ~/.triton/cache: triton/knobs.py) and loads it from there
+    cache = os.environ.get("TRITON_CACHE_DIR") or os.path.expanduser("~/.triton/cache")
+    os.makedirs(cache, exist_ok=True)
+    so = os.path.join(cache, "launcher" + sysconfig.get_config_var("EXT_SUFFIX"))
     subprocess.check_call([cc, os.path.join(d, "launcher.c"), "-O1", "-shared", "-fPIC",
-                           "-I" + sysconfig.get_paths()["include"], "-o",
-                           os.path.join(d, "launcher" + sysconfig.get_config_var("EXT_SUFFIX"))])
+                           "-I" + sysconfig.get_paths()["include"], "-o", so])
+    # and loads it, as Triton does (a noexec cache mount fails here, as with the real one)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("launcher", so)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
 
 
 def serve(host: str, port: int, served: str) -> None:
@@ -191,7 +199,10 @@ def main() -> None:
         print("usage: vllm serve MODEL [--host H] [--port P] ...", file=sys.stderr)
         sys.exit(2)
     p = parser("vllm", "vllm serve", positional=True)
-    args = vars(p.parse_args(argv[1:]))  # an unknown flag: exit 2, as argparse does
+    # vLLM's FlexibleArgumentParser reads --max_model_len as --max-model-len
+    rest = [a.split("=", 1)[0].replace("_", "-") + a[len(a.split("=", 1)[0]):]
+            if a.startswith("--") else a for a in argv[1:]]
+    args = vars(p.parse_args(rest))  # an unknown flag: exit 2, as argparse does
     model = args.get("model_tag") or args.get("model")
     if not isinstance(model, str):
         p.error("a model is required")

@@ -42,6 +42,7 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.components.flash_attn": _COMPONENT | {"dockergen.components.python",
                                                      "dockergen.components.torch"},
     "dockergen.components.serving.base": _COMPONENT | {"dockergen.components.cuda",
+                                                       "dockergen.components.python",
                                                        "dockergen.components.torch"},
     # a serving engine sees the shared engine base, never another engine
     "dockergen.components.serving.": _COMPONENT | {"dockergen.components.serving.base"},
@@ -90,7 +91,8 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.observe": {"dockergen.observe.generate"},
     "dockergen.cli": {"dockergen", "dockergen.*"},
     "dockergen.__main__": {"dockergen.cli"},
-    "dockergen.pylock": _BASE | {"dockergen.loader", "dockergen.resolve"},
+    "dockergen.pylock": _BASE | {"dockergen.loader", "dockergen.resolve",
+                                 "dockergen.components.python"},
     # maintainer tools: read the knowledge files and PyPI, never the rendering pipeline
     "dockergen.maint": set(),
     "dockergen.maint.": _BASE | {"dockergen.knowledge", "dockergen.maint",

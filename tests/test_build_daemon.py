@@ -110,6 +110,8 @@ def test_build_smoke_push_to_both_registries_and_pull_back(
     names = [check["name"] for check in record["smoke"]]
     assert "a C extension compiles and imports (what Triton does at its first kernel)" in names
     assert "no compilers in the runtime image" not in names
+    # ... and nothing but that C compiler: g++, clang and nvcc stay out
+    assert "no compiler but the C compiler in the runtime image" in names
     assert (ctx / "build.log").stat().st_size > 0
 
     # pull both back (the authenticated one with credentials) and compare digests

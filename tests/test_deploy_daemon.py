@@ -10,6 +10,7 @@ network and volume is removed at the end.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from dockergen.components.python import JIT_PROBE
 from tests.conftest import run_cli
 from tests.test_build_daemon import ANON, PROFILE
 
@@ -111,6 +113,23 @@ def test_compose_runs_healthy_with_the_hardening_in_force(
     assert "NoNewPrivs:\t1" in status.output.decode()
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as resp:
         assert resp.status == 200
+    # what Triton does at its first kernel (compile a launcher into a cache, dlopen it) works
+    # under the hardening: the cache mounts allow exec
+    probe = ["/opt/venv/bin/python", "-c", JIT_PROBE]
+    jit = container.exec_run(probe, environment={"TMPDIR": "/home/app/.triton"})
+    assert jit.exit_code == 0, jit.output.decode()[-2000:]
+    # ... and fails on a tmpfs as Docker mounts it by default (noexec), as the real one would
+    noexec = docker_client.containers.run(
+        attrs["Config"]["Image"], probe, entrypoint=[], user="10001:10001",
+        read_only=True, tmpfs={"/tmp": "size=64m,mode=1777"}, network_disabled=True,
+        stdout=True, stderr=True, detach=True)
+    try:
+        code = noexec.wait(timeout=120)["StatusCode"]
+        logs = noexec.logs().decode()
+    finally:
+        with contextlib.suppress(Exception):
+            noexec.remove(force=True)
+    assert code != 0 and "failed to map segment from shared object" in logs, logs[-2000:]
 
 
 def test_compose_wait_fails_when_the_health_check_fails(

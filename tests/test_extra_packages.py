@@ -61,6 +61,13 @@ def test_a_compiler_needs_the_jit_toolchain() -> None:
     rc, _, err = _render("packages.apt=[g++]", "runtime.jit_toolchain=true",
                          profile="h100-trtllm-fp8")
     assert rc == 0, err
-    # ... vLLM's keeps gcc for Triton's launcher, so no smoke check forbids one
-    rc, _, err = _render("packages.apt=[g++]")
+    # ... vLLM's keeps gcc for Triton's launcher, and nothing else
+    rc, _, err = _render("packages.apt=[gcc]")
     assert rc == 0, err
+    rc, _, err = _render("packages.apt=[g++, cuda-toolkit-13-0, clang]")
+    assert rc == 2
+    assert err.count("is a compiler; the runtime image carries only the C compiler its "
+                     "Triton kernels need (gcc, libc6-dev)") == 3, err
+    # cuda-toolkit installs nvcc, which the smoke check refuses (review: it passed validate)
+    rc, _, err = _render("packages.apt=[cuda-toolkit-13-0]", profile="h100-trtllm-fp8")
+    assert rc == 2 and "cuda-toolkit-13-0 is a compiler" in err

@@ -6,11 +6,13 @@ index, the real uv (the version the images pin), and tiny real wheels.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -217,3 +219,34 @@ def test_the_rendered_engine_stage_installs_from_the_lock(tmp_path: Path) -> Non
     assert "p.python.lock no longer matches the profile (engine: lock 'vllm==0.33.0', " \
            "profile 'vllm==0.32.0'; torch: lock '2.14.0', profile '2.13.0')" in stale.err
     assert f"run `dockergen lock --python {profile}` to refresh it, or delete it" in stale.err
+
+
+def _lock_beside(tmp_path: Path) -> Path:
+    """A profile with a lock whose header holds exactly the profile's inputs (no network)."""
+    profile = tmp_path / "p.yaml"
+    profile.write_text("extends: a100-bf16\nname: p\n")
+    header = pylock.MARK + json.dumps(asdict(pylock.inputs_of(profile)), sort_keys=True)
+    (tmp_path / "p.python.lock").write_text(header + "\ntorch==2.14.0 \\\n"
+                                            "    --hash=sha256:" + "0" * 64 + "\n")
+    return profile
+
+
+def test_a_lock_for_another_glibc_is_stale(tmp_path: Path) -> None:
+    """Review: the render accepted a lock resolved for ubuntu22.04's wheels in an ubuntu24.04
+    image (and the other way round: wheels for a newer glibc fail at import)."""
+    profile = _lock_beside(tmp_path)
+    assert run_cli("render", "-q", str(profile)).rc == 0
+    moved = run_cli("render", "-q", str(profile), "--set", "cuda.os=ubuntu24.04")
+    assert moved.rc == 2
+    assert ("platform: lock 'x86_64-manylinux_2_35', profile 'x86_64-manylinux_2_39'"
+            in moved.err)
+    assert "Traceback" not in moved.err
+
+
+def test_a_lock_without_the_extra_packages_points_at_them(tmp_path: Path) -> None:
+    profile = _lock_beside(tmp_path)
+    result = run_cli("render", "-q", str(profile), "--set", "packages.pip=[einops==0.8.2]")
+    assert result.rc == 2
+    (line,) = [x for x in result.err.splitlines() if "no longer matches" in x]
+    assert line.startswith("--set packages.pip: packages.pip: p.python.lock no longer matches "
+                           "the profile (extra: lock [], profile ['einops==0.8.2'])")

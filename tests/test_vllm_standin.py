@@ -38,7 +38,8 @@ def _serve(root: Path, *args: str, env: dict[str, str] | None = None
            ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", "from vllm.cli import main; main()", *args],
                           cwd=root, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(root), **(env or {})},
+                          env={**os.environ, "PYTHONPATH": str(root),
+                               "TRITON_CACHE_DIR": str(root / "triton"), **(env or {})},
                           check=False)
 
 
@@ -80,3 +81,16 @@ def test_every_vllm_image_keeps_a_c_compiler_for_triton() -> None:
             continue
         assert r.runtime.jit_c_compiler, path.name
         assert {"gcc", "libc6-dev"} <= set(r.runtime.apt), path.name
+
+
+def test_standin_vllm_parses_like_the_real_parser(tmp_path: Path) -> None:
+    """No prefix matching (the real parser knows every flag by its full name), and
+    FlexibleArgumentParser's underscores are read as dashes."""
+    root = _standin_package(tmp_path, "0.33.0")
+    abbrev = _serve(root, "serve", "m", "--max-model", "4096")
+    assert abbrev.returncode == 2 and "unrecognized arguments: --max-model" in abbrev.stderr
+    nocc = {"PATH": str(tmp_path / "empty"), "CC": ""}
+    underscores = _serve(root, "serve", "m", "--max_model_len", "4096",
+                         "--gpu_memory_utilization=0.9", env=nocc)
+    assert "unrecognized" not in underscores.stderr
+    assert "Failed to find C compiler" in underscores.stderr

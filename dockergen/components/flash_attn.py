@@ -54,6 +54,10 @@ def check(c: Context) -> None:
     """fa2-*: version, GPUs, archs, toolkit, Python, torch and build memory."""
     p, fa = c.p, facts()
     if p.flash_attn.build == "none":
+        if p.flash_attn.purpose:
+            c.warn(("flash_attn", "purpose"), "a purpose is given, but flash_attn.build is "
+                   "none: no FlashAttention-2 is built for it",
+                   "set flash_attn.build: source, or remove flash_attn.purpose")
         return
     version = Version(p.flash_attn.version)
     source = p.flash_attn.source

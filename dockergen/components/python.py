@@ -30,6 +30,41 @@ def facts() -> dict[str, Any]:
     return load_facts("python")
 
 
+# Compilers in the runtime image, in one place: the executables the smoke check looks for,
+# and the apt packages that bring one (packages.apt is checked against them before a build).
+COMPILER_EXECUTABLES = ("gcc", "g++", "cc", "c++", "clang", "nvcc")
+COMPILER_PACKAGES = frozenset({"gcc", "g++", "cpp", "clang", "build-essential",
+                               "nvidia-cuda-toolkit"})
+COMPILER_PACKAGE_PREFIXES = ("gcc-", "g++-", "clang-", "cuda-nvcc", "cuda-compiler",
+                             "cuda-toolkit", "cuda-minimal-build")
+# What an engine whose Triton kernels build their launcher at run time keeps: a C compiler
+# (triton/runtime/build.py: $CC, then gcc, then clang), libc headers; Debian's gcc package
+# also provides `cc`. Everything else in the lists above stays out.
+C_COMPILER_PACKAGES = ("gcc", "libc6-dev")
+C_COMPILER_EXECUTABLES = ("gcc", "cc")
+
+
+def is_compiler_package(name: str) -> bool:
+    """Whether an apt package installs a compiler (see COMPILER_PACKAGES)."""
+    return name in COMPILER_PACKAGES or name.startswith(COMPILER_PACKAGE_PREFIXES)
+
+
+DEFAULT_PLATFORM = "x86_64-manylinux_2_28"  # an image whose OS dockergen cannot see
+# glibc of the base OS -> the manylinux wheels it can install (uv --python-platform).
+# src: Ubuntu focal 2.31, jammy 2.35, noble 2.39; Debian bookworm 2.36 (libc6 packages).
+# SGLang 0.5.23 publishes manylinux_2_34 wheels only, so 2_28 would find none.
+OS_PLATFORM = {"ubuntu20.04": "x86_64-manylinux_2_31", "ubuntu22.04": "x86_64-manylinux_2_35",
+               "ubuntu24.04": "x86_64-manylinux_2_39", "debian12": "x86_64-manylinux_2_36"}
+
+
+def wheel_platform(os_name: str, devel_image: str | None) -> str:
+    """The wheels the image's OS can install (an explicit devel image: the safe minimum).
+
+    The Python lock is resolved for it, and a lock made for another one is stale: wheels for
+    a newer glibc would install and fail at import (review of the lock check)."""
+    return DEFAULT_PLATFORM if devel_image else OS_PLATFORM.get(os_name, DEFAULT_PLATFORM)
+
+
 def os_python(os_name: str) -> str | None:
     value = facts()["os_python"].get(os_name)
     return str(value) if value is not None else None

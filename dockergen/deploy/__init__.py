@@ -67,6 +67,9 @@ class DeployFacts:
     ccs: tuple[str, ...]  # compute capabilities the image was audited for
     min_driver: str
     health_cmd: tuple[str, ...]
+    # the image compiles and loads code at run time (Triton's launcher, inductor, JIT
+    # kernels): its cache mounts must allow exec (see deploy/facts.py CacheDir.loads_code)
+    jit: bool = False
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -171,7 +174,8 @@ def facts_from_profile(path: Path, overrides: tuple[str, ...],
         start_period_s=rt.health_start_period, engine=p.engine.name, run=run,
         ccs=tuple(sorted({t.cc for t in resolved.targets})),
         min_driver=str(resolved.lock["resolved"]["min_driver"]),
-        health_cmd=tuple(json.loads(rt.health_cmd)), warnings=warnings)
+        health_cmd=tuple(json.loads(rt.health_cmd)),
+        jit=rt.jit_c_compiler or rt.jit_toolchain, warnings=warnings)
 
 
 @dataclass(frozen=True)

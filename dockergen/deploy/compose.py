@@ -22,7 +22,7 @@ def compose_dict(f: DeployFacts, o: DeployOptions) -> dict[str, Any]:
     """The Compose document as plain data."""
     uid = f"{f.uid}:{f.uid}"
     tmpfs = [f"{path}:size={TMPFS_SIZES.get(c.name, '1g')},mode=1777"
-             for c, path in f.caches()]
+             + (",exec" if f.jit and c.loads_code else "") for c, path in f.caches()]
     environment = [f"{n}={v}" for n, v, _ in f.env()]
     # Secrets by name only: Compose passes the caller's value through; none is written here.
     environment += list(SECRET_ENV)
@@ -94,6 +94,10 @@ def _header(f: DeployFacts, o: DeployOptions) -> str:
     ]
     for c, path in f.caches():
         lines.append(f"#   {path}: {c.why} (src: {c.src})")
+    if f.jit:
+        lines.append("# exec on the tmpfs mounts the engine loads run-time-compiled code from "
+                     "(Docker mounts tmpfs noexec by default; Triton's launcher .so would fail "
+                     "to map)")
     for opt in o.opt_in:
         lines.append(f"# OPT-IN {opt}: enabled on request (see dockergen deploy --help)")
     return "\n".join(lines) + "\n"

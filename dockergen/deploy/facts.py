@@ -17,6 +17,10 @@ class CacheDir:
     path: str  # "{home}" is the image's HOME
     why: str
     src: str
+    # The engine loads code it compiled at run time from here (dlopen/mmap PROT_EXEC): a
+    # tmpfs mounted noexec, Docker's default (moby daemon/oci_linux.go tmpfs options
+    # "noexec,nosuid,nodev"), fails with "failed to map segment from shared object".
+    loads_code: bool = False
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,7 @@ _TMP = CacheDir(
     "torch inductor writes /tmp/torchinductor_<user>; Python tempfiles; vLLM IPC sockets",
     "torch/_inductor/runtime/cache_dir_utils.py default_cache_dir (tempfile.gettempdir() + "
     "'torchinductor_' + user; torch wheel not unpacked here); vllm 0.33.0 wheel "
-    "vllm/envs.py VLLM_RPC_BASE_PATH = tempfile.gettempdir()")
+    "vllm/envs.py VLLM_RPC_BASE_PATH = tempfile.gettempdir()", loads_code=True)
 _CACHE = CacheDir(
     "cache", "{home}/.cache",
     "XDG cache root: HF_HOME (huggingface), vLLM (VLLM_CACHE_ROOT ~/.cache/vllm: "
@@ -43,11 +47,11 @@ _CACHE = CacheDir(
     "huggingface_hub 2.4.0 wheel constants.py HF_HOME = $XDG_CACHE_HOME/huggingface; "
     "vllm 0.33.0 wheel vllm/envs.py get_default_cache_root / VLLM_CACHE_ROOT; "
     "flashinfer-python 0.7.2.post1 wheel flashinfer/jit/env.py FLASHINFER_CACHE_DIR = "
-    "$FLASHINFER_WORKSPACE_BASE(~)/.cache/flashinfer")
+    "$FLASHINFER_WORKSPACE_BASE(~)/.cache/flashinfer", loads_code=True)
 _TRITON = CacheDir(
     "triton", "{home}/.triton",
     "Triton kernel cache (TRITON_HOME defaults to ~, cache in ~/.triton/cache)",
-    "triton 3.7.1 wheel triton/knobs.py cache_knobs.home_dir / get_triton_dir")
+    "triton 3.7.1 wheel triton/knobs.py cache_knobs.home_dir / get_triton_dir", loads_code=True)
 _CONFIG = CacheDir(
     "config", "{home}/.config",
     "XDG config root: vLLM writes VLLM_CONFIG_ROOT ~/.config/vllm (usage-stats marker)",
@@ -60,7 +64,7 @@ _CACHE_SGLANG = CacheDir(
     "huggingface_hub 2.4.0 wheel constants.py HF_HOME; sglang 0.5.23 wheel "
     "sglang/srt/environ.py SGLANG_CACHE_DIR = expanduser('~/.cache/sglang'), "
     "SGLANG_DG_CACHE_DIR / SGLANG_JIT_CACHE_DIR under it; flashinfer-python wheel "
-    "flashinfer/jit/env.py FLASHINFER_CACHE_DIR")
+    "flashinfer/jit/env.py FLASHINFER_CACHE_DIR", loads_code=True)
 
 ENGINES: dict[str, EngineRun] = {
     "vllm": EngineRun(

@@ -9,7 +9,8 @@ server command (:meth:`ServingEngine.serve`), extra environment, the import the 
 checks, and why it does or does not want a FlashAttention-2 build. The engine stage is
 formatted by ``templates/components/serving.j2``.
 May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.cuda`,
-:mod:`dockergen.components.torch`, :mod:`dockergen.errors`, :mod:`dockergen.knowledge`,
+:mod:`dockergen.components.python`, :mod:`dockergen.components.torch`,
+:mod:`dockergen.errors`, :mod:`dockergen.knowledge`,
 :mod:`dockergen.model`.
 """
 
@@ -23,7 +24,7 @@ from typing import Any, ClassVar
 
 from packaging.version import Version
 
-from dockergen.components import cuda
+from dockergen.components import cuda, python
 from dockergen.components import torch as torch_component
 from dockergen.components.base import Context, describe_all
 from dockergen.knowledge import in_range, is_unverified, load_facts
@@ -42,7 +43,6 @@ from dockergen.model import (
 )
 
 OPTIONS_DIR = "/etc/dockergen"  # where engine option files from the context are copied
-_COMPILERS = {"gcc", "g++", "cc", "c++", "clang", "build-essential", "nvidia-cuda-toolkit"}
 
 
 def _pep503(name: str) -> str:
@@ -272,12 +272,19 @@ class ServingEngine:
                 c.error(("packages", "pip", i), f"{name} is already pinned at packages.pip"
                         f"[{seen[name]}]", "keep one pin")
             seen.setdefault(name, i)
-        # engines that compile at run time keep gcc in the runtime (no no-compilers check)
-        if not c.p.runtime.jit_toolchain and not self.facts().get("runtime_c_compiler"):
+        # the runtime carries no compiler, or only the C compiler Triton needs where the
+        # engine's kernels build at run time; the smoke test checks the same lists
+        if not c.p.runtime.jit_toolchain:
+            keeps_c = bool(self.facts().get("runtime_c_compiler"))
             for i, apt in enumerate(c.p.packages.apt):
-                if apt in _COMPILERS or apt.startswith(("cuda-nvcc", "gcc-", "g++-", "clang")):
+                if keeps_c and apt in python.C_COMPILER_PACKAGES:
+                    continue
+                if python.is_compiler_package(apt):
+                    carries = ("only the C compiler its Triton kernels need (" +
+                               ", ".join(python.C_COMPILER_PACKAGES) + ")") if keeps_c \
+                        else "none"
                     c.error(("packages", "apt", i), f"{apt} is a compiler; the runtime image "
-                            "carries none (a smoke check fails the build)",
+                            f"carries {carries} (a smoke check fails the build)",
                             "set runtime.jit_toolchain: true if the server compiles at run "
                             "time, or remove it")
 
@@ -288,7 +295,11 @@ class ServingEngine:
         return {"engine": self.requirements(c)[0], "torch": c.torch_pin or "",
                 "torch_index": indexes[0], "main_index": p.build.pip_index_url or MAIN_INDEX,
                 "engine_index": indexes[1] if len(indexes) > 1 else None, "python": p.python,
-                "extra": list(p.packages.pip)}
+                "extra": list(p.packages.pip),
+                # the OS's wheels; with an explicit devel image dockergen cannot see the OS,
+                # so a lock made for a chosen platform (--python-platform) is taken as is
+                **({} if p.cuda.devel_image else
+                   {"platform": python.wheel_platform(p.cuda.os, None)})}
 
     def check_python_lock(self, c: Context) -> None:
         """python-lock: a lock beside the profile must match it; the engine stage uses it."""
@@ -307,11 +318,13 @@ class ServingEngine:
             return
         had.setdefault("extra", [])  # locks written before packages.pip existed
         want = self.lock_inputs(c)
-        changed = [f"{k}: lock {had.get(k)!r}, profile {v!r}" for k, v in sorted(want.items())
-                   if had.get(k) != v]
-        if changed:
-            c.error(("engine", "version"), f"{path.name} no longer matches the profile ("
-                    + "; ".join(changed) + ")", fix)
+        differs = [k for k, v in sorted(want.items()) if had.get(k) != v]
+        if differs:
+            # point at the field that moved: packages.pip when only the extras differ
+            where = ("packages", "pip") if differs == ["extra"] else ("engine", "version")
+            c.error(where, f"{path.name} no longer matches the profile ("
+                    + "; ".join(f"{k}: lock {had.get(k)!r}, profile {want[k]!r}"
+                                for k in differs) + ")", fix)
             return
         c.python_lock = text
 
@@ -394,7 +407,7 @@ class ServingEngine:
         runtime_apt = list(facts.get("runtime_apt", [])) + list(p.packages.apt)
         c_compiler = bool(facts.get("runtime_c_compiler"))
         if c_compiler:  # what Triton's launcher build needs: a C compiler, libc and Python headers
-            runtime_apt += ["gcc", "libc6-dev"]
+            runtime_apt += list(python.C_COMPILER_PACKAGES)
             if p.build.python_from == "image":
                 runtime_apt.append("python3-dev")  # uv's CPython carries its own headers
         return ServingPart(
