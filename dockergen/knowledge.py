@@ -76,8 +76,9 @@ def has_facts(name: str) -> bool:
 # pinned tool and build-dependency versions (python.tools, flash_attn.build_deps), URLs and
 # environment names (python.uv_python_downloads), paths and globs
 # (*.arch_scoped_libraries), server flags (vllm.removed_flags, sglang.flag_aliases), GPU
-# names and compute capabilities that select base images and arch lists (cuda.gpus,
-# cuda.cuda_archs, flash_attn.arch_*), and single values that are not tables at all.
+# names and compute capabilities that become arch lists (cuda.gpus, cuda.cuda_archs,
+# flash_attn.arch_*), and single values that are not tables at all. The one list: the
+# loader checks against it and builds its fixes from it (README: "knowledge" row).
 ADDABLE: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "cuda": ("cuda",),
     "flash_attn": ("releases",),
@@ -164,6 +165,7 @@ class Shape:
 
 
 def _type_of(value: object) -> str:
+    """The YAML type name of a value (a loaded file gives tuples for lists)."""
     return ("null" if value is None else "bool" if isinstance(value, bool)
             else "int" if isinstance(value, int) else "str" if isinstance(value, str)
             else "list" if isinstance(value, (list, tuple)) else "dict" if isinstance(value, dict)
