@@ -437,10 +437,13 @@ def read_user_knowledge(files: tuple[str, ...], folder: Path, pos: Positions
     """Read a profile's user knowledge files: additions to the shipped fact tables.
 
     A file maps a component's facts name (``serving/vllm``, ``flash_attn``, ``torch``, ...)
-    to tables of it (``releases``, ...) to new rows keyed like the shipped ones, each a
-    mapping with a non-empty ``src``. Shipped facts are never replaced: a key dockergen
-    already knows is an error. Each row's ``src`` is marked as the user's, and list tables
-    (flash-attn's releases) get the new keys appended.
+    to tables of it to new rows keyed like the shipped ones. Only the tables of
+    :data:`dockergen.knowledge.ADDABLE` take rows (releases, quantization methods); each
+    row needs a non-empty one-line ``src`` and must have the shape of the shipped rows of
+    its table (:func:`dockergen.knowledge.row_problems`: required and unknown fields,
+    versions, ranges, pins, flags from the shipped vocabulary), so nothing a user writes
+    reaches the Dockerfile unchecked. Shipped facts are never replaced: a key dockergen
+    already knows is an error. Each row's ``src`` is marked as the user's.
     """
     problems: list[Problem] = []
     overlay: dict[str, dict[str, dict[str, Any]]] = {}
@@ -464,30 +467,52 @@ def read_user_knowledge(files: tuple[str, ...], folder: Path, pos: Positions
                 problems.append(Problem(where, str(component), "not a component's facts",
                                         "use one of: " + ", ".join(knowledge.fact_names())))
                 continue
-            builtin = knowledge.builtin_facts(component)
-            for table, rows in (tables or {}).items():
-                at = (component, table)
-                if not isinstance(builtin.get(table), (dict, list)) or not isinstance(rows,
-                                                                                    dict):
-                    problems.append(Problem(fpos.key_of(at), f"{component}.{table}",
-                                            "not a table of rows that can be added to",
-                                            "add rows to a table such as `releases`"))
-                    continue
-                for key, row in rows.items():
-                    loc = fpos.key_of((*at, key))
-                    field_name = f"{component}.{table}.{key}"
-                    if key in builtin[table]:
-                        problems.append(Problem(loc, field_name, "dockergen already knows "
-                                                "this; shipped facts are not replaced",
-                                                "remove it from the knowledge file"))
-                    elif not isinstance(row, dict) or not str(row.get("src") or "").strip():
-                        problems.append(Problem(loc, field_name, "a fact needs its source",
-                                                "write it as a mapping with `src:` (where you "
-                                                "read it: wheel METADATA, release notes, ...)"))
-                    else:
-                        marked = {**row, "src": f"user knowledge {shown}: {row['src']}",
-                                  "user": shown}
-                        overlay.setdefault(component, {}).setdefault(table, {})[key] = marked
+            if not isinstance(tables, dict):
+                problems.append(Problem(where, str(component), "not a mapping of tables",
+                                        "e.g. `serving/vllm: {releases: {...}}`"))
+                continue
+            for table, rows in tables.items():
+                # keys of a loaded file are always strings (yamlsource)
+                problems += _user_rows(shown, fpos, component, str(table), rows, overlay)
     if problems:
         raise ProfileError(problems)
     return overlay
+
+
+def _user_rows(shown: str, fpos: Positions, component: str, table: str, rows: object,
+               overlay: dict[str, dict[str, dict[str, Any]]]) -> list[Problem]:
+    """Check the rows a knowledge file adds to one table; add the good ones to ``overlay``."""
+    at = (component, table)
+    addable = knowledge.ADDABLE.get(component, ())
+    if table not in addable:
+        fix = ("add rows to one of: " + ", ".join(addable) if addable else
+               f"{component}'s facts take no rows; rows can be added to: " + ", ".join(
+                   f"{n}.{t}" for n, ts in knowledge.ADDABLE.items() for t in ts))
+        return [Problem(fpos.key_of(at), f"{component}.{table}",
+                        "not a table of rows that can be added to", fix)]
+    if not isinstance(rows, dict):
+        return [Problem(fpos.of(at), f"{component}.{table}", "not a mapping of rows",
+                        f"key each row like the shipped {table}, e.g. "
+                        f"`{table}: {{\"{next(iter(knowledge.builtin_facts(component)[table]))}"
+                        "\": {..., src: ...}}`")]
+    problems: list[Problem] = []
+    for key, row in rows.items():
+        loc = fpos.key_of((*at, key))
+        field_name = f"{component}.{table}.{key}"
+        if key in knowledge.builtin_facts(component)[table]:
+            problems.append(Problem(loc, field_name, "dockergen already knows this; shipped "
+                                    "facts are not replaced", "remove it from the knowledge file"))
+            continue
+        src = row.get("src") if isinstance(row, dict) else None
+        if not isinstance(src, str) or not src.strip() or not src.isprintable():
+            problems.append(Problem(loc, field_name, "a fact needs its source",
+                                    "write it as a mapping with `src:` on one line (where you "
+                                    "read it: wheel METADATA, release notes, ...)"))
+            continue
+        found = knowledge.row_problems(component, table, key, row)
+        problems += [Problem(fpos.key_of((*at, *path)), ".".join(map(str, (*at, *path))),
+                             message, fix) for path, message, fix in found]
+        if not found:
+            overlay.setdefault(component, {}).setdefault(table, {})[key] = {
+                **row, "src": f"user knowledge {shown}: {src}", "user": shown}
+    return problems

