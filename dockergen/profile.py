@@ -380,6 +380,11 @@ class Build(_Section):
     engine_index_url: Url | None = Field(
         None, description="Replaces the engine's own extra index (TensorRT-LLM: "
                           "https://pypi.nvidia.com), e.g. with a mirror.")
+    flashinfer_index_url: Url | None = Field(
+        None, description="Index with FlashInfer's precompiled kernels (flashinfer-cubin) "
+                          "for vLLM releases that leave them out and whose version PyPI lacks "
+                          "(vLLM >= 0.27.1: https://flashinfer.ai/whl, or a mirror). Unset: "
+                          "those images carry no precompiled kernels (explain says so).")
 
 
 class Packages(_Section):

@@ -58,6 +58,10 @@ class LockInputs:
     python: str  # "3.12"
     platform: str  # uv --python-platform
     extra: tuple[str, ...] = ()  # packages.pip: locked with the engine, hashed like the rest
+    # FlashInfer's kernels where the engine leaves them out (flashinfer-cubin==X), and the
+    # explicit index they come from (None: the main index)
+    flashinfer_cubin: str | None = None
+    flashinfer_index: str | None = None
 
 
 def inputs_of(profile: Path, overrides: tuple[str, ...] = (), *,
@@ -70,13 +74,17 @@ def inputs_of(profile: Path, overrides: tuple[str, ...] = (), *,
     r = resolve(load_profile(profile, overrides), python_lock=False)
     res = r.lock["resolved"]
     torch_idx = torch_index or res["torch_index"]
-    others = [i for i in res["package_indexes"] if i != res["torch_index"]]
+    fi_index = r.profile.build.flashinfer_index_url
+    fi_index = fi_index if fi_index in res["package_indexes"] else None
+    others = [i for i in res["package_indexes"] if i not in (res["torch_index"], fi_index)]
+    cubin = next((q for q in r.engine.requirements if q.startswith("flashinfer-cubin==")), None)
     return LockInputs(engine=res["engine"], torch=res["torch"], torch_index=torch_idx,
                       main_index=main_index or r.profile.build.pip_index_url or PYPI,
                       engine_index=others[0] if others else None, python=r.profile.python,
                       platform=platform or wheel_platform(r.profile.cuda.os,
                                                      r.profile.cuda.devel_image),
-                      extra=tuple(r.profile.packages.pip))
+                      extra=tuple(r.profile.packages.pip), flashinfer_cubin=cubin,
+                      flashinfer_index=fi_index)
 
 
 
@@ -92,6 +100,7 @@ def uv() -> str:
 def _pyproject(inp: LockInputs, family: tuple[str, ...]) -> str:
     engine_name = re.split(r"[=<>!~ ]", inp.engine, maxsplit=1)[0]
     deps = [inp.engine, f"torch=={inp.torch}", *inp.extra,
+            *([inp.flashinfer_cubin] if inp.flashinfer_cubin else []),
             *(n for n in family if n != "torch")]
     lines = ["[project]", 'name = "dockergen-image"', 'version = "0"',
              "dependencies = [" + ", ".join(json.dumps(d) for d in deps) + "]", "",
@@ -103,6 +112,10 @@ def _pyproject(inp: LockInputs, family: tuple[str, ...]) -> str:
         lines += ["[[tool.uv.index]]", 'name = "engine"', f"url = {json.dumps(inp.engine_index)}",
                   "explicit = true", ""]
         sources.append(f'{engine_name} = {{ index = "engine" }}')
+    if inp.flashinfer_index and inp.flashinfer_cubin:
+        lines += ["[[tool.uv.index]]", 'name = "flashinfer"',
+                  f"url = {json.dumps(inp.flashinfer_index)}", "explicit = true", ""]
+        sources.append('flashinfer-cubin = { index = "flashinfer" }')
     return "\n".join([*lines, "[tool.uv.sources]", *sorted(set(sources)), ""])
 
 

@@ -272,6 +272,11 @@ class ServingEngine:
                 c.error(("packages", "pip", i), f"{name} is already pinned at packages.pip"
                         f"[{seen[name]}]", "keep one pin")
             seen.setdefault(name, i)
+        url = c.p.build.flashinfer_index_url
+        if url and url not in self.indexes(c):
+            c.warn(("build", "flashinfer_index_url"), f"unused: {c.p.engine.name} "
+                   f"{c.p.engine.version} takes no FlashInfer kernels from an extra index",
+                   "remove build.flashinfer_index_url")
         # the runtime carries no compiler, or only the C compiler Triton needs where the
         # engine's kernels build at run time; the smoke test checks the same lists
         if not c.p.runtime.jit_toolchain:
@@ -294,8 +299,14 @@ class ServingEngine:
         indexes = self.indexes(c)
         return {"engine": self.requirements(c)[0], "torch": c.torch_pin or "",
                 "torch_index": indexes[0], "main_index": p.build.pip_index_url or MAIN_INDEX,
-                "engine_index": indexes[1] if len(indexes) > 1 else None, "python": p.python,
+                "engine_index": next((i for i in indexes[1:]
+                                      if i != p.build.flashinfer_index_url), None),
+                "python": p.python,
                 "extra": list(p.packages.pip),
+                "flashinfer_cubin": next((r for r in self.requirements(c)
+                                          if r.startswith("flashinfer-cubin==")), None),
+                "flashinfer_index": (p.build.flashinfer_index_url
+                                     if p.build.flashinfer_index_url in indexes else None),
                 # the OS's wheels; with an explicit devel image dockergen cannot see the OS,
                 # so a lock made for a chosen platform (--python-platform) is taken as is
                 **({} if p.cuda.devel_image else
@@ -317,6 +328,8 @@ class ServingEngine:
             c.error(("engine", "version"), f"{path.name} is not a dockergen Python lock", fix)
             return
         had.setdefault("extra", [])  # locks written before packages.pip existed
+        had.setdefault("flashinfer_cubin", None)  # ... and before the FlashInfer kernels
+        had.setdefault("flashinfer_index", None)
         want = self.lock_inputs(c)
         differs = [k for k, v in sorted(want.items()) if had.get(k) != v]
         if differs:
@@ -336,7 +349,14 @@ class ServingEngine:
             out.append(p.build.engine_index_url)
         elif self.facts().get("extra_index_url"):
             out.append(self.facts()["extra_index_url"])
-        return out
+        return out + self.extra_indexes(c)
+
+    def extra_indexes(self, c: Context) -> list[str]:
+        """Indexes for packages the engine stage adds beside the engine (none by default)."""
+        return []
+
+    def explain_requirements(self, c: Context, d: list[Derivation]) -> None:
+        """Derivations for what requirements() adds beside the engine (none by default)."""
 
     # --- derivations ----------------------------------------------------------------------
     def serve(self, c: Context, d: list[Derivation]) -> ServeCommand:
@@ -355,11 +375,9 @@ class ServingEngine:
                flash_attn: bool, mode: Mode) -> ServingPart:
         """The engine stage, the server command and the runtime contributions."""
         p = c.p
-        indexes = [torch.index]
-        if p.build.engine_index_url:
-            indexes.append(p.build.engine_index_url)
-        elif self.facts().get("extra_index_url"):
-            indexes.append(self.facts()["extra_index_url"])
+        indexes = self.indexes(c)
+        assert indexes[0] == torch.index, (indexes, torch.index)
+        self.explain_requirements(c, d)
         lock_args: tuple[str, ...] = ()
         files: dict[str, bytes] = {}
         # uv's default first-index takes every name from the first index that has it, and

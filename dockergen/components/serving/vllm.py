@@ -93,6 +93,54 @@ class Vllm(ServingEngine):
                         f"{_flag_data()['src'][c.p.engine.version]})",
                         "remove it; see `vllm serve --help` of that release")
 
+    # --- FlashInfer's precompiled kernels --------------------------------------------------
+    def _flashinfer(self, c: Context) -> tuple[str | None, bool]:
+        """(flashinfer-cubin pin the image needs, whether it comes from the FlashInfer index).
+
+        vllm.yaml ``flashinfer`` (read from each wheel's Requires-Dist): releases whose wheel
+        pulls flashinfer-python but not flashinfer-cubin leave FlashInfer without its
+        precompiled kernels; it then downloads them at first use or JIT-builds them with nvcc
+        (none in the runtime image). The cubin must be the same version as flashinfer-python
+        (flashinfer/jit/env.py _check_cubin_version ignores or refuses another).
+        """
+        row = self.facts().get("flashinfer", {}).get(c.p.engine.version)
+        if not row or row.get("extra_only") or row.get("cubin"):
+            return None, False
+        return f"flashinfer-cubin=={row['python']}", not row.get("cubin_on_pypi", False)
+
+    def requirements(self, c: Context) -> tuple[str, ...]:
+        """The engine, and FlashInfer's kernels where the engine leaves them out and they
+        can be had (PyPI, or build.flashinfer_index_url)."""
+        pin, needs_index = self._flashinfer(c)
+        base = super().requirements(c)
+        if pin and (not needs_index or c.p.build.flashinfer_index_url):
+            return (*base, pin)
+        return base
+
+    def extra_indexes(self, c: Context) -> list[str]:
+        pin, needs_index = self._flashinfer(c)
+        url = c.p.build.flashinfer_index_url
+        return [url] if pin and needs_index and url else []
+
+    def explain_requirements(self, c: Context, d: list[Derivation]) -> None:
+        pin, needs_index = self._flashinfer(c)
+        if pin is None:
+            return
+        row = self.facts()["flashinfer"][c.p.engine.version]
+        why = (f"vllm {c.p.engine.version} pulls flashinfer-python {row['python']} without its "
+               "precompiled kernels; the same version of flashinfer-cubin carries them")
+        if pin in self.requirements(c):
+            where = c.p.build.flashinfer_index_url if needs_index else "the main index (PyPI)"
+            d.append(Derivation("FlashInfer kernels", pin, f"{why} (from {where})",
+                                row["src"]))
+        else:
+            d.append(Derivation("FlashInfer kernels", "not installed", f"{why}; PyPI lacks "
+                                "that version (FlashInfer publishes it on "
+                                f"{self.facts()['flashinfer_index']['url']}): set "
+                                "build.flashinfer_index_url to install them, else FlashInfer "
+                                "downloads them at first use or JIT-builds them with nvcc",
+                                self.facts()["flashinfer_index"]["src"]))
+
     def extra_env(self, c: Context) -> dict[str, str]:
         return {"VLLM_NO_USAGE_STATS": "1"}  # air-gapped fleets: no usage-stats phone-home
 

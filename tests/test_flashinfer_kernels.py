@@ -1,0 +1,79 @@
+"""FlashInfer's precompiled kernels where a vLLM release leaves them out (issue 6).
+
+Read from the wheels (vllm.yaml ``flashinfer``, checked by tests/test_vllm_quant.py): vLLM
+0.19.1-0.24.0 pull flashinfer-cubin themselves; 0.12.0-0.17.1 and >= 0.27.1 pull only
+flashinfer-python. PyPI carries the matching flashinfer-cubin for the former; for the latter
+only FlashInfer's own index does, which the profile names in build.flashinfer_index_url.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dockergen import pylock
+from dockergen.api import resolve_profile
+from tests.conftest import PROFILES, run_cli
+
+H100 = PROFILES / "h100-fp8.yaml"  # vLLM 0.33.0: flashinfer-python 0.7.2.post1
+FI = "https://flashinfer.ai/whl"
+
+
+def _engine(*sets: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    r = resolve_profile(H100, sets)
+    return r.engine.requirements, r.engine.indexes
+
+
+def test_without_an_index_the_image_has_no_kernels_and_explain_says_why() -> None:
+    reqs, indexes = _engine()
+    assert not any(q.startswith("flashinfer-cubin") for q in reqs)
+    assert FI not in indexes
+    out = run_cli("explain", str(H100)).out.splitlines()
+    i = next(n for n, line in enumerate(out) if line.strip().startswith("FlashInfer kernels"))
+    assert out[i].split() == ["FlashInfer", "kernels", "not", "installed"]
+    assert "set build.flashinfer_index_url to install them" in out[i + 1]
+
+
+def test_with_the_index_the_matching_cubin_is_pinned_from_it() -> None:
+    reqs, indexes = _engine(f"build.flashinfer_index_url={FI}")
+    assert reqs == ("vllm==0.33.0", "flashinfer-cubin==0.7.2.post1")
+    assert indexes[-1] == FI
+    rendered = run_cli("render", "-q", str(H100), "--set", f"build.flashinfer_index_url={FI}")
+    assert rendered.rc == 0, rendered.err
+    assert f"--extra-index-url {FI} \\" in rendered.out
+    assert "vllm==0.33.0 flashinfer-cubin==0.7.2.post1 torch==2.14.0" in rendered.out
+
+
+def test_releases_whose_cubin_is_on_pypi_get_it_without_an_index() -> None:
+    # vLLM 0.14.1 (torch 2.9.1, CUDA 12 wheels) pulls flashinfer-python 0.5.3 only
+    reqs, indexes = _engine("engine.version=0.14.1", "cuda.version=12.8.1",
+                            "quantization.kv_cache=auto")
+    assert reqs == ("vllm==0.14.1", "flashinfer-cubin==0.5.3")
+    assert len(indexes) == 1  # the PyTorch index only; the cubin comes from the main index
+
+
+def test_releases_that_pull_the_cubin_themselves_add_nothing() -> None:
+    result = run_cli("validate", str(H100), "--set", "engine.version=0.21.0",
+                     "--set", f"build.flashinfer_index_url={FI}")
+    assert result.rc == 0, result.err
+    assert ("build.flashinfer_index_url: unused: vllm 0.21.0 takes no FlashInfer kernels from "
+            "an extra index; remove build.flashinfer_index_url [warning]") in result.err
+    reqs, _ = _engine("engine.version=0.21.0")
+    assert reqs == ("vllm==0.21.0",)
+
+
+def test_the_cubin_cannot_be_repinned_in_packages_pip() -> None:
+    result = run_cli("validate", str(H100), "--set", f"build.flashinfer_index_url={FI}",
+                     "--set", "packages.pip=[flashinfer-cubin==0.7.0]")
+    assert result.rc == 2
+    assert "flashinfer-cubin is pinned by dockergen (flashinfer-cubin==0.7.2.post1" in result.err
+
+
+def test_the_python_lock_binds_the_cubin_to_the_flashinfer_index(tmp_path: Path) -> None:
+    profile = tmp_path / "p.yaml"
+    profile.write_text(f"extends: h100-fp8\nname: p\nbuild:\n  flashinfer_index_url: {FI}\n")
+    inp = pylock.inputs_of(profile)
+    assert (inp.flashinfer_cubin, inp.flashinfer_index) == ("flashinfer-cubin==0.7.2.post1", FI)
+    assert inp.engine_index is None  # vLLM itself stays on the main index
+    project = pylock._pyproject(inp, ("torch",))
+    assert 'flashinfer-cubin = { index = "flashinfer" }' in project
+    assert '"flashinfer-cubin==0.7.2.post1"' in project
