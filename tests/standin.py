@@ -214,35 +214,13 @@ def main() -> None:
 # TensorRT-LLM's trtllm-serve: no flag list and no Triton launcher (its PyTorch backend's
 # run-time compilation was not checked: the image keeps no compiler, see tensorrt_llm.yaml).
 TRTLLM_CLI = '''"""`trtllm-serve MODEL --host H --port P ...`: answers /health and /v1/models."""
-import json
-import sys
-from http.server import BaseHTTPRequestHandler, HTTPServer
-
+''' + SERVER_COMMON + '''
 
 def main() -> None:
     args = sys.argv[1:]
     host = args[args.index("--host") + 1] if "--host" in args else "0.0.0.0"
     port = int(args[args.index("--port") + 1]) if "--port" in args else 8000
-    model = args[0]
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length", 0))
-            request = json.loads(self.rfile.read(length) or b"{}")
-            ok = self.path == "/v1/completions" and request.get("model") == model
-            self.send_response(200 if ok else 404)
-            self.end_headers()
-            if ok:
-                self.wfile.write(json.dumps({"choices": [{"text": "!"}]}).encode())
-
-        def do_GET(self) -> None:
-            body = {"/health": b"", "/v1/models": json.dumps(
-                {"data": [{"id": model}]}).encode()}.get(self.path)
-            self.send_response(200 if body is not None else 404)
-            self.end_headers()
-            self.wfile.write(body or b"")
-
-    HTTPServer((host, port), Handler).serve_forever()
+    serve(host, port, args[0])
 '''
 
 SGLANG_CLI = '''"""`sglang serve`: the real release's flags, Triton's launcher build, /health."""

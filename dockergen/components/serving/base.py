@@ -16,6 +16,7 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.cuda`,
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -27,7 +28,7 @@ from packaging.version import Version
 from dockergen.components import cuda, python
 from dockergen.components import torch as torch_component
 from dockergen.components.base import Context, describe_all
-from dockergen.knowledge import in_range, is_unverified, load_facts
+from dockergen.knowledge import COMPONENTS_DIR, in_range, is_unverified, load_facts
 from dockergen.model import (
     APP_HOME,
     VENV,
@@ -43,6 +44,20 @@ from dockergen.model import (
 )
 
 OPTIONS_DIR = "/etc/dockergen"  # where engine option files from the context are copied
+
+
+@functools.cache
+def flag_file(name: str) -> dict[str, Any]:
+    data = json.loads((COMPONENTS_DIR / "serving" / name).read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def release_flag_list(flags_file: str, version: str) -> frozenset[str] | None:
+    """Every option string an engine's server accepts in a release, from the flags file
+    extracted from its wheel (``vllm_flags.json``, ``sglang_flags.json``); None: not read."""
+    flags = flag_file(flags_file)["releases"].get(version)
+    return frozenset(flags) if flags is not None else None
 
 
 def _pep503(name: str) -> str:

@@ -17,12 +17,8 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving
 
 from __future__ import annotations
 
-import functools
-import json
-from typing import Any
-
 from dockergen.components.base import Context
-from dockergen.components.serving.base import ServingEngine
+from dockergen.components.serving.base import ServingEngine, release_flag_list
 from dockergen.knowledge import COMPONENTS_DIR
 from dockergen.model import Derivation, ServeCommand
 
@@ -30,17 +26,9 @@ FLAGS_FILE = COMPONENTS_DIR / "serving" / "sglang_flags.json"
 ARGS_SRC = "SGLANG-WHEEL {version} sglang/srt/arg_groups/fields/*.py (sglang_flags.json)"
 
 
-@functools.lru_cache(maxsize=1)
-def _flag_data() -> dict[str, Any]:
-    data = json.loads(FLAGS_FILE.read_text(encoding="utf-8"))
-    assert isinstance(data, dict)
-    return data
-
-
 def release_flags(version: str) -> frozenset[str] | None:
     """Every option string ``sglang serve`` accepts in a release, from its wheel."""
-    flags = _flag_data()["releases"].get(version)
-    return frozenset(flags) if flags is not None else None
+    return release_flag_list(FLAGS_FILE.name, version)
 
 
 class Sglang(ServingEngine):

@@ -11,12 +11,10 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving
 
 from __future__ import annotations
 
-import functools
-import json
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from dockergen.components.base import Context
-from dockergen.components.serving.base import ServingEngine
+from dockergen.components.serving.base import ServingEngine, flag_file, release_flag_list
 from dockergen.knowledge import COMPONENTS_DIR
 from dockergen.model import Derivation, ServeCommand
 
@@ -24,17 +22,9 @@ ARGS_SRC = "VLLM-WHEEL 0.33.0 engine/arg_utils.py"
 FLAGS_FILE = COMPONENTS_DIR / "serving" / "vllm_flags.json"
 
 
-@functools.lru_cache(maxsize=1)
-def _flag_data() -> dict[str, Any]:
-    data = json.loads(FLAGS_FILE.read_text(encoding="utf-8"))
-    assert isinstance(data, dict)
-    return data
-
-
 def release_flags(version: str) -> frozenset[str] | None:
     """Every option string `vllm serve` accepts in a release (tools/vllm_flags.py)."""
-    flags = _flag_data()["releases"].get(version)
-    return frozenset(flags) if flags is not None else None
+    return release_flag_list(FLAGS_FILE.name, version)
 
 
 class Vllm(ServingEngine):
@@ -90,7 +80,7 @@ class Vllm(ServingEngine):
             if not known:
                 c.error(("serving", "extra_args", i), f"vllm {c.p.engine.version} has no "
                         f"{name} flag (its server would exit with 'unrecognized arguments'; "
-                        f"{_flag_data()['src'][c.p.engine.version]})",
+                        f"{flag_file(FLAGS_FILE.name)['src'][c.p.engine.version]})",
                         "remove it; see `vllm serve --help` of that release")
 
     # --- FlashInfer's precompiled kernels --------------------------------------------------
