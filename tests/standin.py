@@ -105,6 +105,21 @@ class version:  # noqa: N801 - mirrors torch.version
     cuda = "13.0"
 '''
 
+# flashinfer-python's kernel-wheel check (flashinfer/jit/env.py _check_cubin_version): a
+# flashinfer-cubin of another version is refused (0.6.x raises; 0.7.x ignores it and downloads
+# kernels at first use instead; the stand-in takes the strict reading).
+FLASHINFER_INIT = '''"""Stand-in for flashinfer-python (dockergen tests): the kernel check."""
+import importlib.util
+
+__version__ = "{version}"
+if importlib.util.find_spec("flashinfer_cubin") is not None:
+    import flashinfer_cubin
+
+    if flashinfer_cubin.__version__ != __version__:
+        raise RuntimeError(f"flashinfer-cubin version ({{flashinfer_cubin.__version__}}) does "
+                           f"not match flashinfer version ({{__version__}}).")
+'''
+
 VLLM_INIT = '''"""Stand-in for vllm (dockergen tests)."""
 __version__ = "{version}"
 '''
@@ -379,7 +394,9 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
                                         "vllm/flags.json": json.dumps(vllm_flags[version])}
         if broken_libs:
             vllm.update(broken_libraries(root / "broken"))
-        _wheel(files, "vllm", version, vllm, requires=[f"torch=={torch}"],
+        # as the real wheels: >= 0.27.1 pull flashinfer-python without its kernels
+        flashinfer = {"0.30.0": ["flashinfer-python==0.6.18.post1"]}.get(version, [])
+        _wheel(files, "vllm", version, vllm, requires=[f"torch=={torch}", *flashinfer],
                scripts={"vllm": "vllm.cli:main"})
     _wheel(files, "tensorrt_llm", "1.1.0",
            {"tensorrt_llm/__init__.py": '__version__ = "1.1.0"\n',
@@ -399,6 +416,12 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
            requires=["torch==2.14.1"])
     _wheel(files, "flashinfer_python", "0.7.2",
            {"flashinfer/__init__.py": '__version__ = "0.7.2"\n'}, extras=("cu13",))
+    # vLLM 0.30.0's FlashInfer, its kernels at the same version and at another one
+    _wheel(files, "flashinfer_python", "0.6.18.post1",
+           {"flashinfer/__init__.py": FLASHINFER_INIT.format(version="0.6.18.post1")})
+    for cubin in ("0.6.18.post1", "0.6.13"):
+        _wheel(files, "flashinfer_cubin", cubin,
+               {"flashinfer_cubin/__init__.py": f'__version__ = "{cubin}"\n'})
     _sdist(files, fa_archs)
     # a source that carries the upstream C++20 fix (Dao-AILab/flash-attention #2879/#2899)
     _sdist(files, fa_archs, version="2.8.4.dev0", std=20)

@@ -8,14 +8,21 @@ only FlashInfer's own index does, which the profile names in build.flashinfer_in
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from dockergen import pylock
 from dockergen.api import resolve_profile
-from tests.conftest import PROFILES, run_cli
+from tests.conftest import PROFILES, ROOT, run_cli
+from tests.standin import build_index
 
 H100 = PROFILES / "h100-fp8.yaml"  # vLLM 0.33.0: flashinfer-python 0.7.2.post1
 FI = "https://flashinfer.ai/whl"
+STANDIN = ROOT / "tests" / "profiles" / "standin.yaml"  # vLLM 0.30.0: flashinfer 0.6.18.post1
 
 
 def _engine(*sets: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -77,3 +84,50 @@ def test_the_python_lock_binds_the_cubin_to_the_flashinfer_index(tmp_path: Path)
     project = pylock._pyproject(inp, ("torch",))
     assert 'flashinfer-cubin = { index = "flashinfer" }' in project
     assert '"flashinfer-cubin==0.7.2.post1"' in project
+
+
+# --- for real: the stand-in index serves vLLM 0.30.0's FlashInfer and its kernels ----------
+def _fresh_venv(tmp_path: Path) -> Path:
+    subprocess.run([pylock.uv(), "venv", "-q", "--python", sys.executable,
+                    str(tmp_path / "venv")], check=True)
+    return tmp_path / "venv" / "bin" / "python"
+
+
+def test_the_standin_refuses_kernels_of_another_version(tmp_path: Path) -> None:
+    """flashinfer-python checks the flashinfer-cubin version (flashinfer/jit/env.py)."""
+    files = build_index(tmp_path / "index")
+    python = _fresh_venv(tmp_path)
+
+    def install_and_import(cubin: str) -> subprocess.CompletedProcess[str]:
+        wheels = [str(files / "flashinfer_python-0.6.18.post1-py3-none-any.whl"),
+                  str(files / f"flashinfer_cubin-{cubin}-py3-none-any.whl")]
+        subprocess.run([pylock.uv(), "pip", "install", "-q", "--python", str(python),
+                        "--no-deps", "--reinstall", *wheels], check=True)
+        return subprocess.run([str(python), "-c", "import flashinfer"], capture_output=True,
+                              text=True, check=False)
+
+    assert install_and_import("0.6.18.post1").returncode == 0
+    wrong = install_and_import("0.6.13")
+    assert wrong.returncode != 0
+    assert ("flashinfer-cubin version (0.6.13) does not match flashinfer version "
+            "(0.6.18.post1)") in wrong.stderr
+
+
+@pytest.mark.daemon
+def test_the_image_gets_the_matching_kernels_from_the_flashinfer_index(
+        index: str, docker_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from dockergen.daemon.docker import DockerDaemon
+
+    ctx = tmp_path / "ctx"
+    result = run_cli("build", str(STANDIN), "--network", "host", "-q", "-o", str(ctx),
+                     "--set", f"build.pip_index_url={index}/simple",
+                     "--set", f"build.torch_index_url={index}",
+                     "--set", f"build.flashinfer_index_url={index}/simple")
+    assert result.rc == 0, result.err[-3000:]
+    image = json.loads((ctx / "build-record.json").read_text())["image_id"]
+    probe = ("import importlib.metadata as m, flashinfer; "
+             "print(m.version('flashinfer-python'), m.version('flashinfer-cubin'))")
+    code, out = DockerDaemon().run(image, ["-c", probe], entrypoint=["/opt/venv/bin/python"],
+                                   timeout=120, run_id="flashinfer-test")
+    assert code == 0, out
+    assert out.split()[-2:] == ["0.6.18.post1", "0.6.18.post1"]
