@@ -138,14 +138,14 @@ class EngineStage:
     venv: str
     mode: Mode
     flash_attn: bool
+    # Without a lock: uv's strategy over the indexes (see serving/base.py derive). Always: the
+    # CUDA the installed torch must report (major.minor of the index it came from).
+    index_strategy: str
+    torch_cuda: str
     # Installing from the profile's hashed Python lock (dockergen lock --python): its path in
     # the image and the install arguments; empty: the engine and torch are resolved in the build.
     lock: str = ""
     lock_args: tuple[str, ...] = ()
-    # Without a lock: uv's strategy over the indexes (see serving/base.py derive) and the CUDA
-    # the installed torch must report (major.minor of the index it came from).
-    index_strategy: str = "first-index"
-    torch_cuda: str = ""
 
     @property
     def requirement(self) -> str:
