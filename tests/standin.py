@@ -144,6 +144,18 @@ LAUNCHER = ('#include <Python.h>\\nstatic struct PyModuleDef m = {PyModuleDef_HE
             '{ return PyModule_Create(&m); }\\n')
 
 
+def serve_args(package: str, usage: str, positional: bool) -> dict:
+    """`<engine> serve ...` parsed like the real release's parser (exit 2 on anything else)."""
+    argv = sys.argv[1:]
+    if not argv or argv[0] != "serve":
+        print("usage: " + usage, file=sys.stderr)
+        sys.exit(2)
+    # vLLM's FlexibleArgumentParser reads --max_model_len as --max-model-len
+    rest = [a.split("=", 1)[0].replace("_", "-") + a[len(a.split("=", 1)[0]):]
+            if a.startswith("--") and positional else a for a in argv[1:]]
+    return vars(parser(package, package + " serve", positional).parse_args(rest))
+
+
 def parser(package: str, prog: str, positional: bool) -> argparse.ArgumentParser:
     """Every option string of the real release (flags.json) and its --no- form."""
     p = argparse.ArgumentParser(prog=prog, allow_abbrev=False)  # no prefix matching
@@ -209,18 +221,11 @@ VLLM_CLI = '''"""`vllm serve MODEL ...`: the real release's flags, Triton's laun
 ''' + SERVER_COMMON + '''
 
 def main() -> None:
-    argv = sys.argv[1:]
-    if not argv or argv[0] != "serve":
-        print("usage: vllm serve MODEL [--host H] [--port P] ...", file=sys.stderr)
-        sys.exit(2)
-    p = parser("vllm", "vllm serve", positional=True)
-    # vLLM's FlexibleArgumentParser reads --max_model_len as --max-model-len
-    rest = [a.split("=", 1)[0].replace("_", "-") + a[len(a.split("=", 1)[0]):]
-            if a.startswith("--") else a for a in argv[1:]]
-    args = vars(p.parse_args(rest))  # an unknown flag: exit 2, as argparse does
+    args = serve_args("vllm", "vllm serve MODEL [--host H] [--port P] ...", positional=True)
     model = args.get("model_tag") or args.get("model")
     if not isinstance(model, str):
-        p.error("a model is required")
+        print("vllm serve: error: a model is required", file=sys.stderr)
+        sys.exit(2)
     triton_launcher()
     serve(args.get("host") or "0.0.0.0", int(args.get("port") or 8000),
           args.get("served_model_name") or model)
@@ -242,15 +247,12 @@ SGLANG_CLI = '''"""`sglang serve`: the real release's flags, Triton's launcher b
 ''' + SERVER_COMMON + '''
 
 def main() -> None:
-    argv = sys.argv[1:]
-    if not argv or argv[0] != "serve":
-        print("usage: sglang serve --model-path MODEL ...", file=sys.stderr)
-        sys.exit(2)
-    p = parser("sglang", "sglang serve", positional=False)
-    args = vars(p.parse_args(argv[1:]))  # unknown flags: exit 2, as argparse does
+    args = serve_args("sglang", "sglang serve --model-path MODEL ...", positional=False)
     model = args.get("model_path")
     if not isinstance(model, str):
-        p.error("the following arguments are required: --model-path")
+        print("sglang serve: error: the following arguments are required: --model-path",
+              file=sys.stderr)
+        sys.exit(2)
     triton_launcher()
     serve(args.get("host") or "127.0.0.1", int(args.get("port") or 30000),
           args.get("served_model_name") or model)

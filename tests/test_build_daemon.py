@@ -300,6 +300,8 @@ def test_tensorrt_llm_path_builds_and_passes_smoke(index: str, docker_client,
 
 def test_server_check_sees_health_and_one_token(index: str, tmp_path: Path) -> None:
     """The --gpus server check, run here against the stand-in server (no GPU needed)."""
+    import docker
+
     from dockergen.daemon.docker import DockerDaemon
 
     result = _build(index, "-o", str(tmp_path / "ctx"), "--no-smoke")
@@ -310,3 +312,20 @@ def test_server_check_sees_health_and_one_token(index: str, tmp_path: Path) -> N
     assert ok, detail
     bad, why = daemon.serve_check(image, 8000, "wrong-model", timeout=60, run_id="t")
     assert not bad and "/v1/completions failed" in why
+    # the check fails where the real server would not start: a flag the release lacks (the
+    # stand-in parses with vLLM 0.30.0's real flag list), and no C compiler for Triton
+    client = docker.from_env()
+    cmd = client.api.inspect_image(image)["Config"]["Cmd"]
+    for change, cause in ((f"CMD {json.dumps([*cmd, '--swap-space', '4'])}",
+                           "unrecognized arguments: --swap-space 4"),
+                          ("ENV PATH=/opt/venv/bin", "Failed to find C compiler")):
+        holder = client.containers.create(image)
+        broken = holder.commit(changes=[change])
+        holder.remove()
+        try:
+            bad, why = daemon.serve_check(broken.id, 8000, "/models/none", timeout=60,
+                                          run_id="t")
+        finally:
+            client.images.remove(broken.id, force=True)
+        assert not bad and why.startswith("the server exited: ") and cause in why, why
+    client.close()
