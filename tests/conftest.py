@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,14 +93,39 @@ _images_before: set[str] | None = None
 _built = False
 
 
-def _engine_quietly():  # type: ignore[no-untyped-def]
-    try:
-        import docker
+class NoEngine(Exception):
+    """No Docker engine answered."""
 
+
+def _connect() -> Any:
+    """A pinged docker client; raises :class:`NoEngine` and leaves no open socket.
+
+    docker-py asks the engine for its API version inside its constructor and, when that
+    fails, drops the socket unclosed: collected during the first test, its ResourceWarning
+    became an ERROR there on a machine without an engine. It is collected here, silently,
+    once the exception (whose frames hold it) is gone.
+    """
+    import docker
+
+    client = None
+    try:
         client = docker.from_env(timeout=600)
         client.ping()
         return client
-    except Exception:  # noqa: BLE001 - no engine: nothing to clean
+    except Exception as exc:  # noqa: BLE001 - any failure means "no engine here"
+        problem = f"{type(exc).__name__}: {exc}"
+        if client is not None:
+            client.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
+    raise NoEngine(problem)
+
+
+def _engine_quietly() -> Any:
+    try:
+        return _connect()
+    except NoEngine:  # nothing to clean
         return None
 
 
@@ -143,15 +171,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 # --- the real engine and the stand-in package index, shared by the daemon tests ----------
-def _engine_or_skip():  # type: ignore[no-untyped-def]
-    import docker
-
+def _engine_or_skip() -> Any:
     try:
-        client = docker.from_env(timeout=600)
-        client.ping()
-    except Exception as exc:  # noqa: BLE001 - any failure means "no engine here"
+        return _connect()
+    except NoEngine as exc:
         pytest.skip(f"no Docker engine: {exc} (run tests/infra/provision.sh)")
-    return client
 
 
 @pytest.fixture(scope="session")
