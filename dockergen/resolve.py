@@ -181,7 +181,7 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool) -> Resolved:
         cmd=json.dumps(list(serving.serve.args)),
         jit_toolchain=p.runtime.jit_toolchain, jit_c_compiler=serving.c_compiler,
     )
-    smoke = [torch.smoke_import(torch_install), serving.smoke]
+    smoke = [torch.smoke_import(torch_install), *serving.smoke]
     if fa is not None:
         smoke.append(flash_attn.smoke_import(fa))
     lock = {"dockergen": __version__, "mode": mode, "profile_hash": profile_hash, **lock_core}

@@ -130,7 +130,7 @@ def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
 
     script = VERSIONS_SCRIPT.replace("MODULES", repr(modules))
     checks: list[tuple[str, list[str], Any]] = [
-        ("torch, engine and flash-attn import with the profile's versions",
+        ("torch, engine, flash-attn and their kernels import at the profile's versions",
          _python(r) + [script], verify_versions),
         ("runs as the non-root uid", ["id", "-u"],
          lambda code, out: (code == 0 and out.strip() == str(uid), out.strip())),

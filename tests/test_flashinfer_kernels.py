@@ -86,6 +86,19 @@ def test_the_python_lock_binds_the_cubin_to_the_flashinfer_index(tmp_path: Path)
     assert '"flashinfer-cubin==0.7.2.post1"' in project
 
 
+def _smoke(*sets: str) -> dict[str, tuple[str, str, bool]]:
+    r = resolve_profile(H100, sets)
+    return {i.module: (i.dist, i.version, i.needs_gpu) for i in r.smoke_imports}
+
+
+def test_the_smoke_test_imports_the_kernels_the_image_installs() -> None:
+    assert "flashinfer_cubin" not in _smoke() and "flashinfer" not in _smoke()
+    smoke = _smoke(f"build.flashinfer_index_url={FI}")
+    assert smoke["flashinfer_cubin"] == ("flashinfer-cubin", "0.7.2.post1", False)
+    # import flashinfer reads the device on some releases: without a GPU, the install counts
+    assert smoke["flashinfer"] == ("flashinfer-python", "0.7.2.post1", True)
+
+
 # --- for real: the stand-in index serves vLLM 0.30.0's FlashInfer and its kernels ----------
 def _fresh_venv(tmp_path: Path) -> Path:
     subprocess.run([pylock.uv(), "venv", "-q", "--python", sys.executable,
@@ -131,3 +144,31 @@ def test_the_image_gets_the_matching_kernels_from_the_flashinfer_index(
                                    timeout=120, run_id="flashinfer-test")
     assert code == 0, out
     assert out.split()[-2:] == ["0.6.18.post1", "0.6.18.post1"]
+
+
+def test_the_smoke_version_check_fails_on_kernels_of_another_version(tmp_path: Path) -> None:
+    """The product's own check (smoke.default_checks), run by a real Python against the
+    stand-in wheels, passes with the matching kernels and fails with another version."""
+    from dockergen.smoke import SmokeReport, default_checks
+
+    files = build_index(tmp_path / "index")
+    python = _fresh_venv(tmp_path)
+    r = resolve_profile(STANDIN, (f"build.flashinfer_index_url={FI}",))
+    name, command, verify = next(c for c in default_checks(r, {}, [], SmokeReport())
+                                 if "import at the profile's versions" in c[0])
+    assert command[0] == "/opt/venv/bin/python"
+
+    def check(cubin: str) -> tuple[bool, str]:
+        wheels = [str(files / "flashinfer_python-0.6.18.post1-py3-none-any.whl"),
+                  str(files / f"flashinfer_cubin-{cubin}-py3-none-any.whl")]
+        subprocess.run([pylock.uv(), "pip", "install", "-q", "--python", str(python),
+                        "--no-deps", "--reinstall", *wheels], check=True)
+        run = subprocess.run([str(python), *command[1:]], capture_output=True, text=True,
+                             check=False)
+        return verify(run.returncode, run.stdout)
+
+    ok, detail = check("0.6.18.post1")
+    assert "flashinfer" not in detail, detail  # torch and vllm are absent from this venv
+    ok, detail = check("0.6.13")
+    assert not ok
+    assert "flashinfer_cubin is '0.6.13', expected 0.6.18.post1" in detail

@@ -75,7 +75,7 @@ class ServingPart:
     copies: tuple[RuntimeCopy, ...]
     env: dict[str, str]
     health_cmd: str
-    smoke: SmokeImport
+    smoke: tuple[SmokeImport, ...]  # the engine, then what it installs beside itself
     c_compiler: bool  # the engine compiles C at run time (Triton's launcher)
     context_files: Mapping[str, bytes] = field(default_factory=dict)  # e.g. python.lock
     # libraries the engine loads on some compute capabilities only: (glob, ccs)
@@ -386,6 +386,10 @@ class ServingEngine:
         """Engine-specific environment of the runtime image."""
         return {}
 
+    def extra_smoke_imports(self, c: Context) -> tuple[SmokeImport, ...]:
+        """Imports the built image must pass for what requirements() adds (none by default)."""
+        return ()
+
     def derive(self, c: Context, d: list[Derivation], torch: TorchInstall,
                flash_attn: bool, mode: Mode) -> ServingPart:
         """The engine stage, the server command and the runtime contributions."""
@@ -448,8 +452,9 @@ class ServingEngine:
             copies=tuple(RuntimeCopy(name, f"{OPTIONS_DIR}/{name}")
                          for name in sorted(serve.context_files)),
             env=env, health_cmd=json.dumps([f"{VENV}/bin/python", "-c", health]),
-            smoke=SmokeImport(self.module, facts["package"], p.engine.version,
-                              bool(facts.get("import_needs_gpu", self.imports_need_gpu))),
+            smoke=(SmokeImport(self.module, facts["package"], p.engine.version,
+                               bool(facts.get("import_needs_gpu", self.imports_need_gpu))),
+                   *self.extra_smoke_imports(c)),
             arch_scopes=tuple((glob, tuple(ccs)) for glob, ccs in sorted(
                 facts.get("arch_scoped_libraries", {}).items())),
             context_files=files,

@@ -16,7 +16,7 @@ from typing import ClassVar
 from dockergen.components.base import Context
 from dockergen.components.serving.base import ServingEngine, flag_file, release_flag_list
 from dockergen.knowledge import COMPONENTS_DIR
-from dockergen.model import Derivation, ServeCommand
+from dockergen.model import Derivation, ServeCommand, SmokeImport
 
 ARGS_SRC = "VLLM-WHEEL 0.33.0 engine/arg_utils.py"
 FLAGS_FILE = COMPONENTS_DIR / "serving" / "vllm_flags.json"
@@ -130,6 +130,21 @@ class Vllm(ServingEngine):
                                 "build.flashinfer_index_url to install them, else FlashInfer "
                                 "downloads them at first use or JIT-builds them with nvcc",
                                 self.facts()["flashinfer_index"]["src"]))
+
+    def extra_smoke_imports(self, c: Context) -> tuple[SmokeImport, ...]:
+        """FlashInfer's kernels at flashinfer-python's version, when the image installs them.
+
+        ``import flashinfer`` counts as needing a GPU: some releases read the device's
+        properties at import and fail on a build host without one (flashinfer-ai/flashinfer
+        #3262, #4143); there the installed version is checked instead. The kernels' own
+        module imports anywhere, so a kernel wheel of another version always fails the check.
+        """
+        pin, _ = self._flashinfer(c)
+        if pin is None or pin not in self.requirements(c):
+            return ()
+        version = pin.split("==", 1)[1]
+        return (SmokeImport("flashinfer_cubin", "flashinfer-cubin", version),
+                SmokeImport("flashinfer", "flashinfer-python", version, needs_gpu=True))
 
     def extra_env(self, c: Context) -> dict[str, str]:
         return {"VLLM_NO_USAGE_STATS": "1"}  # air-gapped fleets: no usage-stats phone-home
