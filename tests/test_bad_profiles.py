@@ -101,3 +101,23 @@ def test_errors_in_a_parent_profile_point_into_the_parent(tmp_path: Path) -> Non
     assert result.err.splitlines()[0] == (
         'parent.yaml:2:9: python: 3.10 is a number in YAML (read as 3.1), not text; '
         'quote it: python: "3.10"')
+
+
+@pytest.mark.parametrize(("profile", "sets", "engine"), [
+    ("h100-fp8", ("engine.version=9.9.9",), "vllm"),
+    ("h100-trtllm-fp8", ("engine.version=9.9.9",), "tensorrt-llm"),
+    ("h100-sglang-fp8", ("engine.version=9.9.9",), "sglang"),
+    ("h100-sglang-fp8", ("engine.version=0.33.0",), "sglang"),  # a vLLM release
+    ("h100-fp8", ("engine.name=sglang",), "sglang"),  # keeps vLLM's version
+])
+def test_an_engine_release_outside_the_knowledge_is_an_error_for_every_engine(
+        profile: str, sets: tuple[str, ...], engine: str, tmp_path: Path) -> None:
+    """SGLang's lockstep pins were read from a release it did not know: KeyError, exit 1."""
+    args = [a for s in sets for a in ("--set", s)]
+    for command in (["validate", profile], ["render", profile, "-o", str(tmp_path / "o")]):
+        result = run_cli(*command, *args)
+        assert result.rc == 2, result.err
+        assert "Traceback" not in result.err
+        assert f"engine.version: {engine} " in result.err and "is not in the knowledge base" \
+            in result.err
+        assert not (tmp_path / "o").exists()

@@ -44,8 +44,10 @@ class Sglang(ServingEngine):
 
 
     def requirements(self, c: Context) -> tuple[str, ...]:
-        release = c.release or {}
-        return (f"sglang=={c.p.engine.version}", release["kernel"], release["flashinfer"])
+        """sglang, then sglang-kernel and flashinfer-python pinned as its wheel pins them."""
+        if c.release is None:  # unknown release: reported by the engine check; no lockstep pins
+            return (f"sglang=={c.p.engine.version}",)
+        return (f"sglang=={c.p.engine.version}", c.release["kernel"], c.release["flashinfer"])
 
     def check_scheduler(self, c: Context) -> None:
         """No start-up refusal of SGLang's scheduler is known; vLLM's rules do not apply."""
