@@ -532,18 +532,12 @@ def list_profiles() -> None:
               help="Write the schema to this file instead of stdout.")
 def schema(output: str | None) -> None:
     """Print the JSON Schema of profile files (for editors)."""
+    from dockergen import atomic
     from dockergen.schema import profile_schema
 
     text = json.dumps(profile_schema(), indent=2, sort_keys=True) + "\n"
     if output:
-        target = Path(output)
-        tmp = target.with_name(f".{target.name}.tmp")
-        try:
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(target)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise OutputError(f"{output}: cannot write: {exc.strerror}") from None
+        atomic.write_file(Path(output), text)
     else:
         click.echo(text, nl=False)
 

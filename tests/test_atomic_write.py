@@ -86,3 +86,53 @@ def test_failed_second_rename_restores_the_old_folder(
     monkeypatch.undo()
     assert _contents(out) == OLD
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+# --- one generated file (schema, bake files): dockergen.atomic.write_file ------------------
+@pytest.mark.parametrize("command", [
+    ("schema", "-o", "{out}"),
+    ("render", "h100-fp8", "-o", "{out}"),  # a folder under a file
+])
+def test_an_output_path_under_a_file_is_exit_4_without_a_traceback(
+        command: tuple[str, ...], tmp_path: Path) -> None:
+    from tests.conftest import run_cli
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("mine\n")
+    args = [a.replace("{out}", str(blocker / "sub" / "x.json")) for a in command]
+    result = run_cli(*args)
+    assert result.rc == 4, result.err
+    assert "Traceback" not in result.err
+    assert result.out == ""
+    assert blocker.read_text() == "mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def test_write_file_replaces_whole_files_and_leaves_no_temporary(tmp_path: Path) -> None:
+    from dockergen.atomic import write_file
+
+    target = tmp_path / "a" / "b.json"
+    write_file(target, "one\n")
+    write_file(target, "two\n")
+    assert target.read_text() == "two\n"
+    assert oct(target.stat().st_mode & 0o777) == "0o644"
+    assert [p.name for p in target.parent.iterdir()] == ["b.json"]
+    with pytest.raises(OutputError, match="is a folder"):
+        write_file(tmp_path / "a", "x")
+
+
+def test_write_file_keeps_the_old_file_when_the_rename_fails(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dockergen.atomic import write_file
+
+    target = tmp_path / "b.json"
+    target.write_text("old\n")
+
+    def refuse(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(OutputError, match="No space left on device; nothing was changed"):
+        write_file(target, "new\n")
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["b.json"]

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import copy
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dockergen import atomic
 from dockergen.errors import OutputError, Problem, ProfileError
 from dockergen.fleet import adapter, bake, locks
 from dockergen.fleet.matrix import Dropped, Point, expand
@@ -151,23 +151,6 @@ def check_bake_destination(path: Path) -> None:
 
 
 def write_file_atomic(path: Path, text: str) -> None:
-    """Write one generated file atomically (temporary sibling, fsync, rename)."""
+    """Write one generated bake file atomically, never over a file dockergen did not write."""
     check_bake_destination(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot create: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot write: {exc.strerror}; nothing was changed"
-                          ) from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic.write_file(path, text)
