@@ -119,6 +119,9 @@ _REFERENCE = re.compile(
 def check_tags(tags: tuple[str, ...]) -> None:
     """Refuse malformed ``--tag`` values before anything is built (not after the build)."""
     for ref in tags:
+        if redact(ref) != ref:  # a tag lands in the registry, records and every log
+            raise UnsafeInput("--tag: looks like a secret (a token or a password); image "
+                              "names and tags are public: choose another tag")
         if len(ref) > 255 or not _REFERENCE.fullmatch(ref):
             raise UnsafeInput(f"--tag {ref!r}: not a valid image reference; write "
                               "REPOSITORY[:TAG] in lowercase, e.g. "

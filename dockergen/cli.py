@@ -154,6 +154,28 @@ def render(profile: str | None, output: str | None, render_all: bool,
     click.echo(f"wrote {output}", err=True)
 
 
+# What uv's --python-platform accepts for a Linux GPU image: glibc targets only (the
+# images are Ubuntu/Debian), src: `uv pip compile --help` of the uv dockergen pins.
+_LOCK_PLATFORM = r"(?:x86_64|aarch64)-(?:manylinux2014|manylinux_2_[0-9]{2}|unknown-linux-gnu)"
+
+
+def _check_python_lock_options(python_platform: str | None, torch_index: str | None) -> None:
+    """`lock --python` options, refused before uv runs (it would report them as exit 2)."""
+    import re
+
+    from dockergen.profile import _PATTERNS
+
+    if python_platform is not None and not re.fullmatch(_LOCK_PLATFORM, python_platform):
+        raise click.UsageError(f"--python-platform {python_platform!r}: expected a Linux glibc "
+                               "platform like x86_64-manylinux_2_35 or "
+                               "aarch64-manylinux_2_28 (uv pip compile --help lists them)")
+    url, _ = _PATTERNS["url"]
+    if torch_index is not None and not url.fullmatch(torch_index):
+        raise click.UsageError(f"--torch-index {torch_index!r}: expected an http(s) URL "
+                               "without credentials or query, e.g. "
+                               "https://download.pytorch.org/whl/cu130")
+
+
 def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
                  python_platform: str | None, torch_index: str | None) -> None:
     """`dockergen lock --python`: write or check one profile's hashed Python lock."""
@@ -259,21 +281,29 @@ def lock(profiles: tuple[str, ...], overrides: tuple[str, ...], check: bool, rem
     if python_lock:
         if remote or update or mirrors:
             raise click.UsageError("--python goes with --check only")
+        _check_python_lock_options(python_platform, torch_index)
         for path in profiles:
             _python_lock(Path(path), overrides, check, python_platform, torch_index)
         return
     from dockergen.fleet import locks
     from dockergen.fleet.project import collect
 
+    if python_platform or torch_index:
+        raise click.UsageError("--python-platform and --torch-index go with --python")
     if remote and not check:
         raise click.UsageError("--remote goes with --check")
     if check and (update or mirrors):
         raise click.UsageError("--check only reads the lock; drop --update/--mirror")
+    from dockergen.profile import _PATTERNS
+
     mirror_map: dict[str, str] = {}
     for item in mirrors:
         src, sep, dst = item.partition("=")
-        if not sep or not src or not dst or "@" in src + dst:
-            raise click.UsageError(f"--mirror {item!r}: expected SRC=DST repositories, e.g. "
+        repo, _ = _PATTERNS["image_repo"]
+        if not sep or not repo.fullmatch(src) or not repo.fullmatch(dst):
+            raise click.UsageError(f"--mirror {item!r}: expected SRC=DST repositories (no "
+                                   "scheme, tag, digest or credentials: `docker login` "
+                                   "holds those), e.g. "
                                    "nvidia/cuda=registry.example.com/mirror/cuda")
         mirror_map[src] = dst
     stale: list[str] = []
@@ -566,6 +596,8 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("dockergen: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
+        # usage errors quote the values they refuse (click types the attribute as Final)
+        exc.message = redact(exc.message)  # type: ignore[misc]
         exc.show()
         sys.exit(int(ExitCode.USAGE))
     except _OutputClosed as exc:

@@ -119,6 +119,11 @@ def _pyproject(inp: LockInputs, family: tuple[str, ...]) -> str:
     return "\n".join([*lines, "[tool.uv.sources]", *sorted(set(sources)), ""])
 
 
+# uv's wording for DNS, connect, TLS and retry-exhausted failures (uv 0.13 stderr)
+_UNREACHABLE = ("error sending request for url", "dns error", "tcp connect error",
+                "Request failed after")
+
+
 def _compile(inp: LockInputs, family: tuple[str, ...], work: Path) -> str:
     (work / "pyproject.toml").write_text(_pyproject(inp, family), encoding="utf-8")
     cmd = [uv(), "pip", "compile", "--quiet", "--no-header", "--generate-hashes",
@@ -128,6 +133,14 @@ def _compile(inp: LockInputs, family: tuple[str, ...], work: Path) -> str:
     env = {**os.environ, "UV_NO_CONFIG": "1"}
     proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, check=False,
                           timeout=_UV_TIMEOUT_S, env=env)
+    if proc.returncode != 0 and any(m in proc.stderr for m in _UNREACHABLE):
+        # the index is unreachable, the profile may be fine: exit 3, not 2
+        causes = [line.split("cause:", 1)[1].strip() for line in proc.stderr.splitlines()
+                  if "cause:" in line]
+        raise MissingToolError(f"uv pip compile cannot reach the package index "
+                               f"({causes[-1] if causes else 'no answer'}); check the "
+                               f"network, or the index addresses {inp.main_index} and "
+                               f"{inp.torch_index}")
     if proc.returncode != 0:
         raise LockError(f"uv pip compile could not resolve {inp.engine} with torch=="
                         f"{inp.torch} (torch family from {inp.torch_index} only, the rest "

@@ -149,6 +149,43 @@ def test_lock_command_writes_and_checks(tmp_path: Path) -> None:
     assert "Traceback" not in stale.err
 
 
+def test_an_unreachable_index_is_exit_3_not_an_invalid_profile(tmp_path: Path) -> None:
+    """uv's connect/DNS failures are the network's fault: exit 3, and no lock written."""
+    profile = tmp_path / "p.yaml"
+    profile.write_text("extends: h100-fp8\nname: locked\n")
+    closed = "http://127.0.0.1:9"  # the discard port: nothing listens, connect is refused
+    result = run_cli("lock", "--python", str(profile), "--set",
+                     f"build.pip_index_url={closed}/simple", "--torch-index", f"{closed}/whl",
+                     env={"UV_HTTP_RETRIES": "0"})
+    assert result.rc == 3, result.err
+    assert result.err.startswith("uv pip compile cannot reach the package index (Connection "
+                                 "refused"), result.err
+    assert not (tmp_path / "p.python.lock").exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--python", "--python-platform", "bogus"), "--python-platform 'bogus': expected a Linux"),
+    (("--python", "--python-platform", "x86_64-pc-windows-msvc"), "expected a Linux glibc"),
+    (("--python", "--torch-index", "not a url"), "--torch-index 'not a url': expected an http"),
+    (("--torch-index", "https://download.pytorch.org/whl/cu130"),
+     "--python-platform and --torch-index go with --python"),
+    (("--mirror", "nvidia/cuda=a b"), "--mirror 'nvidia/cuda=a b': expected SRC=DST"),
+    (("--mirror", "nvidia/cuda=a\nb"), "expected SRC=DST repositories"),
+    (("--mirror", "nvidia/cuda=https://registry.example.com/x"), "expected SRC=DST"),
+    (("--mirror", "nvidia/cuda=registry.example.com/x:13"), "expected SRC=DST"),
+])
+def test_lock_options_are_checked_before_any_work(args: tuple[str, ...], message: str,
+                                                  tmp_path: Path) -> None:
+    """Before: uv or urllib met them (exit 2, or an InvalidURL traceback)."""
+    profile = tmp_path / "p.yaml"
+    profile.write_text("extends: h100-fp8\nname: locked\n")
+    result = run_cli("lock", *args, str(profile))
+    assert result.rc == 64, result.err
+    assert message in result.err
+    assert "Traceback" not in result.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml"]
+
+
 def _pypi_shipped() -> list[str]:
     # TensorRT-LLM's wheels live on pypi.nvidia.com (PyPI has stub sdists), which these
     # machines cannot reach: its closure is not resolved here.

@@ -19,6 +19,12 @@ TOKEN = "hf_AbCdEf0123456789GhIjKlMnOpQr"
     "disk-usage-report-2026",
     "shf_abcdefghijkl",  # hf_ inside a word
     "sk-team-inference-prod",  # words joined by dashes: no digit, not a key
+    "nvidia/cuda:13.0.2-devel-ubuntu22.04@sha256:" + "a" * 64,  # a digest pin
+    "ubuntu:24.04@sha256:" + "b" * 64,
+    "localhost:5000/llm/vllm:1",
+    "git@github.com:org/repo.git",
+    "mail admin@example.com at 12:30",
+    "https://example.com/file?raw=true",
 ])
 def test_words_that_contain_a_token_prefix_are_not_redacted(text: str) -> None:
     assert redact(text) == text
@@ -26,10 +32,16 @@ def test_words_that_contain_a_token_prefix_are_not_redacted(text: str) -> None:
 
 @pytest.mark.parametrize("secret", [TOKEN, "sk-proj-4hT9xQ2mZ8vL1nB6cR3w",
                                     "ghp_0123456789abcdefghij", "AKIAIOSFODNN7EXAMPLE",
-                                    "https://bob:hunter2@example.com"])
+                                    "https://bob:hunter2@example.com",
+                                    # no scheme: what a user pastes as an image reference
+                                    "bob:hunter2@registry.example.com/cuda:13",
+                                    # credentials in a query: token indexes, pre-signed links
+                                    "https://pypi.example.com/simple?token=hunter2secret",
+                                    "https://blob.example.com/f.whl?sv=1&sig=hunter2secret"])
 def test_real_token_shapes_are_redacted(secret: str) -> None:
     assert "<redacted>" in redact(f"log: {secret} end")
     assert secret not in redact(f"log: {secret} end")
+    assert "hunter2" not in redact(f"log: {secret} end")
 
 
 def test_label_risk_management_prod_is_accepted(tmp_path: Path) -> None:
@@ -87,3 +99,19 @@ def test_a_token_in_any_other_field_is_rejected(tmp_path: Path) -> None:
         "profile.yaml:27:23: smoke.commands[0].command[1]: the value looks like a credential; "
         "profiles are copied into images, logs and build records; pass credentials at run "
         "time, never in a profile")
+
+
+@pytest.mark.parametrize("args", [
+    # usage errors quote the refused value: click's messages are redacted like ours
+    ("lock", "--mirror", "nvidia/cuda=https://bob:hunter2@registry.example.com/x", "h100-fp8"),
+    ("observe", "h100-fp8", "--target", f"{TOKEN}:80"),
+    ("render", "h100-fp8", "--set", "build.pip_index_url=https://x.example/simple?token=hunter2x"),
+    ("render", "h100-fp8", "--set", "cuda.devel_image=bob:hunter2@registry.example.com/c:13"),
+    ("build", "--dry-run", "h100-fp8", "--tag", f"registry.example.com/x:{TOKEN}"),
+])
+def test_no_error_message_echoes_a_secret(args: tuple[str, ...]) -> None:
+    result = run_cli(*args)
+    assert result.rc in (2, 64), result.err
+    assert "Traceback" not in result.err
+    assert "hunter2" not in result.out + result.err
+    assert TOKEN not in result.out + result.err
