@@ -520,12 +520,27 @@ def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monit
     """Write Prometheus scrape config, recording and alert rules and a Grafana dashboard
     whose queries use the metric names of PROFILE's engine release."""
 
+    import re
+
     from dockergen.api import shipped_single_images
     from dockergen.observe import observe_profile, write_output
     from dockergen.profile import _PATTERNS
 
     if observe_all == bool(profile):
         raise click.UsageError("give either PROFILE or --all")
+    ctx = click.get_current_context()
+    given = [f"--{n.replace('_', '-')}" for n in ("monitor", "port_name")
+             if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT]
+    if fmt != "k8s" and given:
+        raise click.UsageError(f"{' and '.join(given)} "
+                               f"{'goes' if len(given) == 1 else 'go'} with --format k8s")
+    # a named container port (Kubernetes IANA_SVC_NAME): at most 15 of [a-z0-9-], a letter
+    # among them, no '-' at either end or twice in a row (src: k8s.io apimachinery
+    # validation.IsValidPortName)
+    if not re.fullmatch(r"(?=[a-z0-9-]*[a-z])[a-z0-9](?:-?[a-z0-9]){0,14}", port_name) \
+            or len(port_name) > 15:
+        raise click.UsageError(f"--port-name {port_name!r}: expected a Kubernetes port name "
+                               "like http or metrics (at most 15 of a-z, 0-9 and '-')")
     shape, what = _PATTERNS["scrape_target"]
     for target in targets:
         if not shape.fullmatch(target):

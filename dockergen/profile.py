@@ -28,6 +28,8 @@ from pydantic import (
 # shell commands and labels, so nothing outside them may pass (no quotes, spaces,
 # newlines, `$`, backslashes or `;`).
 
+# a TCP port, 1-65535
+_PORT = r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
 _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
     "name": (re.compile(r"[a-z0-9][a-z0-9-]{0,62}"),
              "lowercase letters, digits and '-', starting with a letter or digit"),
@@ -82,8 +84,9 @@ _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
                    "a dotted profile field like quantization.weights"),
     "duration": (re.compile(r"[1-9][0-9]{0,4}(ms|s|m|h)"),
                  "a Prometheus duration like \"30s\", \"5m\" or \"1h\""),
-    "scrape_target": (re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}:\d{1,5}"),
-                      "a host:port scrape target like \"vllm-0.example.internal:8000\""),
+    "scrape_target": (re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}:" + _PORT),
+                      "a host:port scrape target (port 1-65535) like "
+                      "\"vllm-0.example.internal:8000\""),
 }
 
 # Printable text (labels, description): no control, format (e.g. bidi overrides), separator

@@ -314,6 +314,36 @@ def test_bad_observe_values(tmp_path: Path) -> None:
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (("--target", "vllm-0:99999"), "--target 'vllm-0:99999': expected a host:port scrape "
+                                   "target (port 1-65535)"),
+    (("--target", "vllm-0:0"), "(port 1-65535)"),
+    (("--format", "k8s", "--port-name", "Bad Name"), "--port-name 'Bad Name': expected a "
+                                                     "Kubernetes port name"),
+    (("--format", "k8s", "--port-name", "http\nevil: x"), "expected a Kubernetes port name"),
+    (("--format", "k8s", "--port-name", "metrics-port-0001"), "at most 15"),  # 17 long
+    (("--format", "k8s", "--port-name", "8000"), "expected a Kubernetes port name"),
+    (("--monitor", "ServiceMonitor"), "--monitor goes with --format k8s"),
+    (("--port-name", "metrics"), "--port-name goes with --format k8s"),
+])
+def test_observe_options_are_checked_before_anything_is_written(
+        args: tuple[str, ...], message: str, tmp_path: Path) -> None:
+    """Before: a port of 99999, a port name with a space or a newline, and options of the
+    other format were written (or dropped) with exit 0."""
+    run = run_cli("observe", "h100-fp8", "-o", str(tmp_path / "o"), *args)
+    assert run.rc == 64, run.err
+    assert message in run.err
+    assert "Traceback" not in run.err and not (tmp_path / "o").exists()
+
+
+def test_observe_targets_in_the_profile_have_a_real_port(tmp_path: Path) -> None:
+    run = run_cli("observe", "h100-fp8", "-o", str(tmp_path / "o"), "--set",
+                  "observe.targets=[vllm-0:65536]")
+    assert run.rc == 2, run.err
+    assert "observe.targets[0]" in run.err and "(port 1-65535)" in run.err
+    assert not (tmp_path / "o").exists()
+
+
 def test_refuses_foreign_folder(tmp_path: Path) -> None:
     (tmp_path / "mine.txt").write_text("keep")
     with pytest.raises(OutputError):
