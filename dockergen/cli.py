@@ -154,6 +154,8 @@ def render(profile: str | None, output: str | None, render_all: bool,
     click.echo(f"wrote {output}", err=True)
 
 
+_WEEK_S = 7 * 24 * 3600  # the longest --timeout: longer is no timeout, not a mistake to run
+
 # What uv's --python-platform accepts for a Linux GPU image: glibc targets only (the
 # images are Ubuntu/Debian), src: `uv pip compile --help` of the uv dockergen pins.
 _LOCK_PLATFORM = r"(?:x86_64|aarch64)-(?:manylinux2014|manylinux_2_[0-9]{2}|unknown-linux-gnu)"
@@ -389,9 +391,15 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
           ca_certs: tuple[str, ...], timeout: float | None, network: str, pull: bool,
           no_smoke: bool, gpus: bool, quiet: bool) -> None:
     """Render PROFILE, build it through the Docker Engine API, and optionally push it."""
+    import math
+
     from dockergen.build import BuildOptions, build_profile
     from dockergen.fleet.project import lock_overrides
 
+    # nan and -1 cancelled the build at once, 0 meant none, inf crashed the timer thread
+    if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= _WEEK_S):
+        raise click.UsageError(f"--timeout {timeout}: expected seconds, more than 0 and at "
+                               f"most {_WEEK_S} (a week); leave it out for no limit")
     args: dict[str, str] = {}
     for item in build_args:
         name, sep, value = item.partition("=")

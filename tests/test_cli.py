@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import dockerfile
+import pytest
 
 from tests.bad_profile_cases import VALID
 from tests.conftest import PROFILES, a_pem_certificate, run_cli
@@ -172,3 +173,13 @@ def test_ci_runs_the_readme_commands() -> None:
     assert test_cmd.endswith(".venv/bin/python -m pytest")
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert test_cmd in ci
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e309", "-1", "0", "700000"])
+def test_build_timeout_is_a_real_duration(value: str) -> None:
+    """nan and -1 cancelled the build at once as a timeout, 0 meant no timeout, and inf
+    crashed the timer thread with OverflowError: all are usage errors before any work."""
+    result = run_cli("build", "--dry-run", "h100-fp8", "--timeout", value)
+    assert result.rc == 64, result.err
+    assert "--timeout" in result.err and "more than 0 and at most 604800" in result.err
+    assert result.out == "" and "Traceback" not in result.err
