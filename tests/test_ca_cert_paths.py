@@ -39,3 +39,26 @@ def test_missing_ca_cert_is_a_usage_error() -> None:
     assert result.rc == 64
     assert result.err.splitlines()[0].endswith(
         "--ca-cert '/nonexistent/x.crt': no such file; give a PEM certificate")
+
+
+def _corrupted(pem: str) -> str:
+    """A certificate whose markers are right and whose body is not a certificate."""
+    lines = pem.splitlines()
+    return "\n".join([lines[0], "notbase64!!", lines[-1]]) + "\n"
+
+
+def test_a_certificate_openssl_cannot_read_is_refused_before_the_build(tmp_path: Path) -> None:
+    """The markers alone passed; the build then failed in update-ca-certificates."""
+    (tmp_path / "bad.crt").write_text(_corrupted(a_pem_certificate()))
+    (tmp_path / "good.crt").write_text(a_pem_certificate())
+    (tmp_path / "p.yaml").write_text("extends: h100-fp8\nname: ca\nbuild:\n"
+                                     "  ca_certificates: [good.crt, bad.crt]\n")
+    result = run_cli("validate", str(tmp_path / "p.yaml"))
+    assert result.rc == 2, result.err
+    assert "build.ca_certificates[1]: bad.crt holds a certificate OpenSSL cannot read" \
+        in result.err
+    assert "ca_certificates[0]" not in result.err  # the real certificate passes
+    assert "Traceback" not in result.err
+    dry = run_cli("build", "--dry-run", "h100-fp8", "--ca-cert", str(tmp_path / "bad.crt"))
+    assert dry.rc == 2, dry.err
+    assert "holds a certificate OpenSSL cannot read" in dry.err and dry.out == ""

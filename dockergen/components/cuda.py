@@ -152,6 +152,23 @@ def check_ca_certificates(c: Context) -> None:
         if "-----BEGIN CERTIFICATE-----" not in text or "PRIVATE KEY" in text:
             c.error(("build", "ca_certificates", i), f"{name} is not a PEM certificate",
                     "give a PEM certificate (-----BEGIN CERTIFICATE-----), never a key")
+            continue
+        unreadable = _openssl_refuses(text)
+        if unreadable:  # the markers alone passed, and update-ca-certificates failed later
+            c.error(("build", "ca_certificates", i), f"{name} holds a certificate OpenSSL "
+                    f"cannot read ({unreadable})", "give the PEM file your CA published; "
+                    f"check it with: openssl x509 -noout -in {name}")
+
+
+def _openssl_refuses(pem: str) -> str | None:
+    """Why OpenSSL (the parser of update-ca-certificates) rejects the certificates, if so."""
+    import ssl  # only for profiles with extra certificates: ssl costs start-up time
+
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=pem)
+    except (ssl.SSLError, ValueError) as exc:
+        return re.sub(r"\s*\(_ssl\.c:\d+\)$", "", str(exc))  # OpenSSL's text, not CPython's line
+    return None
 
 
 # --- derivations --------------------------------------------------------------------------
