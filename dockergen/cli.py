@@ -54,6 +54,9 @@ class _Group(click.Group):
 # -q also applies to the warnings that come with errors, which main() prints after the
 # command has ended; the option's callback records it for that.
 _quiet = False
+# `build --dry-run` only prints its plan: a reader that stops early is no failure (0, as
+# for explain), unlike a real build whose progress stream was cut off (141).
+_build_prints_only = False
 
 
 def _remember_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
@@ -393,6 +396,8 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
     """Render PROFILE, build it through the Docker Engine API, and optionally push it."""
     import math
 
+    global _build_prints_only
+    _build_prints_only = dry_run
     from dockergen.build import BuildOptions, build_profile
     from dockergen.fleet.project import lock_overrides
 
@@ -628,7 +633,8 @@ def main(argv: list[str] | None = None) -> None:
         # printed, so commands that only print end with 0. A build whose progress stream
         # was cut off did not finish its work: 141, as a process killed by SIGPIPE.
         _silence_output()
-        sys.exit(ExitCode.PIPE_CLOSED if exc.command == "build" else 0)
+        cut_work = exc.command == "build" and not _build_prints_only
+        sys.exit(ExitCode.PIPE_CLOSED if cut_work else 0)
     sys.exit(0)
 
 
