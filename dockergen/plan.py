@@ -105,16 +105,44 @@ class ModelShape:
         return "mha" if self.kv_heads == self.heads else "gqa"
 
 
-def _int(cfg: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
-    value = cfg.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise PlanError(f"{where}: {key}: expected a whole number, got {value!r}; "
-                        "use the model's own config.json")
+def _int(cfg: dict[str, Any], key: str, where: str, default: int | None = None,
+         minimum: int = 1) -> int:
+    """A whole number >= ``minimum`` from the config; absent or null: ``default``.
+
+    null counts as absent where there is a default, as in transformers and vLLM (configs
+    write ``"head_dim": null`` or ``"q_lora_rank": null`` for "not used"). The formulas
+    divide by heads and multiply by layers, so a 0 where they need a count would print a
+    plan of nothing that "fits" (or crash): counts the formulas need are >= 1.
+    """
+    value = cfg.get(key)
+    if value is None and default is not None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise PlanError(f"{where}: {key}: expected a whole number >= {minimum}, got "
+                        f"{json.dumps(value)}; set {key} to the model's own value (a whole "
+                        f"number >= {minimum}) from its published config.json")
+    return value
+
+
+def _sliding_window(cfg: dict[str, Any], where: str) -> int:
+    """The window in tokens; 0 for none (absent, null or 0, the "no window" of HF configs)."""
+    value = cfg.get("sliding_window")
+    if value is None or (type(value) is int and value == 0):
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise PlanError(f"{where}: sliding_window: expected null (no window) or a whole "
+                        f"number of tokens >= 1, got {json.dumps(value)}; set sliding_window "
+                        "to the model's window from its published config.json, or null for "
+                        "none")
     return value
 
 
 def shape_from_config(cfg: dict[str, Any], name: str, where: str) -> ModelShape:
-    """Read a Hugging Face config.json dict (multimodal: its ``text_config``)."""
+    """Read a Hugging Face config.json dict (multimodal: its ``text_config``).
+
+    Every number the formulas read is checked here (a :class:`PlanError` naming the file,
+    the key, the value and the fix), so the arithmetic after it cannot fail or mislead.
+    """
     if isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg, **cfg["text_config"]}
     for key in ("num_hidden_layers", "hidden_size", "num_attention_heads"):
@@ -128,11 +156,21 @@ def shape_from_config(cfg: dict[str, Any], name: str, where: str) -> ModelShape:
     kv_heads = _int(cfg, "num_key_value_heads", where, heads)
     # head_dim from the config when present (Gemma: 256 != hidden/heads), else hidden/heads
     # (src: vllm/config/model.py ModelConfig.get_head_size).
-    head_dim = cfg.get("head_dim") or hidden // heads
-    sliding = cfg.get("sliding_window") or 0
+    head_dim = _int(cfg, "head_dim", where, 0) or hidden // heads
+    if head_dim < 1:
+        raise PlanError(f"{where}: hidden_size {hidden} / num_attention_heads {heads} gives "
+                        "head_dim 0; set head_dim to the model's value (a whole number >= 1) "
+                        "from its published config.json")
+    sliding = _sliding_window(cfg, where)
     sliding_layers = 0
     layer_types = cfg.get("layer_types")
     if isinstance(layer_types, list) and layer_types:
+        # one entry per layer (transformers checks this too); more entries than layers
+        # would leave a negative count of global layers
+        if len(layer_types) != layers:
+            raise PlanError(f"{where}: layer_types: {len(layer_types)} entries for "
+                            f"num_hidden_layers {layers}; give one entry per layer, as in "
+                            "the model's published config.json")
         sliding_layers = sum(1 for t in layer_types if t == "sliding_attention")
     elif sliding and cfg.get("sliding_window_pattern"):
         # Gemma 3: every pattern-th layer is global, the others slide
@@ -144,24 +182,29 @@ def shape_from_config(cfg: dict[str, Any], name: str, where: str) -> ModelShape:
         # A window on every layer (Mistral-7B-v0.1); Qwen2 configs carry a window with
         # use_sliding_window: false, which means none.
         sliding_layers = layers
+    if sliding_layers and not sliding:
+        raise PlanError(f"{where}: layer_types: {sliding_layers} sliding_attention layers "
+                        "but no sliding_window; set sliding_window to the model's window "
+                        "from its published config.json")
     return ModelShape(
         name=name, source=where, layers=layers, hidden=hidden, heads=heads,
-        kv_heads=kv_heads, head_dim=int(head_dim),
+        kv_heads=kv_heads, head_dim=head_dim,
         intermediate=_int(cfg, "intermediate_size", where, 4 * hidden),
         vocab=_int(cfg, "vocab_size", where, 32000),
         max_position=_int(cfg, "max_position_embeddings", where, 4096),
         tied=bool(cfg.get("tie_word_embeddings", False)),
         dtype=str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16"),
         kv_lora_rank=_int(cfg, "kv_lora_rank", where, 0) if cfg.get("kv_lora_rank") else 0,
-        qk_rope_head_dim=_int(cfg, "qk_rope_head_dim", where, 0),
-        qk_nope_head_dim=_int(cfg, "qk_nope_head_dim", where, 0),
-        v_head_dim=_int(cfg, "v_head_dim", where, 0),
-        q_lora_rank=cfg.get("q_lora_rank") or 0,
-        n_routed_experts=cfg.get("n_routed_experts") or cfg.get("num_local_experts") or 0,
-        n_shared_experts=cfg.get("n_shared_experts") or 0,
-        moe_intermediate=cfg.get("moe_intermediate_size") or 0,
-        first_k_dense=cfg.get("first_k_dense_replace") or 0,
-        sliding_window=int(sliding) if sliding_layers else 0,
+        qk_rope_head_dim=_int(cfg, "qk_rope_head_dim", where, 0, minimum=0),
+        qk_nope_head_dim=_int(cfg, "qk_nope_head_dim", where, 0, minimum=0),
+        v_head_dim=_int(cfg, "v_head_dim", where, 0, minimum=0),
+        q_lora_rank=_int(cfg, "q_lora_rank", where, 0, minimum=0),
+        n_routed_experts=(_int(cfg, "n_routed_experts", where, 0, minimum=0)
+                          or _int(cfg, "num_local_experts", where, 0, minimum=0)),
+        n_shared_experts=_int(cfg, "n_shared_experts", where, 0, minimum=0),
+        moe_intermediate=_int(cfg, "moe_intermediate_size", where, 0, minimum=0),
+        first_k_dense=_int(cfg, "first_k_dense_replace", where, 0, minimum=0),
+        sliding_window=sliding if sliding_layers else 0,
         sliding_layers=sliding_layers,
     )
 
@@ -193,7 +236,7 @@ def load_shape(model_config: str | None = None, model_dir: Path | None = None) -
     except FileNotFoundError:
         raise PlanError(f"{path}: no such file; give a Hugging Face config.json or one of "
                         f"{', '.join(sorted(builtin_models()))}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise PlanError(f"{path}: not a readable JSON config: {exc}; give the model's "
                         "config.json") from None
     if not isinstance(cfg, dict):
@@ -223,14 +266,45 @@ def safetensors_bytes(model_dir: Path) -> int:
                 if n > 100_000_000:
                     raise ValueError(f"header length {n} is implausible")
                 header = json.loads(fh.read(n))
-            for name, info in header.items():
-                if name == "__metadata__":
-                    continue
-                begin, end = info["data_offsets"]
-                total += int(end) - int(begin)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise PlanError(f"{f}: not a safetensors file: {exc}; re-download the "
                             "checkpoint") from None
+        total += _header_bytes(f, header)
+    return total
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _header_bytes(f: Path, header: object) -> int:
+    """The tensor bytes a parsed safetensors header declares, after checking its shape.
+
+    A damaged or hand-made header must not reach the sum: ``end < begin`` would subtract
+    weights and print a plan that fits, a float offset (``1e400``) would crash.
+    """
+    if not isinstance(header, dict):
+        raise PlanError(f"{f}: not a safetensors file: the header is a JSON "
+                        f"{type(header).__name__}, not an object of tensors; re-download "
+                        "the checkpoint")
+    total = 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = info.get("data_offsets") if isinstance(info, dict) else None
+        if not (isinstance(info, dict) and isinstance(info.get("dtype"), str)
+                and isinstance(info.get("shape"), list)
+                and all(_is_count(d) for d in info["shape"])):
+            problem = f"expected {{dtype, shape, data_offsets}}, got {json.dumps(info)[:200]}"
+        elif not (isinstance(offsets, list) and len(offsets) == 2
+                  and all(_is_count(o) for o in offsets) and offsets[0] <= offsets[1]):
+            problem = (f"data_offsets {json.dumps(offsets)[:200]}: expected [begin, end], "
+                       "whole numbers with 0 <= begin <= end")
+        else:
+            total += offsets[1] - offsets[0]
+            continue
+        raise PlanError(f"{f}: tensor {name!r}: {problem}; the header is damaged: "
+                        "re-download the checkpoint")
     return total
 
 
@@ -478,6 +552,32 @@ def misfit_message(plan: Plan) -> tuple[str, str]:
     return problem, " or ".join(fixes)
 
 
+def check_tensor_parallel(m: ModelShape, tp: int, location: Location) -> None:
+    """Raise a :class:`ProfileError` at ``serving.tensor_parallel_size`` when ``tp`` does not
+    divide the model's attention heads.
+
+    Each rank holds heads / tp query heads, so the engines refuse such a size at start-up:
+    vLLM "Total number of attention heads (32) must be divisible by tensor parallel size
+    (3)." (src: vllm/config ModelConfig.verify_with_parallel_config), SGLang on GPUs an
+    AssertionError "32 is not divisible by 3" (src: sglang srt/distributed/utils.py
+    ensure_divisibility, from its attention layers). dockergen holds TensorRT-LLM to the same
+    rule, as the smallest-TP search of :func:`make_plan` already does for every engine.
+    """
+    if m.heads % tp == 0:
+        return
+    divisors = [d for d in range(1, 65) if m.heads % d == 0]  # the profile allows 1..64
+    lower = max(d for d in divisors if d < tp)  # 1 divides everything
+    upper = min((d for d in divisors if d > tp), default=None)
+    sizes = (f"{lower} or {upper} (divisors of {m.heads})" if upper
+             else f"{lower} (a divisor of {m.heads})")
+    raise ProfileError([Problem(
+        location, "serving.tensor_parallel_size",
+        f"{tp} does not divide num_attention_heads {m.heads} of {m.source}; vLLM and SGLang "
+        f"refuse to start ('Total number of attention heads ({m.heads}) must be divisible by "
+        f"tensor parallel size ({tp})')",
+        f"set serving.tensor_parallel_size to {sizes}")])
+
+
 def check_fit(plan: Plan, location: Location) -> None:
     """Raise a :class:`ProfileError` at ``serving.max_model_len`` when the plan does not fit."""
     if plan.fits:
@@ -535,6 +635,7 @@ class ProfilePlanSource:
     inputs: PlanInputs
     model_config: str | None  # resolved path or built-in name from serving.hf_config
     max_model_len_at: Location
+    tensor_parallel_at: Location
 
 
 def profile_source(path: Path, overrides: tuple[str, ...] = ()) -> ProfilePlanSource:
@@ -559,6 +660,7 @@ def profile_source(path: Path, overrides: tuple[str, ...] = ()) -> ProfilePlanSo
         config = str(path.parent / config)
     loaded = load_profile(path, overrides)
     at = loaded.at("serving", "max_model_len")  # or its nearest parent when inherited
+    tp_at = loaded.at("serving", "tensor_parallel_size")
     return ProfilePlanSource(
         inputs=PlanInputs(
             engine=p.engine.name, gpu_names=tuple(t.given for t in resolved.targets),
@@ -566,7 +668,7 @@ def profile_source(path: Path, overrides: tuple[str, ...] = ()) -> ProfilePlanSo
             kv_cache=p.quantization.kv_cache, tensor_parallel=s.tensor_parallel_size,
             max_model_len=s.max_model_len, gpu_memory_utilization=s.gpu_memory_utilization,
             max_num_batched_tokens=s.max_num_batched_tokens),
-        model_config=config, max_model_len_at=at)
+        model_config=config, max_model_len_at=at, tensor_parallel_at=tp_at)
 
 
 def plan_profile(path: Path, overrides: tuple[str, ...] = (), model_config: str | None = None,
@@ -578,6 +680,7 @@ def plan_profile(path: Path, overrides: tuple[str, ...] = (), model_config: str 
     if model_config is None and model_dir is None:
         model_config = src.model_config
     shape = load_shape(model_config, model_dir)
+    check_tensor_parallel(shape, src.inputs.tensor_parallel, src.tensor_parallel_at)
     weights = None
     weight_source = ""
     if model_dir is not None:
@@ -592,7 +695,10 @@ def validate_capacity(path: Path, overrides: tuple[str, ...] = ()) -> Plan | Non
     if src.model_config is None:
         return None
     try:
-        plan = make_plan(load_shape(src.model_config), src.inputs)
+        shape = load_shape(src.model_config)
+        # a ProfileError of its own field: not caught below
+        check_tensor_parallel(shape, src.inputs.tensor_parallel, src.tensor_parallel_at)
+        plan = make_plan(shape, src.inputs)
     except PlanError as exc:  # a bad hf_config is a profile problem at that field
         from dockergen.loader import load_profile
 

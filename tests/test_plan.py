@@ -27,7 +27,7 @@ from dockergen.plan import (
     safetensors_bytes,
     shape_from_config,
 )
-from tests.conftest import PROFILES, run_cli
+from tests.conftest import PROFILES, Run, run_cli
 
 LLAMA3_8B = {"num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
              "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
@@ -254,3 +254,128 @@ def test_sglang_budget_is_the_static_fraction_minus_weights() -> None:
                                  gpu_memory_utilization=None))
     # unset: the 2 GiB overhead estimate is what stays outside the static pool
     assert abs(unset.kv_budget_bytes_per_gpu - (78 * GIB - 8_030_261_248)) < 80 * GIB * 1e-4
+
+
+# --- bad input: a clear error (file, key, value, fix) and its exit code, never a traceback ---
+
+H100 = str(PROFILES / "h100-fp8.yaml")
+
+
+def _refused(out: Run, rc: int, *parts: str) -> None:
+    """The command failed with ``rc``, said every part, printed no plan and no traceback."""
+    assert out.rc == rc, out.out + out.err
+    assert "Traceback" not in out.err
+    assert out.out == ""
+    for part in parts:
+        assert part in out.err, out.err
+
+
+def test_plan_rejects_a_non_finite_overhead_as_usage() -> None:
+    # click.FloatRange lets NaN through; int(NaN) crashed the plan with exit 1
+    out = run_cli("plan", H100, "--model-config", "llama-3-8b", "--overhead-gib", "nan")
+    _refused(out, 64, "--overhead-gib", "nan is not a number of GiB", "from 0 to 1024")
+    assert run_cli("plan", H100, "--model-config", "llama-3-8b", "--overhead-gib", "2").rc == 0
+
+
+def test_plan_rejects_an_empty_model_config_as_usage() -> None:
+    # Path("") is ".": the message named the working directory instead of the option
+    out = run_cli("plan", H100, "--model-config", "")
+    _refused(out, 64, "--model-config is empty", "llama-3-8b")
+    assert "'.'" not in out.err
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("num_attention_heads", 0, "num_attention_heads: expected a whole number >= 1, got 0; "
+                               "set num_attention_heads to the model's own value"),
+    ("num_hidden_layers", 0, "num_hidden_layers: expected a whole number >= 1, got 0"),
+    ("num_key_value_heads", 0, "num_key_value_heads: expected a whole number >= 1, got 0"),
+    ("head_dim", "x", 'head_dim: expected a whole number >= 1, got "x"'),
+    ("q_lora_rank", "x", 'q_lora_rank: expected a whole number >= 0, got "x"'),
+    ("sliding_window", "x", 'sliding_window: expected null (no window) or a whole number of '
+                            'tokens >= 1, got "x"; set sliding_window to the model\'s window'),
+    ("sliding_window", -1, "sliding_window: expected null (no window) or a whole number of "
+                           "tokens >= 1, got -1"),
+    ("hidden_size", 4, "hidden_size 4 / num_attention_heads 32 gives head_dim 0; set head_dim"),
+    ("layer_types", ["sliding_attention"] * 3, "layer_types: 3 entries for num_hidden_layers "
+                                               "32; give one entry per layer"),
+    ("layer_types", ["sliding_attention"] * 32, "layer_types: 32 sliding_attention layers but "
+                                                "no sliding_window; set sliding_window"),
+], ids=["heads-0", "layers-0", "kv-heads-0", "head-dim-text", "q-lora-text", "window-text",
+        "window-negative", "head-dim-0", "layer-types-count", "sliding-without-window"])
+def test_config_numbers_are_checked_in_plan_and_validate(tmp_path: Path, key: str,
+                                                         value: object, expected: str) -> None:
+    # before: ZeroDivisionError / ValueError tracebacks (exit 1), or a plan of 0 layers or
+    # 0 KV heads that "fits" (exit 0)
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({**LLAMA3_8B, key: value}))
+    _refused(run_cli("plan", H100, "--model-config", str(cfg)), 2, f"{cfg}: {expected}")
+    _refused(run_cli("validate", H100, "--set", f"serving.hf_config={cfg}"), 2,
+             f"serving.hf_config: {cfg}: {expected}")
+
+
+def test_config_nulls_and_a_zero_window_mean_unset() -> None:
+    # null is "not set" in HF configs (head_dim, q_lora_rank, sliding_window): the defaults
+    m = shape_from_config({**LLAMA3_8B, "head_dim": None, "num_key_value_heads": None,
+                           "sliding_window": None, "q_lora_rank": None}, "x", "x.json")
+    assert (m.head_dim, m.kv_heads, m.sliding_window, m.q_lora_rank) == (128, 32, 0, 0)
+    assert shape_from_config({**LLAMA3_8B, "sliding_window": 0}, "x", "x").attention == "gqa"
+
+
+def _header(path: Path, header: object) -> None:
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+
+
+@pytest.mark.parametrize(("header", "expected"), [
+    ([1], "not a safetensors file: the header is a JSON list, not an object of tensors"),
+    ({"w": {"dtype": "BF16", "shape": [1], "data_offsets": [0, 1e400]}},
+     "tensor 'w': data_offsets [0, Infinity]: expected [begin, end]"),
+    ({"w": {"dtype": "BF16", "shape": [1], "data_offsets": [10, 0]}},
+     "tensor 'w': data_offsets [10, 0]: expected [begin, end], whole numbers with "
+     "0 <= begin <= end"),
+    ({"w": {"dtype": "BF16", "shape": [1]}}, "tensor 'w': data_offsets null"),
+    ({"w": [0, 2]}, "tensor 'w': expected {dtype, shape, data_offsets}, got [0, 2]"),
+    ({"w": {"dtype": "BF16", "shape": [-1], "data_offsets": [0, 2]}},
+     "tensor 'w': expected {dtype, shape, data_offsets}"),
+    ("[" * 100_000, "not a safetensors file"),  # nesting past Python's recursion limit
+], ids=["list", "float-offset", "end-before-begin", "no-offsets", "entry-not-object",
+        "negative-dim", "deep-nesting"])
+def test_safetensors_headers_are_checked(tmp_path: Path, header: object,
+                                         expected: str) -> None:
+    # before: AttributeError / OverflowError tracebacks, or "weights -10 B ... fits yes"
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(LLAMA3_8B))
+    shard = model / "model.safetensors"
+    if isinstance(header, str):
+        shard.write_bytes(struct.pack("<Q", len(header)) + header.encode())
+    else:
+        _header(shard, header)
+    _refused(run_cli("plan", H100, "--model-dir", str(model)), 2, f"{shard}: {expected}",
+             "re-download the checkpoint")
+
+
+def test_tensor_parallel_must_divide_the_attention_heads(tmp_path: Path) -> None:
+    # vLLM: "Total number of attention heads (32) must be divisible by tensor parallel
+    # size (3)."; the plan said "fits yes"
+    bad = run_cli("plan", H100, "--model-config", "llama-3-8b",
+                  "--set", "serving.tensor_parallel_size=3")
+    _refused(bad, 2, "serving.tensor_parallel_size: 3 does not divide num_attention_heads 32",
+             "set serving.tensor_parallel_size to 2 or 4 (divisors of 32)")
+    # both fixes are valid
+    for tp in ("2", "4"):
+        ok = run_cli("plan", H100, "--model-config", "llama-3-8b",
+                     "--set", f"serving.tensor_parallel_size={tp}")
+        assert ok.rc == 0, ok.err
+    # validate checks it where the profile names its model, at the field's line
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA3_8B))
+    profile = tmp_path / "tp.yaml"
+    profile.write_text("extends: h100-fp8\nname: tp\nserving:\n  hf_config: config.json\n"
+                       "  tensor_parallel_size: 48\n")
+    out = run_cli("validate", profile.name, cwd=tmp_path)
+    assert out.rc == 2 and "Traceback" not in out.err
+    assert out.err.startswith("tp.yaml:5:25: serving.tensor_parallel_size: 48 does not divide "
+                              "num_attention_heads 32 of ")
+    assert "set serving.tensor_parallel_size to 32 (a divisor of 32)" in out.err
+    assert run_cli("validate", profile.name, "--set", "serving.tensor_parallel_size=32",
+                   cwd=tmp_path).rc == 0
