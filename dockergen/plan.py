@@ -92,7 +92,8 @@ class ModelShape:
     n_routed_experts: int = 0
     n_shared_experts: int = 0
     moe_intermediate: int = 0
-    first_k_dense: int = 0
+    shared_intermediate: int = 0  # Qwen2-MoE's one shared expert (with a sigmoid gate)
+    dense_layers: int = 0  # of an MoE model: layers with a dense MLP instead of experts
     sliding_window: int = 0
     sliding_layers: int = 0  # how many of the layers are sliding-window layers
 
@@ -186,10 +187,26 @@ def shape_from_config(cfg: dict[str, Any], name: str, where: str) -> ModelShape:
         raise PlanError(f"{where}: layer_types: {sliding_layers} sliding_attention layers "
                         "but no sliding_window; set sliding_window to the model's window "
                         "from its published config.json")
+    # routed experts: DeepSeek n_routed_experts, Mixtral num_local_experts, Qwen3-MoE
+    # num_experts (transformers' config classes of each)
+    experts = (_int(cfg, "n_routed_experts", where, 0, minimum=0)
+               or _int(cfg, "num_local_experts", where, 0, minimum=0)
+               or _int(cfg, "num_experts", where, 0, minimum=0))
+    intermediate = _int(cfg, "intermediate_size", where, 4 * hidden)
+    # dense-MLP layers of an MoE model: DeepSeek's first k; Qwen2/3-MoE's mlp_only_layers and
+    # the layers off its decoder_sparse_step (transformers Qwen3MoeDecoderLayer)
+    step = _int(cfg, "decoder_sparse_step", where, 1)
+    mlp_only = cfg.get("mlp_only_layers") or []
+    if not isinstance(mlp_only, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers for i in mlp_only):
+        raise PlanError(f"{where}: mlp_only_layers: expected a list of layer numbers from 0 "
+                        f"to {layers - 1}; copy it from the model's published config.json")
+    dense_layers = (_int(cfg, "first_k_dense_replace", where, 0, minimum=0)
+                    or sum(1 for i in range(layers) if i in mlp_only or (i + 1) % step))
     return ModelShape(
         name=name, source=where, layers=layers, hidden=hidden, heads=heads,
         kv_heads=kv_heads, head_dim=head_dim,
-        intermediate=_int(cfg, "intermediate_size", where, 4 * hidden),
+        intermediate=intermediate,
         vocab=_int(cfg, "vocab_size", where, 32000),
         max_position=_int(cfg, "max_position_embeddings", where, 4096),
         tied=bool(cfg.get("tie_word_embeddings", False)),
@@ -199,11 +216,14 @@ def shape_from_config(cfg: dict[str, Any], name: str, where: str) -> ModelShape:
         qk_nope_head_dim=_int(cfg, "qk_nope_head_dim", where, 0, minimum=0),
         v_head_dim=_int(cfg, "v_head_dim", where, 0, minimum=0),
         q_lora_rank=_int(cfg, "q_lora_rank", where, 0, minimum=0),
-        n_routed_experts=(_int(cfg, "n_routed_experts", where, 0, minimum=0)
-                          or _int(cfg, "num_local_experts", where, 0, minimum=0)),
+        n_routed_experts=experts,
         n_shared_experts=_int(cfg, "n_shared_experts", where, 0, minimum=0),
-        moe_intermediate=_int(cfg, "moe_intermediate_size", where, 0, minimum=0),
-        first_k_dense=_int(cfg, "first_k_dense_replace", where, 0, minimum=0),
+        # Mixtral's experts are intermediate_size wide (it has no moe_intermediate_size);
+        # counting them as 0 wide put Mixtral-8x7B at 1.6B parameters instead of 46.7B
+        moe_intermediate=(_int(cfg, "moe_intermediate_size", where, 0, minimum=0)
+                          or (intermediate if experts else 0)),
+        shared_intermediate=_int(cfg, "shared_expert_intermediate_size", where, 0, minimum=0),
+        dense_layers=dense_layers if experts else layers,
         sliding_window=sliding if sliding_layers else 0,
         sliding_layers=sliding_layers,
     )
@@ -326,13 +346,13 @@ def count_params(m: ModelShape) -> int:
         attn = (m.hidden * m.heads * m.head_dim * 2
                 + m.hidden * m.kv_heads * m.head_dim * 2)
     dense_mlp = 3 * m.hidden * m.intermediate
-    if m.n_routed_experts:
+    moe_mlp = 0
+    if m.n_routed_experts:  # experts, shared experts, the router (and a shared-expert gate)
         moe_mlp = (3 * m.hidden * m.moe_intermediate * (m.n_routed_experts + m.n_shared_experts)
                    + m.hidden * m.n_routed_experts)
-        dense_layers = m.first_k_dense
-    else:
-        moe_mlp = 0
-        dense_layers = m.layers
+        if m.shared_intermediate:
+            moe_mlp += 3 * m.hidden * m.shared_intermediate + m.hidden
+    dense_layers = m.dense_layers
     norms = 2 * m.hidden
     per_layers = (m.layers * (attn + norms) + dense_layers * dense_mlp
                   + (m.layers - dense_layers) * moe_mlp)

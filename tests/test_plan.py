@@ -91,6 +91,40 @@ def test_deepseek_v3_mla_per_token_has_no_factor_two() -> None:
     assert abs(count_params(m) - 671e9) / 671e9 < 0.001
 
 
+# src: the models' published config.json on Hugging Face (mistralai/Mixtral-8x7B-v0.1,
+# Qwen/Qwen3-30B-A3B, Qwen/Qwen2-57B-A14B), the fields the plan reads
+MIXTRAL_8X7B = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+                "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000,
+                "num_local_experts": 8, "num_experts_per_tok": 2,
+                "tie_word_embeddings": False}
+QWEN3_30B_A3B = {"hidden_size": 2048, "num_hidden_layers": 48, "num_attention_heads": 32,
+                 "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 6144,
+                 "moe_intermediate_size": 768, "num_experts": 128, "vocab_size": 151936,
+                 "decoder_sparse_step": 1, "mlp_only_layers": [],
+                 "tie_word_embeddings": False}
+QWEN2_57B_A14B = {"hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28,
+                  "num_key_value_heads": 4, "intermediate_size": 18944,
+                  "moe_intermediate_size": 2560, "shared_expert_intermediate_size": 20480,
+                  "num_experts": 64, "vocab_size": 151936, "decoder_sparse_step": 1,
+                  "mlp_only_layers": [], "tie_word_embeddings": False}
+
+
+def test_moe_experts_are_counted_for_every_config_family() -> None:
+    """Mixtral's experts (no moe_intermediate_size) were counted 0 wide: 1.6B, not 46.7B;
+    Qwen-MoE's num_experts was not read at all."""
+    assert count_params(shape_from_config(MIXTRAL_8X7B, "mixtral", "t")) == 46_702_792_704
+    qwen3 = count_params(shape_from_config(QWEN3_30B_A3B, "qwen3-moe", "t"))
+    assert abs(qwen3 - 30_532_122_624) / 30_532_122_624 < 1e-6  # q/k norms not counted
+    qwen2 = count_params(shape_from_config(QWEN2_57B_A14B, "qwen2-moe", "t"))
+    assert abs(qwen2 - 57.4e9) / 57.4e9 < 0.002  # the card's 57.4B (q/k/v biases not counted)
+    # every other layer dense (decoder_sparse_step 2: layers 0, 2, ...) and layer 1 listed
+    half = count_params(shape_from_config({**QWEN3_30B_A3B, "decoder_sparse_step": 2,
+                                           "mlp_only_layers": [1]}, "q", "t"))
+    dense = 3 * 2048 * 6144
+    moe = 3 * 2048 * 768 * 128 + 2048 * 128
+    assert qwen3 - half == 25 * (moe - dense)
+
+
 def test_gemma_style_sliding_window_only_global_layers_grow() -> None:
     m = shape_from_config(GEMMA_STYLE, "gemma-ish", "test")
     assert m.attention == "hybrid-sliding-window"
