@@ -27,12 +27,12 @@ def write_file(path: Path, text: str) -> None:
     Missing folders are created; on any failure the old file (if any) is left as it was
     and no temporary file remains. Errors are :class:`~dockergen.errors.OutputError`.
     """
-    blocker = _file_in_the_way(path)
-    if blocker is not None:
-        raise OutputError(f"{path}: {blocker} is a file, not a folder; choose another path")
-    if path.is_dir():
-        raise OutputError(f"{path}: is a folder; choose a file path")
     try:
+        blocker = _file_in_the_way(path)
+        if blocker is not None:
+            raise OutputError(f"{path}: {blocker} is a file, not a folder; choose another path")
+        if path.is_dir():
+            raise OutputError(f"{path}: is a folder; choose a file path")
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     except OSError as exc:

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from dockergen.daemon import ContainerDaemon
 
 LOG_TAIL = 30
+RECORD_FILE = "build-record.json"  # beside the context: what `deploy --record` reads
+LOG_FILE = "build.log"
 
 
 class BuildFailed(DockergenError):
@@ -419,12 +421,12 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
         if builder == "buildkit" and not daemon.has_buildkit():
             raise DaemonError("this Docker engine has no BuildKit; use --builder classic")
     folder = output or Path("build") / ctx.name
-    write_context(folder, ctx.files)
+    write_context(folder, ctx.files, later=(RECORD_FILE, LOG_FILE))
     record: dict[str, Any] = {"profile": ctx.name, "profile_hash": ctx.resolved.profile_hash,
                               "builder": builder, "tags": refs, "immutable_tag": immutable,
                               "target": target or "(final stage)", "status": "started"}
-    record_path = folder / "build-record.json"
-    with open(folder / "build.log", "w", encoding="utf-8") as log:
+    record_path = folder / RECORD_FILE
+    with open(folder / LOG_FILE, "w", encoding="utf-8") as log:
         try:
             result = run_build(daemon, ctx.files, plan, options, log, sys.stderr)
         except DockergenError as exc:

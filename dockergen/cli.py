@@ -9,6 +9,8 @@ May import: anything of dockergen (it is the top: nothing imports it).
 from __future__ import annotations
 
 import contextlib
+import errno
+import io
 import json
 import math
 import os
@@ -44,12 +46,41 @@ class _OutputClosed(Exception):
         self.command = command
 
 
+# What writing to our own stdout can fail with besides a closed pipe: a full disk or
+# /dev/full, an I/O error, a file-size or quota limit, a closed descriptor. Files dockergen
+# writes report their own errors (OutputError); these are the terminal's or the redirect's.
+_STDOUT_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT, errno.EBADF})
+
+
 class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
             raise _OutputClosed(ctx.invoked_subcommand) from None
+        except OSError as exc:
+            if exc.errno not in _STDOUT_ERRNOS:
+                raise
+            raise OutputError(f"cannot write the output: {exc.strerror}; redirect it to a "
+                              "writable file with room, or use -o") from None
+
+
+def _path_given(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """-o '' is no path: it printed to stdout (render, schema) or named the working folder."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("is empty; give a path, or leave -o out to print")
+    return value
+
+
+class _ClosedStdout(io.TextIOBase):
+    """Standard output when the process was started with it closed (`dockergen render >&-`):
+    Python sets sys.stdout to None and click then drops everything printed, silently."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
 
 
 # -q also applies to the warnings that come with errors, which main() prints after the
@@ -93,16 +124,27 @@ _strict_option = click.option(
                                    "(default: it is dropped with its problems printed).")
 
 
+def _check_syntax(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--syntax is an image reference: it becomes line 1 of the Dockerfile, so a newline in
+    it would add an instruction (and an empty one would silently emit nothing)."""
+    from dockergen.profile import _PATTERNS
+
+    shape, what = _PATTERNS["image_ref"]
+    if value is not None and not shape.fullmatch(value):
+        raise click.BadParameter(f"{value!r} is not {what}, e.g. docker/dockerfile:1")
+    return value
+
+
 @cli.command()
 @click.argument("profile", required=False, type=click.Path(dir_okay=False))
-@click.option("-o", "--output", type=click.Path(file_okay=False),
+@click.option("-o", "--output", type=click.Path(file_okay=False), callback=_path_given,
               help="Write a build context (Dockerfile, .dockerignore, lock file) and a "
                    "docker-bake.hcl to this folder.")
 @click.option("--all", "render_all", is_flag=True,
               help="Render every shipped profile into OUTPUT/<name>/ and OUTPUT/docker-bake.hcl.")
 @_set_option
 @_mode_option
-@click.option("--syntax", metavar="IMAGE",
+@click.option("--syntax", metavar="IMAGE", callback=_check_syntax,
               help="Emit a '# syntax=IMAGE' parser directive (needs that frontend image).")
 @_strict_option
 @_quiet_option
@@ -362,7 +404,7 @@ def explain(profile: str, overrides: tuple[str, ...], mode: str) -> None:
 @cli.command()
 @click.argument("profile", type=click.Path(dir_okay=False))
 @_set_option
-@click.option("-o", "--output", type=click.Path(file_okay=False),
+@click.option("-o", "--output", type=click.Path(file_okay=False), callback=_path_given,
               help="Build context folder (default: build/<profile name>); the build log and "
                    "build record are written there too.")
 @click.option("--builder", type=click.Choice(["auto", "buildkit", "classic"]), default="auto",
@@ -430,7 +472,7 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
               help="compose: a Compose file; k8s: Deployment + Service.")
 @click.option("--record", type=click.Path(dir_okay=False),
               help="build-record.json of `dockergen build --push`: pin the image by digest.")
-@click.option("-o", "--output", type=click.Path(),
+@click.option("-o", "--output", type=click.Path(), callback=_path_given,
               help="Write to this file (with --all: a folder, OUTPUT/<name>/FILE).")
 @click.option("--all", "deploy_all", is_flag=True, help="Every shipped profile (examples).")
 @click.option("--opt-in", "opt_in", multiple=True,
@@ -527,6 +569,7 @@ def plan(profile: str, model_config: str | None, model_dir: str | None, overhead
 @cli.command()
 @click.argument("profile", required=False, type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
+              callback=_path_given,
               help="Folder for the monitoring files (with --all: OUTPUT/<name>/).")
 @click.option("--all", "observe_all", is_flag=True,
               help="Every shipped profile into OUTPUT/<name>/ (how examples/observe is made).")
@@ -601,7 +644,7 @@ def list_profiles() -> None:
 
 
 @cli.command()
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
+@click.option("-o", "--output", type=click.Path(dir_okay=False), callback=_path_given,
               help="Write the schema to this file instead of stdout.")
 def schema(output: str | None) -> None:
     """Print the JSON Schema of profile files (for editors)."""
@@ -620,6 +663,8 @@ def main(argv: list[str] | None = None) -> None:
     # dockergen uses no pydantic plugins; skipping their entry-point scan saves ~25 ms
     # of start-up on every command.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    if sys.stdout is None:
+        sys.stdout = _ClosedStdout()
     try:
         cli.main(args=argv, prog_name="dockergen", standalone_mode=False)
     except DockergenError as exc:

@@ -55,8 +55,13 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
+# a parent profile's file name without .yaml: no folder, no leading dot, no control
+# characters (names land in the Dockerfile's header comments)
+_PARENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
 def _find_parent(name: str, child: Path, loc: Location) -> Path:
-    if not name or "/" in name or name.startswith("."):
+    if not _PARENT.fullmatch(name):
         raise ProfileError([Problem(loc, "extends", f"{name!r} is not a profile name",
                                     "use the name of a profile without .yaml, e.g. base")])
     for folder in (child.parent, profiles_dir()):
@@ -349,6 +354,7 @@ _VALUE_FIX = {
 
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def locate_profile(path: Path) -> Path:
@@ -358,7 +364,17 @@ def locate_profile(path: Path) -> Path:
     profiles live inside site-packages. An existing file of that name wins.
     """
     text = str(path)
-    if path.exists() or not _NAME.fullmatch(text):
+    if _CONTROL.search(text):  # the name is written into the Dockerfile's header comments
+        raise ProfileError([Problem(Location(repr(text)[1:-1]), "", "the file name holds a "
+                                    "control character (a newline, a tab...)",
+                                    "rename the file to letters, digits, '-', '_' and '.'")])
+    try:
+        exists = path.exists()
+    except OSError as exc:  # e.g. ENAMETOOLONG: exists() only absorbs "no such file"
+        raise ProfileError([Problem(Location(text[:80] + "..."), "",
+                                    f"cannot read the file: {exc.strerror}",
+                                    "give a shorter path")]) from None
+    if exists or not _NAME.fullmatch(text):
         return path
     shipped = profiles_dir() / f"{text}.yaml"
     if shipped.is_file():
@@ -449,7 +465,11 @@ def read_user_knowledge(files: tuple[str, ...], folder: Path, pos: Positions
     overlay: dict[str, dict[str, dict[str, Any]]] = {}
     for i, name in enumerate(files):
         path = folder / name
-        if not path.is_file():
+        try:
+            found = path.is_file()
+        except OSError:  # ENAMETOOLONG: is_file() only absorbs "no such file"
+            found = False
+        if not found:
             problems.append(Problem(pos.of(("knowledge", i)), f"knowledge[{i}]",
                                     f"{name} does not exist next to the profile",
                                     "give the path of a knowledge file relative to the profile"))

@@ -90,6 +90,9 @@ def environment() -> jinja2.Environment:
 
 def render_dockerfile(r: Resolved, syntax: str | None = None) -> str:
     """The Dockerfile text of a resolved profile."""
+    for text in (syntax or "", r.source_name, *r.chain):  # they land in comment lines
+        if _CONTROL.search(text):
+            raise ValueError(f"control character in a Dockerfile comment: {text!r}")
     template = environment().get_template("Dockerfile.j2")
     text = template.render(
         version=__version__, chain=r.chain, source_name=r.source_name, name=r.profile.name,
@@ -118,27 +121,32 @@ def build_context(r: Resolved, cert_sources: list[Path],
     return dict(sorted(files.items()))
 
 
-def write_context(out_dir: Path, files: dict[str, bytes]) -> None:
+def write_context(out_dir: Path, files: dict[str, bytes], later: tuple[str, ...] = ()
+                  ) -> None:
     """Write a build context atomically: all files appear at once, or nothing changes.
 
     The files are written to a temporary sibling folder which then replaces ``out_dir``.
-    An existing ``out_dir`` is only replaced when it is empty or was written by dockergen
-    (it holds a lock file), so a mistyped ``-o`` never deletes the user's files.
+    An existing ``out_dir`` is only replaced when it is empty or holds nothing but what
+    dockergen wrote there (listed in its :data:`MANIFEST`, with the ``later`` files the
+    caller writes into it afterwards), so neither a mistyped ``-o`` nor a re-render ever
+    deletes the user's files.
     """
-    out_dir = out_dir.resolve()
-    if out_dir.exists():
-        if not out_dir.is_dir():
-            raise OutputError(f"{out_dir}: exists and is not a folder; choose another -o path")
-        if any(out_dir.iterdir()) and not (out_dir / LOCK_FILE).is_file():
-            raise OutputError(f"{out_dir}: folder is not empty and was not written by "
-                              "dockergen; choose an empty or new folder")
     try:
+        out_dir = out_dir.resolve()
+        if out_dir.exists():
+            if not out_dir.is_dir():
+                raise OutputError(f"{out_dir}: exists and is not a folder; choose another -o "
+                                  "path")
+            _check_owned(out_dir, {*files, *later})
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     except OSError as exc:
-        raise OutputError(f"{out_dir}: cannot create: {exc.strerror}") from None
+        raise OutputError(f"{out_dir}: cannot create: {exc.strerror}; choose another -o "
+                          "path") from None
     try:
-        for name, data in files.items():
+        listing = sorted({*files, *later, MANIFEST})
+        manifest = (_MANIFEST_HEADER + "".join(f"{name}\n" for name in listing)).encode()
+        for name, data in {**files, MANIFEST: manifest}.items():
             target = staging / name
             target.parent.mkdir(parents=True, exist_ok=True)
             with open(target, "wb") as fh:
@@ -153,6 +161,52 @@ def write_context(out_dir: Path, files: dict[str, bytes]) -> None:
                           ) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+# The files of a folder dockergen wrote, so that a re-render replaces only those. The
+# context's .dockerignore ignores everything, so the list never reaches a build.
+MANIFEST = ".dockergen-files"
+_MANIFEST_HEADER = ("# Written by dockergen: `render -o` replaces this folder only while it "
+                    "holds just these files.\n")
+
+
+def _files_in(folder: Path) -> set[str]:
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*")
+            if p.is_file() or p.is_symlink()}
+
+
+def _check_owned(out_dir: Path, files: set[str]) -> None:
+    """Refuse a folder holding anything dockergen did not write there."""
+    present = _files_in(out_dir)
+    if not present:
+        return
+    manifest = out_dir / MANIFEST
+    if manifest.is_file():
+        text = manifest.read_text(encoding="utf-8", errors="replace")
+        listed = set(text.splitlines()[1:]) if text.startswith(_MANIFEST_HEADER) else set()
+        foreign = sorted(present - listed)
+        if listed and foreign:
+            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more"
+                                              if len(foreign) > 5 else "")
+            raise OutputError(f"{out_dir}: holds files dockergen did not write ({shown}); "
+                              "move them out, or choose another -o folder")
+        if listed:
+            return
+    # a folder written before the manifest existed: dockergen's lock file, and only files
+    # this render writes too
+    elif _is_lock(out_dir / LOCK_FILE) and present <= files:
+        return
+    raise OutputError(f"{out_dir}: folder is not empty and was not written by dockergen; "
+                      "choose an empty or new folder")
+
+
+def _is_lock(path: Path) -> bool:
+    """A lock file dockergen wrote (not just a file of that name)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and {"dockergen", "profile_hash", "mode"} <= data.keys()
 
 
 def _swap_in(staging: Path, out_dir: Path) -> None:

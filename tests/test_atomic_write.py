@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 
 from dockergen.errors import OutputError
-from dockergen.render import LOCK_FILE, write_context
+from dockergen.render import LOCK_FILE, MANIFEST, write_context
 
 OLD = {"Dockerfile": b"FROM old\n", LOCK_FILE: b"{}\n"}
 NEW = {"Dockerfile": b"FROM new\n", LOCK_FILE: b"{}\n", "extra.txt": b"new\n"}
 
 
 def _contents(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in folder.iterdir()}
+    """The files written, without the manifest of them (its own tests are below)."""
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.name != MANIFEST}
 
 
 def _replace_hook(monkeypatch: pytest.MonkeyPatch,
@@ -136,3 +137,58 @@ def test_write_file_keeps_the_old_file_when_the_rename_fails(
         write_file(target, "new\n")
     assert target.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["b.json"]
+
+
+# --- a folder is replaced only while it holds nothing but what dockergen wrote -----------
+def _render(out: Path) -> object:
+    from tests.conftest import run_cli
+
+    return run_cli("render", "-q", "h100-fp8", "-o", str(out))
+
+
+def test_a_rerender_never_deletes_what_the_user_added(tmp_path: Path) -> None:
+    out = tmp_path / "ctx"
+    assert _render(out).rc == 0  # type: ignore[attr-defined]
+    (out / "my-notes.txt").write_text("mine\n")
+    (out / "models").mkdir()
+    (out / "models" / "weights.bin").write_bytes(b"\0")
+    again = _render(out)
+    assert again.rc == 4, again.err  # type: ignore[attr-defined]
+    assert "holds files dockergen did not write (models/weights.bin, my-notes.txt)" \
+        in again.err  # type: ignore[attr-defined]
+    assert (out / "my-notes.txt").read_text() == "mine\n"
+    (out / "my-notes.txt").unlink()
+    (out / "models" / "weights.bin").unlink()
+    assert _render(out).rc == 0  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("marker", ["", "{}", "not json", '{"dockergen": "0.1.0"}'])
+def test_a_file_named_like_the_lock_does_not_make_a_folder_ours(marker: str,
+                                                                tmp_path: Path) -> None:
+    out = tmp_path / "fk"
+    out.mkdir()
+    (out / "dockergen.lock.json").write_text(marker)
+    (out / "important.txt").write_text("precious\n")
+    result = _render(out)
+    assert result.rc == 4, result.err  # type: ignore[attr-defined]
+    assert "was not written by dockergen" in result.err  # type: ignore[attr-defined]
+    assert (out / "important.txt").read_text() == "precious\n"
+
+
+def test_a_folder_written_before_the_manifest_is_still_ours(tmp_path: Path) -> None:
+    """Contexts of dockergen 0.1.0 have a lock file and no manifest (examples/ had)."""
+    out = tmp_path / "ctx"
+    assert _render(out).rc == 0  # type: ignore[attr-defined]
+    (out / ".dockergen-files").unlink()
+    assert _render(out).rc == 0  # type: ignore[attr-defined]
+    assert (out / ".dockergen-files").is_file()
+
+
+def test_the_manifest_lists_what_build_writes_later(tmp_path: Path) -> None:
+    from dockergen.render import MANIFEST, write_context
+
+    write_context(tmp_path / "b", {"Dockerfile": b"FROM x\n"}, later=("build.log",))
+    (tmp_path / "b" / "build.log").write_text("log\n")
+    write_context(tmp_path / "b", {"Dockerfile": b"FROM y\n"}, later=("build.log",))
+    listed = (tmp_path / "b" / MANIFEST).read_text().splitlines()[1:]
+    assert listed == [MANIFEST, "Dockerfile", "build.log"]

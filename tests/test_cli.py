@@ -51,7 +51,8 @@ def test_render_writes_a_build_context(tmp_path: Path) -> None:
     result = run_cli("render", "-q", str(PROFILES / "a100-h100.yaml"), "-o", str(out))
     assert result.rc == 0, result.err
     assert sorted(p.name for p in out.iterdir()) == [
-        ".dockerignore", "Dockerfile", "arch_audit.py", "docker-bake.hcl", "dockergen.lock.json"]
+        ".dockergen-files", ".dockerignore", "Dockerfile", "arch_audit.py", "docker-bake.hcl",
+        "dockergen.lock.json"]
     lock = json.loads((out / "dockergen.lock.json").read_text())
     resolved = lock["resolved"]
     assert resolved["flash_attn_cuda_archs"] == "80;90"
@@ -183,3 +184,67 @@ def test_build_timeout_is_a_real_duration(value: str) -> None:
     assert result.rc == 64, result.err
     assert "--timeout" in result.err and "more than 0 and at most 604800" in result.err
     assert result.out == "" and "Traceback" not in result.err
+
+
+@pytest.mark.parametrize("command", [("render", "-q", "h100-fp8"), ("explain", "h100-fp8"),
+                                     ("schema",)])
+def test_output_that_cannot_be_written_is_exit_4(command: tuple[str, ...]) -> None:
+    """/dev/full raised an OSError traceback (exit 1); a closed stdout lost the output with
+    exit 0."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    for redirect in ("> /dev/full", ">&-"):
+        proc = subprocess.run(f"{sys.executable} -m dockergen {' '.join(command)} {redirect}",
+                              shell=True, capture_output=True, text=True, cwd=ROOT, check=False)
+        assert proc.returncode == 4, (redirect, proc.stderr)
+        assert proc.stderr.startswith("cannot write the output: ")
+        assert "Traceback" not in proc.stderr
+
+
+def test_a_closed_stdout_does_not_matter_when_writing_to_a_folder(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    proc = subprocess.run(f"{sys.executable} -m dockergen render -q h100-fp8 -o {tmp_path / 'o'}"
+                          " >&-", shell=True, capture_output=True, text=True, cwd=ROOT,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "o" / "Dockerfile").is_file()
+
+
+@pytest.mark.parametrize("args", [("render", "h100-fp8", "-o", ""), ("schema", "-o", ""),
+                                  ("render", "h100-fp8", "--syntax", "docker/dockerfile:1\nRUN id"),
+                                  ("render", "h100-fp8", "--syntax", ""),
+                                  ("render", "h100-fp8", "--syntax", "bob:hunter2@reg.io/df:1")])
+def test_option_values_that_would_change_the_output_are_usage_errors(
+        args: tuple[str, ...]) -> None:
+    result = run_cli(*args)
+    assert result.rc == 64, result.err
+    assert result.out == "" and "hunter2" not in result.err
+
+
+def test_too_long_paths_are_clear_errors(tmp_path: Path) -> None:
+    long = "d" * 300
+    for args, code in ((("validate", long), 2), (("validate", f"/tmp/{long}.yaml"), 2),
+                       (("render", "h100-fp8", "-o", str(tmp_path / long)), 4),
+                       (("schema", "-o", str(tmp_path / long)), 4)):
+        result = run_cli(*args)
+        assert result.rc == code, (args, result.err)
+        assert "Traceback" not in result.err
+
+
+def test_a_profile_file_name_cannot_add_a_dockerfile_line(tmp_path: Path) -> None:
+    evil = tmp_path / "evil\nRUN id #.yaml"
+    evil.write_text("extends: h100-fp8\nname: evil\n")
+    result = run_cli("render", "-q", str(evil), "-o", str(tmp_path / "o"))
+    assert result.rc == 2, result.err
+    assert "control character" in result.err and not (tmp_path / "o").exists()
+    parent = tmp_path / "p.yaml"
+    parent.write_text('extends: "h100-fp8\\nRUN id"\nname: p\n')
+    result = run_cli("render", "-q", str(parent))
+    assert result.rc == 2 and "is not a profile name" in result.err, result.err
