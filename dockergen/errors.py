@@ -20,10 +20,13 @@ SECRET_VALUE = re.compile(
     rf"({_B}hf_[A-Za-z0-9]{{8,}}|{_B}gh[pousr]_[A-Za-z0-9]{{8,}}|{_B}github_pat_[A-Za-z0-9_]{{8,}}"
     rf"|{_B}AKIA[0-9A-Z]{{12,}}|{_B}sk-(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{{8,}}"
     rf"|{_B}xox[abpr]-[A-Za-z0-9-]{{8,}}"
-    r"|[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@"
+    # scheme://user:password@ (the user may be empty, the password may hold '@'); the
+    # scheme starts at a boundary, or a long word is rescanned from every letter (20 s for
+    # a 200 kB description)
+    r"|(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^/\s:@]*:[^/\s]*@"
     # user:password@host without a scheme (an image reference cannot carry credentials;
     # `name:tag@sha256:...` is a digest pin, not a password)
-    r"|(?<![^\s'\"=,(\[])[^/\s:@'\"=,(\[]+:[^/\s@'\"]+@(?!sha256:)"
+    r"|(?<![^\s'\"=,(\[])[^/\s:@'\"=,(\[]+:[^/\s'\"]*@(?!sha256:)"
     # credentials in a URL's query (pre-signed links, token-in-URL indexes)
     r"|[?&](?:token|access_token|auth|key|api_key|apikey|password|secret|sig|signature)"
     r"=[^&\s'\"]+)")

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from dockergen import credentials, knowledge
-from dockergen.errors import Location, Problem, ProfileError
+from dockergen.errors import Location, Problem, ProfileError, redact
 from dockergen.profile import Profile
 from dockergen.resources import profiles_dir
 from dockergen.yamlsource import FieldPath, Positions, parse_yaml, read_yaml_file
@@ -162,6 +162,14 @@ def _expects_text(path: FieldPath) -> bool:
     return _strip(_field_annotation(path)) is str
 
 
+_READ_BEFORE_OVERRIDES = {
+    "extends": ("chooses the parent profile", "edit extends: in the profile file, or give "
+                "the profile you want as PROFILE"),
+    "abstract": ("marks a profile that only provides defaults",
+                 "edit abstract: in the profile file"),
+}
+
+
 def apply_overrides(data: dict[str, Any], pos: Positions,
                     overrides: tuple[str, ...]) -> dict[str, Any]:
     """Apply ``--set a.b=value`` overrides (values parsed as YAML) before validation."""
@@ -174,6 +182,12 @@ def apply_overrides(data: dict[str, Any], pos: Positions,
             problems.append(Problem(Location(f"--set {item}"), "",
                                     "expected FIELD.PATH=VALUE",
                                     "e.g. --set serving.max_model_len=16384"))
+            continue
+        if parts[0] in _READ_BEFORE_OVERRIDES:
+            # the chain is read before overrides apply: an override of it changed nothing
+            what, fix = _READ_BEFORE_OVERRIDES[parts[0]]
+            problems.append(Problem(loc, parts[0], f"{what}, read before --set applies",
+                                    fix))
             continue
         value: Any
         if _expects_text(parts):
@@ -528,6 +542,11 @@ def _user_rows(shown: str, fpos: Positions, component: str, table: str, rows: ob
             problems.append(Problem(loc, field_name, "a fact needs its source",
                                     "write it as a mapping with `src:` on one line (where you "
                                     "read it: wheel METADATA, release notes, ...)"))
+            continue
+        if redact(src) != src:  # explain prints every fact's source
+            problems.append(Problem(fpos.of((*at, key, "src")), f"{field_name}.src",
+                                    "holds something shaped like a credential (a token, or a "
+                                    "password in a URL)", "cite the source without it"))
             continue
         found = knowledge.row_problems(component, table, key, row)
         problems += [Problem(fpos.key_of((*at, *path)), ".".join(map(str, (*at, *path))),

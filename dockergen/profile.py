@@ -28,6 +28,9 @@ from pydantic import (
 # shell commands and labels, so nothing outside them may pass (no quotes, spaces,
 # newlines, `$`, backslashes or `;`).
 
+# token counts and positions are int32 in the engines' tensors (torch.int32 positions,
+# block tables): a larger value is a typo that would reach the server command
+_INT32_MAX = 2**31 - 1
 # a TCP port, 1-65535
 _PORT = r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
 _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
@@ -326,10 +329,10 @@ class Serving(_Section):
     served_model_name: ModelPath | None = None
     host: Host = "0.0.0.0"
     port: int = Field(8000, ge=1, le=65535)
-    max_model_len: int | None = Field(None, ge=1)
+    max_model_len: int | None = Field(None, ge=1, le=_INT32_MAX)
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
-    max_num_batched_tokens: int | None = Field(None, ge=1)
-    max_num_seqs: int | None = Field(None, ge=1)
+    max_num_batched_tokens: int | None = Field(None, ge=1, le=_INT32_MAX)
+    max_num_seqs: int | None = Field(None, ge=1, le=_INT32_MAX)
     enable_chunked_prefill: bool | None = None
     tensor_parallel_size: int = Field(1, ge=1, le=64)
     extra_args: tuple[ExtraArg, ...] = Field(

@@ -121,3 +121,22 @@ def test_an_engine_release_outside_the_knowledge_is_an_error_for_every_engine(
         assert f"engine.version: {engine} " in result.err and "is not in the knowledge base" \
             in result.err
         assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("override", ["extends=a100-bf16", "extends=[1]", "abstract=true"])
+def test_overrides_of_what_is_read_first_are_errors(override: str) -> None:
+    """They were dropped silently (exit 0): the chain is read before overrides apply."""
+    result = run_cli("validate", "h100-fp8", "--set", override)
+    assert result.rc == 2, result.err
+    key = override.split("=")[0]
+    assert result.err.startswith(f"--set {key}: {key}: ") and "read before --set" in result.err
+
+
+@pytest.mark.parametrize("field", ["max_model_len", "max_num_batched_tokens", "max_num_seqs"])
+def test_token_counts_stop_at_int32(field: str) -> None:
+    """A 30-digit number rendered into the server command with exit 0."""
+    result = run_cli("render", "-q", "h100-fp8", "--set",
+                     f"serving.{field}=123456789012345678901234567890")
+    assert result.rc == 2, result.err
+    assert f"serving.{field}: " in result.err and "must be <= 2147483647" in result.err
+    assert result.out == ""

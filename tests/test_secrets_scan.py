@@ -37,7 +37,10 @@ def test_words_that_contain_a_token_prefix_are_not_redacted(text: str) -> None:
                                     "bob:hunter2@registry.example.com/cuda:13",
                                     # credentials in a query: token indexes, pre-signed links
                                     "https://pypi.example.com/simple?token=hunter2secret",
-                                    "https://blob.example.com/f.whl?sv=1&sig=hunter2secret"])
+                                    "https://blob.example.com/f.whl?sv=1&sig=hunter2secret",
+                                    "https://:hunter2@mirror.example.com/",  # no user name
+                                    "https://bob:p@hunter2@x.example.com/simple",  # '@' in it
+                                    "bob:p@hunter2@registry.example.com/cuda:13"])
 def test_real_token_shapes_are_redacted(secret: str) -> None:
     assert "<redacted>" in redact(f"log: {secret} end")
     assert secret not in redact(f"log: {secret} end")
@@ -115,3 +118,19 @@ def test_no_error_message_echoes_a_secret(args: tuple[str, ...]) -> None:
     assert "Traceback" not in result.err
     assert "hunter2" not in result.out + result.err
     assert TOKEN not in result.out + result.err
+
+
+def test_a_huge_value_is_scanned_in_linear_time(tmp_path: Path) -> None:
+    """The URL branch restarted at every letter of a long word: 20 s for a 200 kB
+    description (quadratic); a hang guard, not a speed target (linear takes ~0.1 s)."""
+    profile = tmp_path / "p.yaml"
+    profile.write_text("extends: h100-fp8\nname: p\ndescription: " + "x" * 200_000 + "\n")
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    proc = subprocess.run([sys.executable, "-m", "dockergen", "validate", str(profile)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=15, check=False)
+    assert proc.returncode in (0, 2), proc.stderr
+    assert "Traceback" not in proc.stderr

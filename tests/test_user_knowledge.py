@@ -127,3 +127,15 @@ def test_release_keys_must_be_versions(tmp_path: Path) -> None:
                                'pypi_cuda_major: 13, cxx_min: 20, cuda: ["13.0"], src: "x"}\n')
     assert lines[0] == ('facts.yaml:3:5: torch.releases.2.16.0: "2.16.0" is not MAJOR.MINOR; '
                         'key the row by MAJOR.MINOR such as "2.7"')
+
+
+def test_a_source_holding_a_credential_is_refused_without_echoing_it(tmp_path: Path) -> None:
+    """explain prints every fact's source: a token cited there leaked into its output."""
+    lines = _refused(tmp_path, (
+        "serving/vllm:\n  releases:\n"
+        '    "0.34.0": {torch: "2.14.0", python: ">=3.10,<3.14", cuda_major: 13,\n'
+        '               src: "https://bob:hunter2@mirror.example.com/vllm ghp_abcdefghij0123"}\n'))
+    assert lines[0] == ("facts.yaml:4:21: serving/vllm.releases.0.34.0.src: holds something "
+                        "shaped like a credential (a token, or a password in a URL); cite the "
+                        "source without it")
+    assert not any("hunter2" in line or "ghp_" in line for line in lines)
