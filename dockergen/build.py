@@ -116,10 +116,15 @@ _REFERENCE = re.compile(
     rf"{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?")
 
 
+def is_reference(ref: str) -> bool:
+    """``ref`` is ``[host[:port]/]path[:tag]`` in Docker's reference grammar (no digest)."""
+    return len(ref) <= 255 and _REFERENCE.fullmatch(ref) is not None
+
+
 def check_tags(tags: tuple[str, ...]) -> None:
     """Refuse malformed ``--tag`` values before anything is built (not after the build)."""
     for ref in tags:
-        if len(ref) > 255 or not _REFERENCE.fullmatch(ref):
+        if not is_reference(ref):
             raise UnsafeInput(f"--tag {ref!r}: not a valid image reference; write "
                               "REPOSITORY[:TAG] in lowercase, e.g. "
                               "registry.example.com/llm/vllm:candidate")
