@@ -419,7 +419,9 @@ def deploy(ctx: click.Context, profile: str | None, fmt: str, record: str | None
     """Write a hardened Compose file or Kubernetes manifest for PROFILE."""
     from dockergen.api import shipped_single_images
     from dockergen.deploy import DeployOptions, DeployUsageError, check_options, deploy_profile
-    from dockergen.deploy.write import write_text
+    from dockergen.deploy.write import folder_files, is_deploy_folder
+    from dockergen.fleet.project import write_text_atomic
+    from dockergen.render import write_folder
 
     if deploy_all == bool(profile):
         raise click.UsageError("give either PROFILE or --all")
@@ -447,15 +449,19 @@ def deploy(ctx: click.Context, profile: str | None, fmt: str, record: str | None
     outputs = [deploy_profile(p, fmt, overrides, options) for p in paths]
     for out in outputs:
         _warn(out.warnings, quiet)
-        if deploy_all:
-            target = Path(output or "") / out.name / out.filename
-            write_text(target, out.text)
-            click.echo(f"wrote {target}", err=True)
-        elif output:
-            write_text(Path(output), out.text)
-            click.echo(f"wrote {output}", err=True)
-        else:
-            click.echo(out.text, nl=False)
+    if deploy_all:
+        # the whole folder at once, as `render`/`observe -o` write theirs: every profile's
+        # file appears, or nothing changes
+        folder = Path(output or "")
+        write_folder(folder, folder_files(folder, outputs), is_deploy_folder,
+                     "`dockergen deploy --all`")
+        for out in outputs:
+            click.echo(f"wrote {folder / out.name / out.filename}", err=True)
+    elif output:
+        write_text_atomic(Path(output), outputs[0].text)
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(outputs[0].text, nl=False)
 
 
 # (parameter, option, the --format it belongs to)

@@ -15,7 +15,7 @@ import shutil
 import signal
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import jinja2
@@ -121,17 +121,32 @@ def build_context(r: Resolved, cert_sources: list[Path],
 def write_context(out_dir: Path, files: dict[str, bytes]) -> None:
     """Write a build context atomically: all files appear at once, or nothing changes.
 
-    The files are written to a temporary sibling folder which then replaces ``out_dir``.
     An existing ``out_dir`` is only replaced when it is empty or was written by dockergen
     (it holds a lock file), so a mistyped ``-o`` never deletes the user's files.
     """
+    write_folder(out_dir, files, lambda folder: (folder / LOCK_FILE).is_file())
+
+
+def write_folder(out_dir: Path, files: dict[str, bytes], ours: Callable[[Path], bool],
+                 writer: str = "dockergen") -> None:
+    """Write a folder of generated files atomically: all appear at once, or nothing changes.
+
+    The files (names may hold '/') are written to a temporary sibling folder which then
+    replaces ``out_dir``. An existing ``out_dir`` is only replaced when it is empty or
+    ``ours(out_dir)`` says ``writer`` wrote it, so a mistyped ``-o`` never deletes the
+    user's files.
+    """
     out_dir = out_dir.resolve()
+    for above in out_dir.parents:  # `-o afile/sub`: mkdir would fail half-way, unexplained
+        if above.exists() and not above.is_dir():
+            raise OutputError(f"{above}: is a file, not a folder; choose an -o folder that "
+                              "is not inside a file")
     if out_dir.exists():
         if not out_dir.is_dir():
             raise OutputError(f"{out_dir}: exists and is not a folder; choose another -o path")
-        if any(out_dir.iterdir()) and not (out_dir / LOCK_FILE).is_file():
+        if any(out_dir.iterdir()) and not ours(out_dir):
             raise OutputError(f"{out_dir}: folder is not empty and was not written by "
-                              "dockergen; choose an empty or new folder")
+                              f"{writer}; choose an empty or new folder")
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))

@@ -2,7 +2,8 @@
 
 Option values and build records end up in the YAML written (and in its header comments):
 values of the wrong form are refused before anything is read (exit 64 for options, 2 for
-a record) and credentials are never echoed. No engine or external tool is needed.
+a record), credentials are never echoed, and a failed write leaves the output as it was
+(exit 4). No engine or external tool is needed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import EXAMPLES, PROFILES, Run, run_cli
+from tests.conftest import EXAMPLES, PROFILES, Run, run_cli, shipped_names
 
 DIGEST = "sha256:" + "ab" * 32
 PROFILE = str(PROFILES / "h100-fp8.yaml")
@@ -31,6 +32,11 @@ def _refused(run: Run, rc: int, *words: str) -> None:
     assert "Traceback" not in run.err
     for word in words:
         assert word in run.err, run.err
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else b"<dir>"
+            for p in sorted(folder.rglob("*"))}
 
 
 def _record(tmp: Path, **fields: Any) -> Path:
@@ -134,6 +140,55 @@ def test_options_left_at_their_defaults_are_not_counted_as_given() -> None:
     for fmt in ("compose", "k8s"):
         run = _deploy(fmt)
         assert run.rc == 0 and "Traceback" not in run.err, run.err
+
+
+def test_all_refuses_a_folder_it_did_not_write(tmp_path: Path) -> None:
+    """A folder of the user's files is left exactly as it was, with exit 4."""
+    blocked = tmp_path / "blocked"
+    (blocked / "l40s-awq" / "k8s.yaml").mkdir(parents=True)  # a write that fails late
+    as_file = tmp_path / "as-file"
+    as_file.mkdir()
+    (as_file / "l40s-awq").write_text("x\n")
+    mine = tmp_path / "mine"
+    (mine / "h100-fp8").mkdir(parents=True)
+    (mine / "h100-fp8" / "k8s.yaml").write_text("kind: Mine\n")  # not generated
+    for folder in (blocked, as_file, mine):
+        before = _tree(folder)
+        run = run_cli("deploy", "-q", "--all", "--format", "k8s", "-o", str(folder))
+        _refused(run, 4, "was not written by `dockergen deploy --all`")
+        assert _tree(folder) == before
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_all_replaces_its_own_folder_and_keeps_the_other_format(tmp_path: Path) -> None:
+    out = tmp_path / "deploy"
+    for fmt in ("k8s", "compose", "k8s"):
+        run = run_cli("deploy", "-q", "--all", "--format", fmt, "-o", str(out))
+        assert run.rc == 0, run.err
+    assert sorted(p.name for p in out.iterdir()) == sorted(shipped_names())
+    for name in shipped_names():
+        assert sorted(p.name for p in (out / name).iterdir()) == ["compose.yaml", "k8s.yaml"]
+    (out / "notes.txt").write_text("mine\n")  # no longer only dockergen's
+    before = _tree(out)
+    run = run_cli("deploy", "-q", "--all", "--format", "compose", "-o", str(out))
+    _refused(run, 4, "not written by")
+    assert _tree(out) == before
+
+
+def test_output_inside_a_file_is_exit_4_and_nothing_is_written(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("hi\n")
+    for args in (["h100-fp8"], ["--all"]):
+        run = run_cli("deploy", *args, "--format", "compose", "-q",
+                      "-o", str(afile / ("sub.yaml" if args != ["--all"] else "sub")))
+        _refused(run, 4, "afile: is a file, not a folder")
+        assert afile.read_text() == "hi\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    run = _deploy("compose", "-o", str(folder))
+    _refused(run, 4, "is a folder")
+    assert list(folder.iterdir()) == []
 
 
 @pytest.mark.parametrize(("fields", "key", "words"), [

@@ -151,8 +151,20 @@ def check_bake_destination(path: Path) -> None:
 
 
 def write_file_atomic(path: Path, text: str) -> None:
-    """Write one generated file atomically (temporary sibling, fsync, rename)."""
+    """Write a bake file atomically; never over a file dockergen did not write."""
     check_bake_destination(path)
+    write_text_atomic(path, text)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write one generated file atomically (temporary sibling, fsync, rename): the file
+    appears whole or an existing one stays as it was."""
+    if path.is_dir():
+        raise OutputError(f"{path}: is a folder; give the path of a file to write")
+    for above in path.parents:  # `-o afile/x.yaml`: mkdir would fail with "File exists"
+        if above.exists() and not above.is_dir():
+            raise OutputError(f"{above}: is a file, not a folder; choose an -o path that is "
+                              "not inside a file")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
