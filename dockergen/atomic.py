@@ -12,6 +12,11 @@ from pathlib import Path
 
 from dockergen.errors import OutputError
 
+# The list of files in a folder dockergen wrote (render -o, deploy --all -o), so that a
+# re-run replaces only those (dockergen.render.write_folder). A build context's
+# .dockerignore ignores everything, so the list never reaches a build.
+MANIFEST = ".dockergen-files"
+
 
 def _file_in_the_way(path: Path) -> Path | None:
     """The nearest existing ancestor of ``path`` when it is not a folder."""
@@ -30,7 +35,8 @@ def write_file(path: Path, text: str) -> None:
     try:
         blocker = _file_in_the_way(path)
         if blocker is not None:
-            raise OutputError(f"{path}: {blocker} is a file, not a folder; choose another path")
+            raise OutputError(f"{blocker}: is a file, not a folder; choose an -o path that is "
+                              "not inside a file")
         if path.is_dir():
             raise OutputError(f"{path}: is a folder; choose a file path")
         path.parent.mkdir(parents=True, exist_ok=True)

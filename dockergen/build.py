@@ -118,13 +118,18 @@ _REFERENCE = re.compile(
     rf"{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?")
 
 
+def is_reference(ref: str) -> bool:
+    """``ref`` is ``[host[:port]/]path[:tag]`` in Docker's reference grammar (no digest)."""
+    return len(ref) <= 255 and _REFERENCE.fullmatch(ref) is not None
+
+
 def check_tags(tags: tuple[str, ...]) -> None:
     """Refuse malformed ``--tag`` values before anything is built (not after the build)."""
     for ref in tags:
         if redact(ref) != ref:  # a tag lands in the registry, records and every log
             raise UnsafeInput("--tag: looks like a secret (a token or a password); image "
                               "names and tags are public: choose another tag")
-        if len(ref) > 255 or not _REFERENCE.fullmatch(ref):
+        if not is_reference(ref):
             raise UnsafeInput(f"--tag {ref!r}: not a valid image reference; write "
                               "REPOSITORY[:TAG] in lowercase, e.g. "
                               "registry.example.com/llm/vllm:candidate")

@@ -37,6 +37,18 @@ SECRET_NAME = re.compile(
     r"(?:_|$)")
 
 
+# Userinfo of any shape (`token@`, `user:password@`) in front of a registry host, for
+# values that must be image references: no reference carries one, but a copied URL or a
+# registry login pasted in its place does. Not part of SECRET_VALUE: in prose and logs
+# `admin@example.com` is a mail address.
+USERINFO = re.compile(r"^(?:[a-z][a-z0-9+.-]*://)?[^/@\s]*@(?!sha256:)")
+
+
+def holds_secret(text: str) -> bool:
+    """``text`` holds something shaped like a credential: never echo it."""
+    return bool(SECRET_VALUE.search(text) or USERINFO.search(text))
+
+
 def redact(text: str) -> str:
     """Replace anything shaped like a credential with ``<redacted>``."""
     return SECRET_VALUE.sub("<redacted>", text)

@@ -15,12 +15,13 @@ import shutil
 import signal
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import jinja2
 
 from dockergen import __version__
+from dockergen.atomic import MANIFEST
 from dockergen.errors import OutputError
 from dockergen.model import AUDIT_SCRIPT, CERT_DIR, Resolved
 from dockergen.resources import templates_dir
@@ -125,19 +126,37 @@ def write_context(out_dir: Path, files: dict[str, bytes], later: tuple[str, ...]
                   ) -> None:
     """Write a build context atomically: all files appear at once, or nothing changes.
 
-    The files are written to a temporary sibling folder which then replaces ``out_dir``.
-    An existing ``out_dir`` is only replaced when it is empty or holds nothing but what
-    dockergen wrote there (listed in its :data:`MANIFEST`, with the ``later`` files the
-    caller writes into it afterwards), so neither a mistyped ``-o`` nor a re-render ever
-    deletes the user's files.
+    See :func:`write_folder`; a context written before the manifest existed is recognised
+    by its lock file (and holding only files this context has too).
+    """
+    write_folder(out_dir, files, later=later,
+                 legacy=lambda folder, names: _is_lock(folder / LOCK_FILE)
+                 and _files_in(folder) <= names)
+
+
+def write_folder(out_dir: Path, files: dict[str, bytes], *, later: tuple[str, ...] = (),
+                 legacy: Callable[[Path, set[str]], bool] | None = None,
+                 writer: str = "dockergen") -> None:
+    """Write a folder of generated files atomically: all appear at once, or nothing changes.
+
+    The files (names may hold '/') are written to a temporary sibling folder which then
+    replaces ``out_dir``. An existing ``out_dir`` is only replaced when it is empty or
+    holds nothing but what dockergen wrote there (listed in its :data:`MANIFEST`, with the
+    ``later`` files the caller writes into it afterwards; ``legacy(out_dir, names)`` judges
+    a folder written before the manifest existed), so neither a mistyped ``-o`` nor a
+    re-render ever deletes the user's files.
     """
     try:
         out_dir = out_dir.resolve()
+        for above in out_dir.parents:  # `-o afile/sub`: mkdir would fail half-way
+            if above.exists() and not above.is_dir():
+                raise OutputError(f"{above}: is a file, not a folder; choose an -o folder "
+                                  "that is not inside a file")
         if out_dir.exists():
             if not out_dir.is_dir():
                 raise OutputError(f"{out_dir}: exists and is not a folder; choose another -o "
                                   "path")
-            _check_owned(out_dir, {*files, *later})
+            _check_owned(out_dir, {*files, *later}, legacy, writer)
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     except OSError as exc:
@@ -163,19 +182,19 @@ def write_context(out_dir: Path, files: dict[str, bytes], later: tuple[str, ...]
         shutil.rmtree(staging, ignore_errors=True)
 
 
-# The files of a folder dockergen wrote, so that a re-render replaces only those. The
-# context's .dockerignore ignores everything, so the list never reaches a build.
-MANIFEST = ".dockergen-files"
-_MANIFEST_HEADER = ("# Written by dockergen: `render -o` replaces this folder only while it "
-                    "holds just these files.\n")
+_MANIFEST_HEADER = ("# Written by dockergen: its -o replaces this folder only while it holds "
+                    "just these files.\n")
 
 
 def _files_in(folder: Path) -> set[str]:
-    return {p.relative_to(folder).as_posix() for p in folder.rglob("*")
-            if p.is_file() or p.is_symlink()}
+    """Files and links below ``folder``, and its empty folders (as ``name/``)."""
+    return {p.relative_to(folder).as_posix() + ("/" if p.is_dir() else "")
+            for p in folder.rglob("*")
+            if p.is_file() or p.is_symlink() or (p.is_dir() and not any(p.iterdir()))}
 
 
-def _check_owned(out_dir: Path, files: set[str]) -> None:
+def _check_owned(out_dir: Path, names: set[str],
+                 legacy: Callable[[Path, set[str]], bool] | None, writer: str) -> None:
     """Refuse a folder holding anything dockergen did not write there."""
     present = _files_in(out_dir)
     if not present:
@@ -183,20 +202,20 @@ def _check_owned(out_dir: Path, files: set[str]) -> None:
     manifest = out_dir / MANIFEST
     if manifest.is_file():
         text = manifest.read_text(encoding="utf-8", errors="replace")
-        listed = set(text.splitlines()[1:]) if text.startswith(_MANIFEST_HEADER) else set()
+        # the first line is a comment whose wording may change between releases
+        listed = (set(text.splitlines()[1:]) if text.startswith("# Written by dockergen")
+                  else set())
         foreign = sorted(present - listed)
         if listed and foreign:
             shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more"
                                               if len(foreign) > 5 else "")
-            raise OutputError(f"{out_dir}: holds files dockergen did not write ({shown}); "
+            raise OutputError(f"{out_dir}: holds files {writer} did not write ({shown}); "
                               "move them out, or choose another -o folder")
         if listed:
             return
-    # a folder written before the manifest existed: dockergen's lock file, and only files
-    # this render writes too
-    elif _is_lock(out_dir / LOCK_FILE) and present <= files:
+    elif legacy is not None and legacy(out_dir, names):
         return
-    raise OutputError(f"{out_dir}: folder is not empty and was not written by dockergen; "
+    raise OutputError(f"{out_dir}: folder is not empty and was not written by {writer}; "
                       "choose an empty or new folder")
 
 

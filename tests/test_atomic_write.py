@@ -159,6 +159,7 @@ def test_a_rerender_never_deletes_what_the_user_added(tmp_path: Path) -> None:
     assert (out / "my-notes.txt").read_text() == "mine\n"
     (out / "my-notes.txt").unlink()
     (out / "models" / "weights.bin").unlink()
+    (out / "models").rmdir()  # an empty folder of the user's is kept safe too
     assert _render(out).rc == 0  # type: ignore[attr-defined]
 
 

@@ -72,10 +72,11 @@ def test_compose_hardening(tmp_path: Path) -> None:
     assert "HF_TOKEN" in svc["environment"]  # by name only
     assert svc["healthcheck"]["test"][-1].endswith("'http://127.0.0.1:8000/health', "
                                                    "timeout=5)")
-    ids = yaml.safe_load(_deploy("a100-bf16", "compose", "--gpu-ids", "GPU-a,GPU-b", "--set",
+    uuids = ["GPU-6f2a7c3e-0b1d-4e5f-8a9b-0c1d2e3f4a5b", "GPU-0c1d2e3f-4a5b-4e5f-8a9b-6f2a7c3e0b1d"]
+    ids = yaml.safe_load(_deploy("a100-bf16", "compose", "--gpu-ids", ",".join(uuids), "--set",
                                  "serving.tensor_parallel_size=2").out)
     (device,) = ids["services"]["a100-bf16"]["deploy"]["resources"]["reservations"]["devices"]
-    assert device["device_ids"] == ["GPU-a", "GPU-b"] and "count" not in device
+    assert device["device_ids"] == uuids and "count" not in device
     # one device per tensor-parallel rank: two ids for tensor_parallel_size 1 are refused
     wrong = run_cli("deploy", str(PROFILES / "a100-bf16.yaml"), "--format", "compose",
                     "--gpu-ids", "0,1")

@@ -10,22 +10,115 @@ modules of this package.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import posixpath
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dockergen.deploy.facts import ENGINES, OPT_INS, CacheDir, EngineRun, shm_gib
-from dockergen.errors import DockergenError, ExitCode
+from dockergen.errors import DockergenError, ExitCode, holds_secret
 
 FORMATS = ("compose", "k8s")
+
+# Kubernetes object names ("Object Names and IDs",
+# kubernetes.io/docs/concepts/overview/working-with-objects/names/): a namespace is an RFC
+# 1123 label (at most 63 characters); Secret, PersistentVolumeClaim and RuntimeClass names
+# are DNS subdomain names (at most 253): lowercase alphanumerics and '-', dot-separated
+# labels, each starting and ending with an alphanumeric.
+_DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(
+    r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
+_DNS_SUBDOMAIN_MAX = 253
+# Compose device_ids are what the NVIDIA container toolkit accepts in
+# NVIDIA_VISIBLE_DEVICES: an index, a GPU UUID, or a MIG device (`MIG-<UUID>` since driver
+# R470, `MIG-GPU-<UUID>/<GI>/<CI>` before); nvidia-smi -L prints them.
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_GPU_ID = re.compile(rf"\d{{1,4}}|GPU-{_UUID}|MIG-(?:{_UUID}|GPU-{_UUID}/\d+/\d+)")
+_SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class DeployError(DockergenError):
     """A deploy input (build record, option) is wrong; nothing was written."""
 
     exit_code = ExitCode.INVALID_PROFILE
+
+
+class DeployUsageError(DeployError):
+    """A ``dockergen deploy`` option has the wrong form; nothing was read or written."""
+
+    exit_code = ExitCode.USAGE
+
+
+def _shown(value: str) -> str:
+    """A rejected value for a message: quoted (control characters escaped), short, and
+    never a credential (the user learns what was wrong without it reaching a log)."""
+    if holds_secret(value):
+        return "(a value shaped like a credential, not shown)"
+    return repr(value if len(value) <= 60 else value[:57] + "...")
+
+
+def _check_k8s_name(option: str, value: str, label: bool, example: str,
+                    what: str) -> None:
+    shape, most = (_DNS_LABEL, 63) if label else (_DNS_SUBDOMAIN, _DNS_SUBDOMAIN_MAX)
+    # a valid name can still be a credential (an `sk-...` key in lowercase): never write it
+    if len(value) <= most and shape.fullmatch(value) and not holds_secret(value):
+        return
+    rule = ("an RFC 1123 label" if label else "a DNS subdomain name") + (
+        f" (at most {most} lowercase letters, digits and '-'"
+        + ("" if label else ", in '.'-separated parts")
+        + ", starting and ending with a letter or digit)")
+    if holds_secret(value):
+        raise DeployUsageError(
+            f"{option}: the value looks like a credential (not shown), not the name of {what}; "
+            f"give the name, {rule}, e.g. {option} {example}"
+            + ("; create it with `kubectl create secret generic hf-token "
+               "--from-literal=token=$HF_TOKEN`" if option == "--hf-secret" else ""))
+    raise DeployUsageError(f"{option} {_shown(value)}: not {rule}, as Kubernetes requires for "
+                           f"the name of {what}; e.g. {option} {example}")
+
+
+def check_options(options: DeployOptions) -> None:
+    """Refuse option values of the wrong form before anything is read or written.
+
+    Each value lands in the YAML written and in its header comments: only shapes that
+    cannot change that YAML's structure get through.
+    """
+    _check_k8s_name("--namespace", options.namespace, True, "llm-serving", "a namespace")
+    _check_k8s_name("--hf-secret", options.hf_secret, False, "hf-token", "a Secret")
+    if options.model_claim is not None:
+        _check_k8s_name("--model-claim", options.model_claim, False, "llama-3-8b-model",
+                        "a PersistentVolumeClaim")
+    if options.runtime_class is not None:
+        _check_k8s_name("--runtime-class", options.runtime_class, False, "nvidia",
+                        "a RuntimeClass")
+    try:
+        address = ipaddress.ip_address(options.bind_address)
+    except ValueError:
+        address = None
+    # a scoped IPv6 address (fe80::1%eth0) takes any text after the '%'
+    if address is None or getattr(address, "scope_id", None):
+        raise DeployUsageError(f"--bind {_shown(options.bind_address)}: not an IP address; "
+                               "give the host address to publish the port on, e.g. "
+                               "--bind 127.0.0.1 (this host only) or --bind 0.0.0.0 (all)")
+    for gpu in options.gpu_ids:
+        if not _GPU_ID.fullmatch(gpu):
+            raise DeployUsageError(
+                f"--gpu-ids: {_shown(gpu) if gpu else 'an empty id'} is not a GPU index, "
+                "GPU UUID or MIG device; give a comma-separated list without blanks as "
+                "`nvidia-smi -L` names them, e.g. --gpu-ids 0,1 or --gpu-ids "
+                "GPU-6f2a7c3e-0b1d-4e5f-8a9b-0c1d2e3f4a5b")
+    if len(set(options.gpu_ids)) != len(options.gpu_ids):
+        raise DeployUsageError("--gpu-ids: a GPU is listed twice; give each device once, "
+                               "e.g. --gpu-ids 0,1")
+
+
+def comment(value: str) -> str:
+    """Text safe inside a ``#`` comment line: a value with a line break (or any other
+    non-printable character) is shown escaped, so it cannot start a YAML line."""
+    return value if value.isprintable() else ascii(value)
 
 
 @dataclass(frozen=True)
@@ -101,13 +194,57 @@ def _read_record(path: Path, profile_hash: str) -> dict[str, Any]:
         raise DeployError(f"{path}: not a dockergen build record; pass build-record.json")
     if data.get("profile_hash") != profile_hash:
         raise DeployError(f"{path}: built from another profile (hash "
-                          f"{data.get('profile_hash')}, this profile resolves to "
+                          f"{_shown(str(data.get('profile_hash')))}, this profile resolves to "
                           f"{profile_hash}); rebuild, or pass the same --set overrides")
     status = data.get("status")
     if status in ("failed", "smoke-failed", "started"):
         raise DeployError(f"{path}: the build ended with status {status!r}; deploy only an "
                           "image that built and passed its smoke tests")
+    _check_record_references(path, data)
     return data
+
+
+def _check_reference(path: Path, key: str, ref: object, what: str,
+                     need_tag: bool = False) -> None:
+    """One reference of the record: it goes into the YAML written as ``image:``."""
+    if not isinstance(ref, str):
+        raise DeployError(f"{path}: {key}: {_shown(str(ref))} ({type(ref).__name__}) is not "
+                          f"{what} (a string); pass the build-record.json `dockergen build` "
+                          "wrote")
+    if holds_secret(ref):
+        # a registry login pasted into the reference; it would land in the file
+        raise DeployError(f"{path}: {key}: a reference holds credentials (not shown); an "
+                          "image reference never carries user:password@ (log in with "
+                          "`docker login REGISTRY`); pass the build-record.json "
+                          "`dockergen build` wrote")
+    from dockergen.api import is_image_reference
+
+    if not is_image_reference(ref) or (need_tag and ref.rfind(":") <= ref.rfind("/")):
+        raise DeployError(f"{path}: {key}: {_shown(ref)} is not {what}; pass the "
+                          "build-record.json `dockergen build` wrote")
+
+
+def _check_record_references(path: Path, data: dict[str, Any]) -> None:
+    """Refuse a record whose references or digests are not what ``dockergen build`` writes.
+
+    The record is a file anyone can edit; its values are copied into the YAML written.
+    """
+    shape = "an image reference like registry.example.com/llm/vllm:dg-<hash>"
+    if data.get("immutable_tag") is not None:
+        _check_reference(path, "immutable_tag", data["immutable_tag"], shape, need_tag=True)
+    pushed = data.get("pushed")
+    if pushed is None:
+        return
+    if not isinstance(pushed, dict):
+        raise DeployError(f"{path}: pushed: {type(pushed).__name__}, not a mapping of "
+                          "reference to digest; pass the build-record.json `dockergen build "
+                          "--push` wrote")
+    for n, (ref, digest) in enumerate(pushed.items(), 1):
+        _check_reference(path, f"pushed (entry {n})", ref, shape)
+        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            raise DeployError(f"{path}: pushed: the digest of {ref} is "
+                              f"{_shown(str(digest))}, not sha256:<64 hex>; rebuild with "
+                              "--push")
 
 
 def _image_ref(repo: str, hash_tag: str, record: dict[str, Any] | None,
@@ -120,10 +257,7 @@ def _image_ref(repo: str, hash_tag: str, record: dict[str, Any] | None,
                 head, _, tail = ref.rpartition(":")
                 return head if head and "/" not in tail else ref
             refs = sorted(pushed, key=lambda r: (repo_of(r) != repo, r))
-            digest = str(pushed[refs[0]])
-            if not digest.startswith("sha256:") or len(digest) != 71:
-                raise DeployError(f"build record: pushed digest {digest!r} of {refs[0]} is "
-                                  "not sha256:<64 hex>; rebuild with --push")
+            digest = str(pushed[refs[0]])  # checked by _check_record_references
             return f"{repo_of(refs[0])}@{digest}", True
         warnings.append("warning: the build record has no pushed digest (built without --push); "
                         f"using the tag {repo}:{hash_tag}, which a registry can move; "
@@ -163,7 +297,7 @@ def facts_from_profile(path: Path, overrides: tuple[str, ...],
     record = _read_record(options.record, resolved.profile_hash) if options.record else None
     # the build's own immutable tag (it hashes the build's inputs), else the one a default
     # `dockergen build` of this profile gives
-    recorded = str((record or {}).get("immutable_tag") or "")
+    recorded = str((record or {}).get("immutable_tag") or "")  # a checked reference
     hash_tag = recorded.rpartition(":")[2] if recorded else immutable_tag(path, overrides)
     image, pinned = _image_ref(p.image.name, hash_tag, record, warnings)
     rt = resolved.runtime  # the image's own user, HOME, port and HEALTHCHECK command
@@ -192,6 +326,7 @@ def deploy_profile(path: Path, fmt: str, overrides: tuple[str, ...] = (),
                    options: DeployOptions | None = None) -> DeployOutput:
     """Generate the Compose file or Kubernetes manifest of a profile."""
     options = options or DeployOptions()
+    check_options(options)
     facts = facts_from_profile(path, overrides, options)
     if fmt == "compose":
         from dockergen.deploy.compose import render_compose

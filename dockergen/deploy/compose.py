@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from dockergen.deploy import DeployFacts, DeployOptions
+from dockergen.deploy import DeployFacts, DeployOptions, comment
 from dockergen.deploy.facts import SHM_SRC, ULIMITS, ULIMITS_SRC
 
 # tmpfs sizes are ceilings, not reservations (tmpfs uses memory only for what is written).
@@ -83,7 +83,7 @@ def _header(f: DeployFacts, o: DeployOptions) -> str:
         f"# Run: {MODEL_DIR_VAR}=/srv/models HF_TOKEN=... docker compose -f compose.yaml up -d",
         "# Hardening: numeric non-root user, read-only root, cap_drop ALL, no-new-privileges,",
         f"#   GPUs by {'explicit id' if o.gpu_ids else 'count'} (never all),"
-        f" port bound to {o.bind_address}, model read-only,",
+        f" port bound to {comment(o.bind_address)}, model read-only,",
         "#   secrets (HF_TOKEN) passed by name from the caller's environment, never as values.",
         f"# shm_size {f.shm_gib}gb for tensor_parallel_size {f.tensor_parallel} "
         f"(src: {SHM_SRC}).",
@@ -99,7 +99,7 @@ def _header(f: DeployFacts, o: DeployOptions) -> str:
                      "(Docker mounts tmpfs noexec by default; Triton's launcher .so would fail "
                      "to map)")
     for opt in o.opt_in:
-        lines.append(f"# OPT-IN {opt}: enabled on request (see dockergen deploy --help)")
+        lines.append(f"# OPT-IN {comment(opt)}: enabled on request (see dockergen deploy --help)")
     return "\n".join(lines) + "\n"
 
 

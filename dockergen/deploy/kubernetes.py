@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from dockergen.deploy import DeployFacts, DeployOptions
+from dockergen.deploy import DeployFacts, DeployOptions, comment
 from dockergen.deploy.facts import (
     GFD_COMPUTE_MAJOR,
     GFD_COMPUTE_MINOR,
@@ -158,9 +158,10 @@ def _header(f: DeployFacts, o: DeployOptions) -> str:
         f"({f.profile_hash}).",
         "# image: " + ("pinned by digest from the build record" if f.pinned
                        else "TAG, NOT PINNED: pass --record build-record.json"),
-        f"# Needs: namespace {o.namespace}; secret {o.hf_secret} (key token) if the model is "
-        "gated;",
-        f"#   PVC {o.model_claim or f.name + '-model'} holding the model (mounted read-only).",
+        f"# Needs: namespace {comment(o.namespace)}; secret {comment(o.hf_secret)} (key token) "
+        "if the model is gated;",
+        f"#   PVC {comment(o.model_claim or f.name + '-model')} holding the model (mounted "
+        "read-only).",
         "# Pod Security 'restricted'; nodes chosen by GPU Feature Discovery labels: compute",
         f"#   capability in {', '.join(f.ccs)} (the image's audited archs) and driver major >= "
         f"{f.min_driver.split('.')[0]} (CUDA floor {f.min_driver}).",
@@ -171,7 +172,7 @@ def _header(f: DeployFacts, o: DeployOptions) -> str:
     for c, path in f.caches():
         lines.append(f"#   {path}: {c.why} (src: {c.src})")
     for opt in o.opt_in:
-        lines.append(f"# OPT-IN {opt}: enabled on request")
+        lines.append(f"# OPT-IN {comment(opt)}: enabled on request")
     return "\n".join(lines) + "\n"
 
 
