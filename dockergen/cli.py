@@ -163,9 +163,9 @@ def render(profile: str | None, output: str | None, render_all: bool,
         bake_text,
         check_bake_destination,
         collect,
-        write_file_atomic,
+        previous_variants,
     )
-    from dockergen.render import write_context
+    from dockergen.render import write_context, write_contexts
 
     if render_all == bool(profile):
         raise click.UsageError("give either PROFILE or --all")
@@ -185,14 +185,17 @@ def render(profile: str | None, output: str | None, render_all: bool,
         return
     out = Path(output)
     if render_all or matrix:
-        bake_file = out / bake.BAKE_FILE
-        check_bake_destination(bake_file)
         text = bake_text(fleet, single_context=False)  # checks cache refs before any write
+        # the variants and the bake file change together; variants an earlier run wrote
+        # that this one does not (an excluded point) go with the change
+        write_contexts(out, {t.name: t.files for t in fleet.targets},
+                       {bake.BAKE_FILE: text.encode()},
+                       retired=tuple(sorted(set(previous_variants(out / bake.BAKE_FILE))
+                                            - {t.name for t in fleet.targets})),
+                       top_ours=check_bake_destination)
         for target in fleet.targets:
-            write_context(out / target.name, target.files)
             click.echo(f"wrote {out / target.name}", err=True)
-        write_file_atomic(bake_file, text)
-        click.echo(f"wrote {bake_file}", err=True)
+        click.echo(f"wrote {out / bake.BAKE_FILE}", err=True)
         return
     target = fleet.targets[0]
     files = {**target.files, bake.BAKE_FILE: bake_text(fleet, single_context=True).encode()}

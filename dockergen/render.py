@@ -129,9 +129,7 @@ def write_context(out_dir: Path, files: dict[str, bytes], later: tuple[str, ...]
     See :func:`write_folder`; a context written before the manifest existed is recognised
     by its lock file (and holding only files this context has too).
     """
-    write_folder(out_dir, files, later=later,
-                 legacy=lambda folder, names: _is_lock(folder / LOCK_FILE)
-                 and _files_in(folder) <= names)
+    write_folder(out_dir, files, later=later, legacy=_context_legacy)
 
 
 def write_folder(out_dir: Path, files: dict[str, bytes], *, later: tuple[str, ...] = (),
@@ -158,21 +156,11 @@ def write_folder(out_dir: Path, files: dict[str, bytes], *, later: tuple[str, ..
                                   "path")
             _check_owned(out_dir, {*files, *later}, legacy, writer)
         out_dir.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+        staging = _stage(out_dir.parent, out_dir.name, files, later)
     except OSError as exc:
         raise OutputError(f"{out_dir}: cannot create: {exc.strerror}; choose another -o "
                           "path") from None
     try:
-        listing = sorted({*files, *later, MANIFEST})
-        manifest = (_MANIFEST_HEADER + "".join(f"{name}\n" for name in listing)).encode()
-        for name, data in {**files, MANIFEST: manifest}.items():
-            target = staging / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with open(target, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-        staging.chmod(0o755)
         with _signals_deferred():
             _swap_in(staging, out_dir)
     except OSError as exc:
@@ -180,6 +168,129 @@ def write_folder(out_dir: Path, files: dict[str, bytes], *, later: tuple[str, ..
                           ) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _context_legacy(folder: Path, names: set[str]) -> bool:
+    """A context written before the manifest existed: its lock file, and only files this
+    context has too."""
+    return _is_lock(folder / LOCK_FILE) and _files_in(folder) <= names
+
+
+def write_contexts(out_dir: Path, contexts: dict[str, dict[str, bytes]],
+                   top: dict[str, bytes], retired: tuple[str, ...] = (),
+                   top_ours: Callable[[Path], None] | None = None) -> None:
+    """Write sibling build contexts ``out_dir/<name>/`` and files ``out_dir/<file>`` (the
+    bake file) as one change: all of them, or none (a matrix, ``render --all``).
+
+    Every context is checked like :func:`write_context` and staged first; then, with
+    signals held, each is swapped in and each top file replaced, and any failure puts back
+    what was there. ``retired`` names contexts of an earlier run that this one no longer
+    writes: they are removed with the change when dockergen wrote them, kept otherwise.
+    ``top_ours(path)`` raises when an existing top file is not dockergen's.
+    """
+    staged: list[tuple[Path, Path]] = []  # (staging, destination)
+    try:
+        try:
+            out_dir = out_dir.resolve()
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for name in top:
+                if top_ours is not None:
+                    top_ours(out_dir / name)
+            for name, files in contexts.items():
+                dest = out_dir / name
+                if dest.exists():
+                    if not dest.is_dir():
+                        raise OutputError(f"{dest}: exists and is not a folder; move it away "
+                                          "or choose another -o folder")
+                    _check_owned(dest, set(files), _context_legacy, "dockergen")
+            gone = []
+            for name in retired:
+                with contextlib.suppress(OutputError):  # not provably ours: left alone
+                    if (out_dir / name).is_dir():
+                        _check_owned(out_dir / name, set(), None, "dockergen")
+                        gone.append(out_dir / name)
+            for name, files in contexts.items():
+                staged.append((_stage(out_dir, name, files), out_dir / name))
+            for name, data in top.items():
+                fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out_dir)
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.chmod(tmp, 0o644)
+                staged.append((Path(tmp), out_dir / name))
+        except OSError as exc:
+            raise OutputError(f"{out_dir}: cannot write: {exc.strerror}; nothing was changed"
+                              ) from None
+        with _signals_deferred():
+            _swap_all(staged, gone)
+    except OSError as exc:
+        raise OutputError(f"{out_dir}: cannot write: {exc.strerror}; nothing was changed"
+                          ) from None
+    finally:
+        for staging, _ in staged:
+            _remove(staging)
+
+
+def _stage(parent: Path, name: str, files: dict[str, bytes], later: tuple[str, ...] = ()
+           ) -> Path:
+    """A temporary sibling folder holding ``files`` and their manifest."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=parent))
+    listing = sorted({*files, *later, MANIFEST})
+    manifest = (_MANIFEST_HEADER + "".join(f"{n}\n" for n in listing)).encode()
+    try:
+        for rel, data in {**files, MANIFEST: manifest}.items():
+            target = staging / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        staging.chmod(0o755)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return staging
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _swap_all(staged: list[tuple[Path, Path]], gone: list[Path]) -> None:
+    """Move each staging path onto its destination, and ``gone`` out of the way; on any
+    failure (or an interrupt) undo every move made, then re-raise."""
+    done: list[tuple[Path, Path | None]] = []  # (destination, its old version moved aside)
+    try:
+        for staging, dest in staged:
+            old = None
+            if dest.exists() or dest.is_symlink():
+                old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+                os.replace(dest, old)
+            try:
+                os.replace(staging, dest)
+            except BaseException:
+                if old is not None:
+                    os.replace(old, dest)
+                raise
+            done.append((dest, old))
+        for path in gone:
+            aside = path.with_name(f".{path.name}.old-{os.getpid()}")
+            os.replace(path, aside)
+            done.append((path, aside))
+    except BaseException:
+        for dest, old in reversed(done):
+            if dest.exists() or dest.is_symlink():  # what this change put there goes
+                _remove(dest)
+            if old is not None:  # and what was there comes back
+                os.replace(old, dest)
+        raise
+    for _, old in done:
+        if old is not None:
+            _remove(old)
 
 
 _MANIFEST_HEADER = ("# Written by dockergen: its -o replaces this folder only while it holds "

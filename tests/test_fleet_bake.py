@@ -17,8 +17,8 @@ import dockerfile
 import pytest
 
 from dockergen.api import resolve_profile, shipped_renderable
+from dockergen.atomic import MANIFEST
 from dockergen.buildid import content_tag
-from dockergen.render import MANIFEST
 from tests.conftest import EXAMPLES, PROFILES, lint, run_cli
 
 # The shipped matrix, written out by hand: variant -> the --set values of its point.

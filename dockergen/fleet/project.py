@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dockergen import atomic
 from dockergen.errors import OutputError, Problem, ProfileError
 from dockergen.fleet import adapter, bake, locks
 from dockergen.fleet.matrix import Dropped, Point, expand
@@ -150,7 +150,12 @@ def check_bake_destination(path: Path) -> None:
                               "away or choose another -o folder")
 
 
-def write_file_atomic(path: Path, text: str) -> None:
-    """Write one generated bake file atomically, never over a file dockergen did not write."""
-    check_bake_destination(path)
-    atomic.write_file(path, text)
+def previous_variants(path: Path) -> list[str]:
+    """The contexts a bake file dockergen wrote points at (``context = "<name>"``)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    if not text.startswith(bake.HEADER):
+        return []
+    return re.findall(r'^\s*context\s*=\s*"([A-Za-z0-9][A-Za-z0-9._-]*)"\s*$', text, re.M)
