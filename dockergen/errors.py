@@ -24,9 +24,11 @@ SECRET_VALUE = re.compile(
     # scheme starts at a boundary, or a long word is rescanned from every letter (20 s for
     # a 200 kB description)
     r"|(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^/\s:@]*:[^/\s]*@"
-    # user:password@host without a scheme (an image reference cannot carry credentials;
-    # `name:tag@sha256:...` is a digest pin, not a password)
-    r"|(?<![^\s'\"=,(\[])[^/\s:@'\"=,(\[]+:[^/\s'\"]*@(?!sha256:)"
+    # user:password@host/ without a scheme, as pasted in place of an image reference: the
+    # '@' must be followed by a registry host and '/' (`name:tag@sha256:...` is a digest
+    # pin, `REPO:path@commit` a source citation)
+    r"|(?<![^\s'\"=,(\[])[^/\s:@'\"=,(\[]+:[^/\s'\"]*@"
+    r"(?=(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)(?::[0-9]+)?/|[A-Za-z0-9-]+:[0-9]+/)"
     # credentials in a URL's query (pre-signed links, token-in-URL indexes)
     r"|[?&](?:token|access_token|auth|key|api_key|apikey|password|secret|sig|signature)"
     r"=[^&\s'\"]+)")

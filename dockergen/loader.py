@@ -10,6 +10,8 @@ May import: :mod:`dockergen.credentials`, :mod:`dockergen.errors`, :mod:`dockerg
 from __future__ import annotations
 
 import difflib
+import json
+import math
 import os
 import re
 import types
@@ -326,8 +328,12 @@ def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Probl
             op = {"greater_than": "> ", "greater_than_equal": ">= ", "less_than": "< ",
                   "less_than_equal": "<= "}[kind]
             bound = next(iter(ctx.values())) if ctx else "?"
-            msg = f"{value!r} is out of range: must be {op}{bound}"
-            fix = f"use a value {op}{bound}"
+            if isinstance(value, float) and math.isnan(value):  # .nan compares as false
+                msg = "nan is not a number"
+                fix = f"write a number {op}{bound}"
+            else:
+                msg = f"{value!r} is out of range: must be {op}{bound}"
+                fix = f"use a value {op}{bound}"
         elif kind == "too_short" and value:
             continue  # its items were rejected (each reported); the list was not empty
         elif kind == "too_short":
@@ -342,7 +348,8 @@ def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Probl
         elif kind == "value_error":
             msg = str(err.get("ctx", {}).get("error", err["msg"]))
             named = next((str(part) for part in reversed(loc) if isinstance(part, str)), "")
-            fix = _VALUE_FIX.get(named, "see `dockergen schema` for the allowed form")
+            fix = _VALUE_FIX.get(_dotted(loc), _VALUE_FIX.get(
+                named, "see `dockergen schema` for the allowed form"))
         else:  # pragma: no cover - any new pydantic error type still reads sensibly
             msg = err["msg"]
             fix = "see `dockergen schema`"
@@ -360,6 +367,9 @@ _VALUE_FIX = {
     "python": 'write e.g. python: "3.12"',
     "model": "use a path like /models/llama-3-8b-instruct",
     "name": "e.g. h100-fp8",
+    # a more specific fix for a field whose last name is shared (dotted path first)
+    "image.name": "write a repository without a tag, e.g. "
+                  "image.name: registry.example.com/llm/vllm",
     "max_jobs": "write max_jobs: auto or a number such as 4",
     "python_mirror": "write an http(s) URL without credentials or query, e.g. "
                      "python_mirror: https://mirror.example.com/python-build-standalone "
@@ -431,6 +441,19 @@ def _validate(data: dict[str, Any], pos: Positions, *, partial: bool = False) ->
     return profile
 
 
+def _one_variant(matrix: Any) -> str:
+    """The overrides that turn a matrix profile into its first variant (a fix to quote):
+    without the matrix, each axis needs a value of its own (fleet.yaml has no gpu: else)."""
+    sets = ["--set matrix=null"]
+    axes = matrix.get("axes") if isinstance(matrix, dict) else None
+    for axis, values in (axes or {}).items():
+        first = (next(iter(values.values()), None) if isinstance(values, dict)
+                 else values[0] if isinstance(values, (list, tuple)) and values else None)
+        if first is not None:
+            sets.append(f"--set {axis}={json.dumps(first, separators=(',', ':'))}")
+    return " ".join(sets)
+
+
 def check_abstract(path: str | Path, overrides: tuple[str, ...] = ()) -> bool:
     """Check an abstract profile as far as it goes; False if the profile is not abstract.
 
@@ -454,8 +477,8 @@ def load_profile(path: str | Path, overrides: tuple[str, ...] = ()) -> LoadedPro
         raise ProfileError([Problem(pos.of(("matrix",)), "matrix",
                                     "this profile is a matrix of variants",
                                     "write them all with `dockergen render PROFILE -o DIR` and "
-                                    "build with `docker buildx bake`, or build the profile "
-                                    "without its matrix: --set matrix=null")])
+                                    "build with `docker buildx bake`, or build one variant: "
+                                    + _one_variant(data["matrix"]))])
     profile = _validate(data, pos)
     assert profile is not None
     facts = read_user_knowledge(profile.knowledge, resolved.parent, pos)

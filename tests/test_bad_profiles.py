@@ -140,3 +140,18 @@ def test_token_counts_stop_at_int32(field: str) -> None:
     assert result.rc == 2, result.err
     assert f"serving.{field}: " in result.err and "must be <= 2147483647" in result.err
     assert result.out == ""
+
+
+@pytest.mark.parametrize(("override", "expected", "valid"), [
+    # the fix for the profile's name was given for image.name too
+    ("image.name=BAD", "write a repository without a tag, e.g. image.name: "
+                       "registry.example.com/llm/vllm", "image.name=registry.example.com/llm/vllm"),
+    # nan compares as false with every bound: "use a value <= 1.0" did not say what was wrong
+    ("serving.gpu_memory_utilization=.nan", "nan is not a number; write a number <= 1.0",
+     "serving.gpu_memory_utilization=0.9"),
+])
+def test_the_fix_fits_the_field_and_is_itself_valid(override: str, expected: str,
+                                                     valid: str) -> None:
+    result = run_cli("validate", "h100-fp8", "--set", override)
+    assert result.rc == 2 and expected in result.err, result.err
+    assert run_cli("validate", "h100-fp8", "--set", valid).rc == 0

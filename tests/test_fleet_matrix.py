@@ -163,8 +163,11 @@ def test_commands_that_take_one_image_refuse_a_matrix() -> None:
         assert result.rc == 2, result.err
         assert result.err.splitlines()[0].endswith(
             "matrix: this profile is a matrix of variants; write them all with `dockergen "
-            "render PROFILE -o DIR` and build with `docker buildx bake`, or build the profile "
-            "without its matrix: --set matrix=null")
-    one = run_cli("explain", str(PROFILES / "fleet.yaml"), "--set", "matrix=null",
-                  "--set", "gpu.targets=[h100]")
+            "render PROFILE -o DIR` and build with `docker buildx bake`, or build one "
+            'variant: --set matrix=null --set gpu.targets=["a100"] '
+            '--set quantization.weights="bf16"')
+    # the fix is itself valid (`--set matrix=null` alone left fleet.yaml without a gpu:)
+    fix = result.err.splitlines()[0].split("build one variant: ")[1].split()
+    assert run_cli("explain", str(PROFILES / "fleet.yaml"), "--set", "matrix=null").rc == 2
+    one = run_cli("explain", str(PROFILES / "fleet.yaml"), *fix)
     assert one.rc == 0, one.err

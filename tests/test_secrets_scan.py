@@ -25,6 +25,8 @@ TOKEN = "hf_AbCdEf0123456789GhIjKlMnOpQr"
     "git@github.com:org/repo.git",
     "mail admin@example.com at 12:30",
     "https://example.com/file?raw=true",
+    "(TRTLLM:requirements.txt@000867d)",  # a source citation REPO:path@commit
+    "VLLM:vllm/config.py@v0.9.1",
 ])
 def test_words_that_contain_a_token_prefix_are_not_redacted(text: str) -> None:
     assert redact(text) == text
