@@ -171,3 +171,16 @@ def test_commands_that_take_one_image_refuse_a_matrix() -> None:
     assert run_cli("explain", str(PROFILES / "fleet.yaml"), "--set", "matrix=null").rc == 2
     one = run_cli("explain", str(PROFILES / "fleet.yaml"), *fix)
     assert one.rc == 0, one.err
+
+
+def test_a_matrix_of_too_many_points_is_refused_before_expanding(tmp_path: Path) -> None:
+    """A 399 x 400 matrix ran validate for more than 10 minutes."""
+    labels = ", ".join(f"v{i}: [h100]" for i in range(40))
+    lens = ", ".join(str(1024 + i) for i in range(30))
+    (tmp_path / "big.yaml").write_text(f"extends: h100-fp8\nname: big\nmatrix:\n  axes:\n"
+                                       f"    gpu.targets: {{{labels}}}\n"
+                                       f"    serving.max_model_len: [{lens}]\n")
+    result = run_cli("validate", "big.yaml", cwd=tmp_path)
+    assert result.rc == 2, result.err
+    assert result.err.startswith("big.yaml:5:5: matrix.axes: 1200 points (the product of the "
+                                 "axes); at most 1024; split the fleet")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import difflib
 import itertools
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,6 +189,11 @@ def has_matrix(path: Path) -> bool:
     return "matrix" in adapter.read_raw(path).data
 
 
+# The most points a matrix may have before exclusions: far above any real fleet (the
+# shipped one has 6), low enough that a typo in an axis cannot run for minutes.
+MAX_POINTS = 1024
+
+
 def expand(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "buildkit",
            pins: Any = None) -> Expansion:
     """Expand the matrix of ``path`` into validated variants (``--set`` applies to all).
@@ -214,6 +220,12 @@ def expand(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "buildkit",
                     f"matches no value of the axis {key!r}" if row else
                     f"{key!r} is not an axis of this matrix",
                     "use an axis name and one of its values or value names"))
+    count = math.prod(len(row) for row in axes)
+    if count > MAX_POINTS:  # each point is validated and rendered: ~5 ms, minutes at 10^5
+        raise ProfileError([Problem(raw.at("matrix", "axes"), "matrix.axes",
+                                    f"{count} points (the product of the axes); at most "
+                                    f"{MAX_POINTS}", "split the fleet into several matrix "
+                                    "profiles, or give the axes fewer values")])
     points = []
     for combo in itertools.product(*axes):
         name = "-".join([base_name, *(v.label for v in combo)])
