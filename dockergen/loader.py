@@ -503,11 +503,12 @@ def read_user_knowledge(files: tuple[str, ...], folder: Path, pos: Positions
     for i, name in enumerate(files):
         path = folder / name
         try:
-            found = path.is_file()
+            found, folder_there = path.is_file(), path.is_dir()
         except OSError:  # ENAMETOOLONG: is_file() only absorbs "no such file"
-            found = False
+            found = folder_there = False
         if not found:
             problems.append(Problem(pos.of(("knowledge", i)), f"knowledge[{i}]",
+                                    f"{name} is a folder" if folder_there else
                                     f"{name} does not exist next to the profile",
                                     "give the path of a knowledge file relative to the profile"))
             continue

@@ -139,3 +139,16 @@ def test_a_source_holding_a_credential_is_refused_without_echoing_it(tmp_path: P
                         "shaped like a credential (a token, or a password in a URL); cite the "
                         "source without it")
     assert not any("hunter2" in line or "ghp_" in line for line in lines)
+
+
+def test_a_folder_given_as_a_knowledge_file_is_named_a_folder(tmp_path: Path) -> None:
+    """It said "does not exist"; a name too long for the file system is no traceback."""
+    (tmp_path / "facts").mkdir()
+    (tmp_path / "p.yaml").write_text("extends: h100-fp8\nname: p\nknowledge: [facts, "
+                                     + "d" * 300 + ".yaml]\n")
+    result = run_cli("validate", "p.yaml", cwd=tmp_path)
+    assert result.rc == 2, result.err
+    lines = result.err.splitlines()
+    assert lines[0] == ("p.yaml:3:13: knowledge[0]: facts is a folder; give the path of a "
+                        "knowledge file relative to the profile")
+    assert "knowledge[1]: " + "d" * 300 + ".yaml does not exist" in lines[1]
