@@ -1,5 +1,9 @@
-"""Atomic writes of one generated file: all of it or nothing, never a half-written file.
+"""Atomic writes of generated output: a file, a folder, or sibling folders changed together.
 
+Whatever fails or interrupts a write, the old output stays as it was or the new one is
+complete; nothing half-written is left, and no temporary file or folder remains. A folder is
+replaced only while it holds nothing but what dockergen wrote there, as its
+:data:`MANIFEST` lists, so neither a mistyped ``-o`` nor a re-run deletes a user's file.
 May import: :mod:`dockergen.errors`.
 """
 
@@ -7,23 +11,31 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
+import signal
 import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from dockergen.errors import OutputError
 
-# The list of files in a folder dockergen wrote (render -o, deploy --all -o), so that a
-# re-run replaces only those (dockergen.render.write_folder). A build context's
-# .dockerignore ignores everything, so the list never reaches a build.
+# The list of files in a folder dockergen wrote, with the kind of output it is: a re-run
+# of the same kind replaces the folder only while it holds just those files (a build
+# context's .dockerignore ignores everything, so the list never reaches a build).
 MANIFEST = ".dockergen-files"
+_HEADER = "# Written by dockergen (kind: {kind}); its -o replaces this folder only while it " \
+          "holds just these files.\n"
+_HEADER_RE = re.compile(r"# Written by dockergen \(kind: ([a-z-]+)\)")
+# What each kind of folder is, for messages.
+KINDS = {"context": "a build context (render -o, build -o)",
+         "deploy": "run configurations (deploy --all -o)"}
 
-
-def _file_in_the_way(path: Path) -> Path | None:
-    """The nearest existing ancestor of ``path`` when it is not a folder."""
-    for parent in path.parents:
-        if parent.exists():
-            return None if parent.is_dir() else parent
-    return None
+# (folder, the names a re-run writes there) -> whether a folder without a manifest, written
+# before manifests existed, is dockergen's
+Legacy = Callable[[Path, set[str]], bool]
 
 
 def write_file(path: Path, text: str) -> None:
@@ -57,3 +69,257 @@ def write_file(path: Path, text: str) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+def write_folder(out_dir: Path, files: dict[str, bytes], *, kind: str,
+                 later: tuple[str, ...] = (), legacy: Legacy | None = None) -> None:
+    """Write a folder of generated files (names may hold '/') as one change.
+
+    The files and their manifest are written to a temporary sibling folder which then
+    replaces ``out_dir``. An existing ``out_dir`` is replaced only when it is empty, or
+    its manifest says dockergen wrote it as the same ``kind`` and it holds nothing else
+    (``later``: files the caller writes into it afterwards, such as a build record), or
+    ``legacy`` recognises it.
+    """
+    try:
+        out_dir = out_dir.resolve()
+    except OSError as exc:
+        raise OutputError(f"{out_dir}: cannot read: {exc.strerror}; choose another -o path"
+                          ) from None
+    write_folders(out_dir.parent, {out_dir.name: files}, kind=kind, later=later,
+                  legacy=legacy)
+
+
+def write_folders(parent: Path, folders: dict[str, dict[str, bytes]], *, kind: str,
+                  top: dict[str, bytes] | None = None, retired: tuple[str, ...] = (),
+                  later: tuple[str, ...] = (), legacy: Legacy | None = None,
+                  top_ours: Callable[[Path], None] | None = None) -> None:
+    """Write sibling folders ``parent/<name>/`` and files ``parent/<file>`` as one change.
+
+    Every destination is checked (as :func:`write_folder` does) and everything is staged
+    before anything is replaced; then, with SIGINT/SIGTERM held, each folder is swapped in
+    and each top file replaced, and any failure puts back what was there. ``retired``
+    names folders of an earlier run that this one no longer writes: they go with the
+    change when their manifest shows them as dockergen's, and stay otherwise.
+    ``top_ours(path)`` raises when an existing top file is not dockergen's.
+    """
+    top = top or {}
+    try:
+        parent = parent.resolve()
+        blocker = _file_in_the_way(parent / "x")
+        if blocker is not None:
+            raise OutputError(f"{blocker}: is a file, not a folder; choose an -o folder that "
+                              "is not inside a file")
+        for name, files in folders.items():
+            dest = parent / name
+            if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+                raise OutputError(f"{dest}: exists and is not a folder; choose another -o "
+                                  "path")
+            if dest.exists():
+                check_owned(dest, kind, {*files, *later}, legacy)
+        for name in top:
+            if top_ours is not None:
+                top_ours(parent / name)
+        gone = [parent / name for name in retired if _owned_quietly(parent / name, kind)]
+    except OSError as exc:
+        raise OutputError(f"{parent}: cannot read: {exc.strerror}; choose another -o path"
+                          ) from None
+    staged: list[tuple[Path, Path]] = []  # (staging, destination)
+    try:
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            for name, files in folders.items():
+                staged.append((_stage(parent, name, files, kind, later), parent / name))
+            for name, data in top.items():
+                fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=parent)
+                staged.append((Path(tmp), parent / name))
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.chmod(tmp, 0o644)
+        except OSError as exc:
+            raise OutputError(f"{parent}: cannot write: {exc.strerror}; nothing was changed"
+                              ) from None
+        with _signals_deferred():
+            _swap_all(parent, staged, gone)
+    finally:
+        for staging, _ in staged:
+            _remove(staging)
+
+
+def check_owned(folder: Path, kind: str, names: set[str], legacy: Legacy | None = None
+                ) -> None:
+    """Raise :class:`OutputError` unless ``folder`` may be replaced by output of ``kind``
+    that writes ``names``: it is empty, or holds only what its manifest lists and the
+    manifest is of ``kind``, or ``legacy`` recognises it."""
+    if not any(folder.iterdir()):
+        return
+    manifest = folder / MANIFEST
+    if manifest.is_file():
+        found, listed = _read_manifest(manifest)
+        if found != kind:
+            what = KINDS.get(found or "", "files of another kind")
+            raise OutputError(f"{folder}: holds {what}, which dockergen wrote there; choose "
+                              "another -o folder")
+        foreign = _first_foreign(folder, listed)
+        if foreign:
+            raise OutputError(f"{folder}: holds files dockergen did not write "
+                              f"({', '.join(foreign)}); move them out, or choose another "
+                              "-o folder")
+        return
+    if legacy is not None and legacy(folder, names):
+        return
+    raise OutputError(f"{folder}: folder is not empty and was not written by dockergen; "
+                      "choose an empty or new folder")
+
+
+def files_in(folder: Path) -> Iterator[str]:
+    """Files and links below ``folder``, and its empty folders (as ``name/``), lazily."""
+    for root, dirs, names in os.walk(folder):
+        base = Path(root).relative_to(folder)
+        for name in names:
+            yield (base / name).as_posix()
+        for name in dirs:
+            path = Path(root) / name
+            if path.is_symlink():
+                yield (base / name).as_posix()
+            elif not any(path.iterdir()):
+                yield (base / name).as_posix() + "/"
+        dirs[:] = [d for d in dirs if not (Path(root) / d).is_symlink()]
+
+
+def _first_foreign(folder: Path, listed: set[str], most: int = 5) -> list[str]:
+    """Up to ``most`` names below ``folder`` the manifest does not list (stops early: a
+    mistyped -o may point at a huge tree)."""
+    foreign: list[str] = []
+    for name in files_in(folder):
+        if name not in listed:
+            foreign.append(name)
+            if len(foreign) > most:
+                return [*sorted(foreign[:most]), "..."]
+    return sorted(foreign)
+
+
+def _read_manifest(path: Path) -> tuple[str | None, set[str]]:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    match = _HEADER_RE.match(text)
+    return (match.group(1), set(text.splitlines()[1:])) if match else (None, set())
+
+
+def _owned_quietly(folder: Path, kind: str) -> bool:
+    """``folder`` exists and its manifest shows it as dockergen's, of ``kind``."""
+    if not folder.is_dir() or folder.is_symlink():
+        return False
+    try:
+        check_owned(folder, kind, set())
+    except OutputError:
+        return False
+    return (folder / MANIFEST).is_file()
+
+
+def _file_in_the_way(path: Path) -> Path | None:
+    """The nearest existing ancestor of ``path`` when it is not a folder."""
+    for parent in path.parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
+
+
+def _stage(parent: Path, name: str, files: dict[str, bytes], kind: str,
+           later: tuple[str, ...]) -> Path:
+    """A temporary sibling folder holding ``files`` and their manifest."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=parent))
+    listing = sorted({*files, *later, MANIFEST})
+    manifest = (_HEADER.format(kind=kind) + "".join(f"{n}\n" for n in listing)).encode()
+    try:
+        for rel, data in {**files, MANIFEST: manifest}.items():
+            target = staging / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        staging.chmod(0o755)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return staging
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def _aside(path: Path) -> Path:
+    # a random name: a leftover of a crashed run (same pid in a container) never blocks
+    return path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:12]}")
+
+
+def _swap_all(parent: Path, staged: list[tuple[Path, Path]], gone: list[Path]) -> None:
+    """Move each staging path onto its destination and ``gone`` out of the way; on any
+    failure or interrupt undo every move made, then re-raise. Old versions are deleted
+    only once everything is in place."""
+    done: list[tuple[Path, Path | None]] = []  # (destination, its old version moved aside)
+    try:
+        for staging, dest in staged:
+            old = None
+            if dest.exists() or dest.is_symlink():
+                old = _aside(dest)
+                os.replace(dest, old)
+                done.append((dest, old))  # recorded at once: a failure below puts it back
+            os.replace(staging, dest)
+            if old is None:
+                done.append((dest, None))
+        for path in gone:
+            aside = _aside(path)
+            os.replace(path, aside)
+            done.append((path, aside))
+    except BaseException as exc:
+        stuck: list[str] = []
+        for dest, old in reversed(done):
+            try:
+                if dest.exists() or dest.is_symlink():  # what this change put there goes
+                    _remove(dest)
+                if old is not None:  # and what was there comes back
+                    os.replace(old, dest)
+            except OSError:
+                stuck.append(f"{old} (was {dest})" if old is not None else str(dest))
+        if stuck:
+            reason = exc.strerror if isinstance(exc, OSError) else type(exc).__name__
+            raise OutputError(f"{parent}: the change failed ({reason}) and could not be fully "
+                              f"undone; move these back by hand: {', '.join(stuck)}") from None
+        if isinstance(exc, OSError):
+            raise OutputError(f"{parent}: cannot write: {exc.strerror}; nothing was changed"
+                              ) from None
+        raise
+    for _, old in done:
+        if old is not None:
+            _remove(old)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM during the swaps and deliver them right after them.
+
+    A Ctrl-C between two renames used to delete both the old and the new folder. Signal
+    handlers can only be set in the main thread; elsewhere :func:`_swap_all`'s own
+    rollback is the guard.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, _frame: caught.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for number in dict.fromkeys(caught):
+            signal.raise_signal(number)  # now handled as it would have been

@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from dockergen.daemon import ContainerDaemon
 
 LOG_TAIL = 30
-RECORD_FILE = "build-record.json"  # beside the context: what `deploy --record` reads
-LOG_FILE = "build.log"
 
 
 class BuildFailed(DockergenError):
@@ -357,10 +355,10 @@ def _short(error: str) -> str:
 
 
 def write_record(path: Path, record: dict[str, Any]) -> None:
-    """Write the build record atomically."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    """Write the build record atomically (no temporary file is left on failure)."""
+    from dockergen import atomic
+
+    atomic.write_file(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
 def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions, *,
@@ -377,7 +375,7 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
     from dockergen.api import RenderedContext, render_context
     from dockergen.daemon import DaemonError, connect
     from dockergen.loader import load_profile
-    from dockergen.render import write_context
+    from dockergen.render import LOG_FILE, RECORD_FILE, write_context
 
     check_build_args(options.build_args)
     check_tags(options.tags)
@@ -446,11 +444,12 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
         _smoke(daemon, ctx, refs, immutable, options.gpus, record, record_path, echo)
     elif target is not None:
         record["smoke"] = f"not run: --target {target} is an intermediate stage"
-    if options.push:
+    if options.push:  # it writes the record before it prints the digests
         _push(daemon, refs, immutable, result.image_id, record, record_path, echo, out)
-    else:
-        out(result.image_id)
+        return record
+    # the record first: a reader that went away (a closed stdout) must not cost it
     write_record(record_path, record)
+    out(result.image_id)
     return record
 
 
@@ -509,5 +508,6 @@ def _push(daemon: ContainerDaemon, refs: list[str], immutable: str, image_id: st
         write_record(record_path, record)
         raise
     record.update(status="pushed", pushed=digests)
+    write_record(record_path, record)  # before printing: the digests must never be lost
     for ref, digest in digests.items():
         out(f"{ref}@{digest}")

@@ -9,7 +9,6 @@ May import: anything of dockergen (it is the top: nothing imports it).
 from __future__ import annotations
 
 import contextlib
-import errno
 import io
 import json
 import math
@@ -46,41 +45,64 @@ class _OutputClosed(Exception):
         self.command = command
 
 
-# What writing to our own stdout can fail with besides a closed pipe: a full disk or
-# /dev/full, an I/O error, a file-size or quota limit, a closed descriptor. Files dockergen
-# writes report their own errors (OutputError); these are the terminal's or the redirect's.
-_STDOUT_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT, errno.EBADF})
-
-
 class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
             raise _OutputClosed(ctx.invoked_subcommand) from None
-        except OSError as exc:
-            if exc.errno not in _STDOUT_ERRNOS:
-                raise
-            raise OutputError(f"cannot write the output: {exc.strerror}; redirect it to a "
-                              "writable file with room, or use -o") from None
 
 
-def _path_given(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """-o '' is no path: it printed to stdout (render, schema) or named the working folder."""
-    if value is not None and not value.strip():
-        raise click.BadParameter("is empty; give a path, or leave -o out to print")
-    return value
+class _StdoutFailed(Exception):
+    """Writing our standard output failed: a full disk or /dev/full, an I/O error, a closed
+    descriptor. Not an OSError, so that no other OSError (a file we write reports its own
+    OutputError; a bug keeps its traceback) is ever taken for it."""
 
 
-class _ClosedStdout(io.TextIOBase):
-    """Standard output when the process was started with it closed (`dockergen render >&-`):
-    Python sets sys.stdout to None and click then drops everything printed, silently."""
+class _GuardedStdout(io.TextIOBase):
+    """sys.stdout, its write errors told apart (:class:`_StdoutFailed`); also stands in
+    for a stdout the process was started without (`>&-`: sys.stdout is None, and click
+    would drop everything printed without a word)."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__()
+        self._stream = stream
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self._stream, "encoding", None) or "utf-8"
 
     def writable(self) -> bool:
         return True
 
+    def isatty(self) -> bool:
+        return bool(self._stream is not None and self._stream.isatty())
+
     def write(self, text: str) -> int:
-        raise OSError(errno.EBADF, "standard output is closed")
+        return int(self._guarded(lambda: self._stream.write(text)))
+
+    def flush(self) -> None:
+        if self._stream is not None:
+            self._guarded(self._stream.flush)
+
+    def _guarded(self, call: Callable[[], Any]) -> Any:
+        if self._stream is None:
+            raise _StdoutFailed("standard output is closed")
+        try:
+            return call()
+        except BrokenPipeError:  # the reader went away; click would make --help's exit 1
+            ctx = click.get_current_context(silent=True)
+            raise _OutputClosed(ctx.info_name if ctx is not None and ctx.parent else None
+                                ) from None
+        except OSError as exc:
+            raise _StdoutFailed(exc.strerror or str(exc)) from None
+
+
+def _path_given(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """-o '' is no path: it printed to stdout (render, schema) or named the working folder."""
+    if value == "":
+        raise click.BadParameter("is empty; give a path, or leave -o out to print")
+    return value
 
 
 # -q also applies to the warnings that come with errors, which main() prints after the
@@ -203,7 +225,7 @@ def render(profile: str | None, output: str | None, render_all: bool,
     click.echo(f"wrote {output}", err=True)
 
 
-_WEEK_S = 7 * 24 * 3600  # the longest --timeout: longer is no timeout, not a mistake to run
+_WEEK_S = 7 * 24 * 3600  # the longest --timeout: a longer one is taken for a typo
 
 # What uv's --python-platform accepts for a Linux GPU image: glibc targets only (the
 # images are Ubuntu/Debian), src: `uv pip compile --help` of the uv dockergen pins.
@@ -509,7 +531,6 @@ def deploy(ctx: click.Context, profile: str | None, fmt: str, record: str | None
     from dockergen.api import shipped_single_images
     from dockergen.deploy import DeployOptions, DeployUsageError, check_options, deploy_profile
     from dockergen.deploy.write import folder_files, is_deploy_folder
-    from dockergen.render import write_folder
 
     if deploy_all == bool(profile):
         raise click.UsageError("give either PROFILE or --all")
@@ -541,9 +562,8 @@ def deploy(ctx: click.Context, profile: str | None, fmt: str, record: str | None
         # the whole folder at once, as `render`/`observe -o` write theirs: every profile's
         # file appears, or nothing changes
         folder = Path(output or "")
-        write_folder(folder, folder_files(folder, outputs),
-                     legacy=lambda f, names: is_deploy_folder(f),
-                     writer="`dockergen deploy --all`")
+        atomic.write_folder(folder, folder_files(folder, outputs), kind="deploy",
+                            legacy=lambda f, names: is_deploy_folder(f))
         for out in outputs:
             click.echo(f"wrote {folder / out.name / out.filename}", err=True)
     elif output:
@@ -699,8 +719,7 @@ def main(argv: list[str] | None = None) -> None:
     # dockergen uses no pydantic plugins; skipping their entry-point scan saves ~25 ms
     # of start-up on every command.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    if sys.stdout is None:
-        sys.stdout = _ClosedStdout()
+    sys.stdout = _GuardedStdout(sys.stdout)
     try:
         cli.main(args=argv, prog_name="dockergen", standalone_mode=False)
     except DockergenError as exc:
@@ -724,6 +743,11 @@ def main(argv: list[str] | None = None) -> None:
         exc.show(file=shown)
         click.echo(redact(shown.getvalue()), err=True, nl=False)
         sys.exit(int(ExitCode.USAGE))
+    except _StdoutFailed as exc:
+        click.echo(f"cannot write the output: {exc}; redirect it to a writable file with "
+                   "room", err=True)
+        _silence_output()  # the exit flush would fail once more, with a traceback
+        sys.exit(int(ExitCode.OUTPUT))
     except _OutputClosed as exc:
         # The reader stopped reading (`dockergen explain | head`): what it wanted was
         # printed, so commands that only print end with 0. A build whose progress stream

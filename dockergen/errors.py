@@ -14,24 +14,25 @@ from enum import IntEnum
 # Shapes of credentials that must never be echoed back (messages, logs, labels). Token
 # prefixes need a left boundary, or `risk-management-prod` and `task-...` log lines read as
 # OpenAI `sk-` keys; an `sk-` key must also hold a digit (random base62 of 48 characters
-# almost always does; words joined by dashes do not).
-_B = r"(?<![A-Za-z0-9])"
+# almost always does; words joined by dashes do not). Every branch starts only at a
+# boundary and its repeats are bounded where they can span a long word, so a scan is
+# linear: an unbounded branch restarted at every letter and took 20 s on a 200 kB value.
+_B = r"(?<![A-Za-z0-9_-])"
 SECRET_VALUE = re.compile(
     rf"({_B}hf_[A-Za-z0-9]{{8,}}|{_B}gh[pousr]_[A-Za-z0-9]{{8,}}|{_B}github_pat_[A-Za-z0-9_]{{8,}}"
-    rf"|{_B}AKIA[0-9A-Z]{{12,}}|{_B}sk-(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{{8,}}"
+    rf"|{_B}AKIA[0-9A-Z]{{12,}}|{_B}sk-(?=[A-Za-z0-9_-]{{0,64}}[0-9])[A-Za-z0-9_-]{{8,}}"
     rf"|{_B}xox[abpr]-[A-Za-z0-9-]{{8,}}"
-    # scheme://user:password@ (the user may be empty, the password may hold '@'); the
-    # scheme starts at a boundary, or a long word is rescanned from every letter (20 s for
-    # a 200 kB description)
-    r"|(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^/\s:@]*:[^/\s]*@"
+    # scheme://user:password@ (any case; the user may be empty, the password may hold '@')
+    r"|(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s]*@"
     # user:password@host/ without a scheme, as pasted in place of an image reference: the
     # '@' must be followed by a registry host and '/' (`name:tag@sha256:...` is a digest
     # pin, `REPO:path@commit` a source citation)
-    r"|(?<![^\s'\"=,(\[])[^/\s:@'\"=,(\[]+:[^/\s'\"]*@"
+    r"|(?<![^\s'\"=,(\[])[^/\s:@'\"=,(\[]{1,128}:[^/\s'\"]{0,128}@"
     r"(?=(?:localhost|[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)(?::[0-9]+)?/|[A-Za-z0-9-]+:[0-9]+/)"
-    # credentials in a URL's query (pre-signed links, token-in-URL indexes)
-    r"|[?&](?:token|access_token|auth|key|api_key|apikey|password|secret|sig|signature)"
-    r"=[^&\s'\"]+)")
+    # credentials in a URL's query (token-in-URL indexes, pre-signed S3/GCS/Azure links)
+    r"|[?&](?i:token|access_token|auth|key|api_key|apikey|password|secret|sig|signature"
+    r"|x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature"
+    r"|x-goog-credential)=[^&\s'\"]+)")
 
 # BuildKit's SecretsUsedInArgOrEnv detector (moby/buildkit dockerfile2llb/validations.go).
 SECRET_NAME = re.compile(

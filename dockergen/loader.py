@@ -10,7 +10,6 @@ May import: :mod:`dockergen.credentials`, :mod:`dockergen.errors`, :mod:`dockerg
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import os
 import re
@@ -59,7 +58,7 @@ def display_path(path: Path) -> str:
 
 # a parent profile's file name without .yaml: no folder, no leading dot, no control
 # characters (names land in the Dockerfile's header comments)
-_PARENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+_PARENT = re.compile(r"[^/.\x00-\x1f\x7f][^/\x00-\x1f\x7f]{0,254}")
 
 
 def _find_parent(name: str, child: Path, loc: Location) -> Path:
@@ -441,19 +440,6 @@ def _validate(data: dict[str, Any], pos: Positions, *, partial: bool = False) ->
     return profile
 
 
-def _one_variant(matrix: Any) -> str:
-    """The overrides that turn a matrix profile into its first variant (a fix to quote):
-    without the matrix, each axis needs a value of its own (fleet.yaml has no gpu: else)."""
-    sets = ["--set matrix=null"]
-    axes = matrix.get("axes") if isinstance(matrix, dict) else None
-    for axis, values in (axes or {}).items():
-        first = (next(iter(values.values()), None) if isinstance(values, dict)
-                 else values[0] if isinstance(values, (list, tuple)) and values else None)
-        if first is not None:
-            sets.append(f"--set {axis}={json.dumps(first, separators=(',', ':'))}")
-    return " ".join(sets)
-
-
 def check_abstract(path: str | Path, overrides: tuple[str, ...] = ()) -> bool:
     """Check an abstract profile as far as it goes; False if the profile is not abstract.
 
@@ -476,9 +462,10 @@ def load_profile(path: str | Path, overrides: tuple[str, ...] = ()) -> LoadedPro
     if data.get("matrix"):  # variants are expanded by dockergen/fleet/matrix.py
         raise ProfileError([Problem(pos.of(("matrix",)), "matrix",
                                     "this profile is a matrix of variants",
-                                    "write them all with `dockergen render PROFILE -o DIR` and "
-                                    "build with `docker buildx bake`, or build one variant: "
-                                    + _one_variant(data["matrix"]))])
+                                    "write them all with `dockergen render PROFILE -o DIR` "
+                                    "(each variant's dockergen.lock.json holds what it "
+                                    "derived) and build with `docker buildx bake`; "
+                                    "`dockergen validate PROFILE` lists the variants")])
     profile = _validate(data, pos)
     assert profile is not None
     facts = read_user_knowledge(profile.knowledge, resolved.parent, pos)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -185,14 +186,53 @@ def test_a_folder_written_before_the_manifest_is_still_ours(tmp_path: Path) -> N
     assert (out / ".dockergen-files").is_file()
 
 
-def test_the_manifest_lists_what_build_writes_later(tmp_path: Path) -> None:
+def test_a_build_folder_keeps_its_record_and_log_across_rebuilds(tmp_path: Path) -> None:
+    """build -o writes its record and log after the context; a rebuild replaces them, a
+    plain render into that folder would take the record (and its pushed digests) along."""
     from dockergen.render import write_context
 
-    write_context(tmp_path / "b", {"Dockerfile": b"FROM x\n"}, later=("build.log",))
-    (tmp_path / "b" / "build.log").write_text("log\n")
-    write_context(tmp_path / "b", {"Dockerfile": b"FROM y\n"}, later=("build.log",))
-    listed = (tmp_path / "b" / MANIFEST).read_text().splitlines()[1:]
-    assert listed == [MANIFEST, "Dockerfile", "build.log"]
+    out = tmp_path / "b"
+    later = ("build-record.json", "build.log")
+    write_context(out, {"Dockerfile": b"FROM x\n"}, later=later)
+    (out / "build-record.json").write_text("{}\n")
+    (out / "build.log").write_text("log\n")
+    write_context(out, {"Dockerfile": b"FROM y\n"}, later=later)  # a rebuild...
+    assert (out / "Dockerfile").read_bytes() == b"FROM y\n"
+    (out / "build-record.json").write_text("{}\n")  # ...writes its own record
+    with pytest.raises(OutputError, match="holds build-record.json of an earlier build"):
+        write_context(out, {"Dockerfile": b"FROM z\n"})  # a render
+    assert (out / "build-record.json").read_text() == "{}\n"
+
+
+def test_one_command_never_replaces_another_commands_folder(tmp_path: Path) -> None:
+    """Any folder with a manifest was taken as anyone's: deploy --all -o a build folder
+    deleted its build record."""
+    context = tmp_path / "ctx"
+    assert _render(context).rc == 0
+    before = _snapshot(context)
+    deploy = run_cli("deploy", "--all", "--format", "compose", "-q", "-o", str(context))
+    assert deploy.rc == 4 and "holds a build context" in deploy.err, deploy.err
+    assert _snapshot(context) == before
+    runs = tmp_path / "deploy"
+    assert run_cli("deploy", "--all", "--format", "compose", "-q", "-o", str(runs)).rc == 0
+    before = _snapshot(runs)
+    render = _render(runs)
+    assert render.rc == 4 and "holds run configurations" in render.err, render.err
+    assert _snapshot(runs) == before
+
+
+def test_folders_written_before_manifests_stay_dockergens(tmp_path: Path) -> None:
+    """A 0.1.0 context: lock file, bake file, and after a build its record and log."""
+    from dockergen.render import write_context
+
+    out = tmp_path / "old"
+    assert _render(out).rc == 0
+    (out / MANIFEST).unlink()
+    (out / "build-record.json").write_text("{}\n")
+    (out / "build.log").write_text("log\n")
+    files = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    write_context(out, files, later=("build-record.json", "build.log"))  # a rebuild
+    assert (out / MANIFEST).is_file()
 
 
 # --- a matrix / --all: every variant and the bake file change together --------------------
@@ -206,60 +246,95 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
             if p.is_file()}
 
 
-def test_a_matrix_rerender_that_fails_part_way_changes_nothing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """It printed `wrote` for three variants, then failed on the fourth: mixed old and new."""
+def _changed_matrix(out: Path) -> dict[str, dict[str, bytes]]:
     from dockergen.fleet.project import collect
+
+    fleet = collect([Path("fleet")], ("serving.max_model_len=6144",), "buildkit", None)
+    contexts = {t.name: t.files for t in fleet.targets}
+    assert all(b'"6144"' in f["Dockerfile"] for f in contexts.values())  # all would change
+    return contexts
+
+
+@pytest.mark.parametrize("fault", [OSError(30, "Read-only file system"), KeyboardInterrupt()],
+                         ids=["oserror", "interrupt"])
+def test_a_matrix_change_that_fails_at_any_rename_changes_nothing(
+        fault: BaseException, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It printed `wrote` for three variants, then failed on the fourth: mixed old and new.
+    Every rename of the change is made to fail in turn (a retired variant included)."""
     from dockergen.render import write_contexts
 
     out = tmp_path / "m"
     assert _matrix(out).rc == 0
+    contexts = _changed_matrix(out)
+    retired = next(iter(contexts))
+    contexts.pop(retired)  # an earlier run's variant this one no longer writes
     before = _snapshot(out)
-    fleet = collect([Path("fleet")], ("serving.max_model_len=6144",), "buildkit", None)
-    contexts = {t.name: t.files for t in fleet.targets}
-    assert all(b'"6144"' in f["Dockerfile"] for f in contexts.values())  # all would change
-    real, calls = os.replace, [0]
+    real = os.replace
+    trial = tmp_path / "trial"  # how many renames the change makes: run it on a copy
+    shutil.copytree(out, trial)
+    calls = [0]
 
-    def fail_on_the_fourth_swap(src: str, dst: str) -> None:
+    def counted(src: str, dst: str) -> None:
         calls[0] += 1
-        if calls[0] == 7:  # each swap is two renames: old aside, new in
-            raise OSError(30, "Read-only file system")
         real(src, dst)
 
-    monkeypatch.setattr(os, "replace", fail_on_the_fourth_swap)
-    with pytest.raises(OutputError, match="Read-only file system; nothing was changed"):
-        write_contexts(out, contexts, {"docker-bake.hcl": b"# Generated by dockergen\n"})
-    monkeypatch.setattr(os, "replace", real)
-    assert _snapshot(out) == before
-    assert sorted(p.name for p in out.iterdir()) == sorted(
-        p.name for p in out.iterdir() if not p.name.startswith("."))  # no leftovers
+    monkeypatch.setattr(os, "replace", counted)
+    write_contexts(trial, contexts, {"docker-bake.hcl": b"# Generated by dockergen\n"},
+                   retired=(retired,))
+    renames = calls[0]
+    assert renames == 2 * (len(contexts) + 1) + 1  # old aside + new in; retired; bake
+
+    def fail_at(n: int) -> Callable[[str, str], None]:
+        seen = [0]
+
+        def replace(src: str, dst: str) -> None:
+            seen[0] += 1
+            if seen[0] == n:
+                raise fault
+            real(src, dst)
+        return replace
+
+    for n in range(1, renames + 1):
+        monkeypatch.setattr(os, "replace", fail_at(n))
+        with pytest.raises((OutputError, KeyboardInterrupt)):
+            write_contexts(out, contexts, {"docker-bake.hcl": b"# Generated by dockergen\n"},
+                           retired=(retired,))
+        monkeypatch.setattr(os, "replace", real)
+        assert _snapshot(out) == before, n
+        assert [p.name for p in out.iterdir() if p.name.startswith(".")] == [], n
 
 
-def test_a_real_sigint_during_a_matrix_render_leaves_old_or_new(tmp_path: Path) -> None:
-    """The swaps run with SIGINT held: the folder is all old or all new, never half."""
-    import subprocess
-    import sys
-
-    from tests.conftest import ROOT
+def test_a_signal_during_the_swaps_is_delivered_after_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGINT arriving between two renames waits for the change to be complete."""
+    from dockergen.render import write_contexts
 
     out = tmp_path / "m"
     assert _matrix(out).rc == 0
-    old = _snapshot(out)
-    for delay in (0.3, 0.5, 0.7, 0.9):
-        proc = subprocess.Popen([sys.executable, "-m", "dockergen", "render", "-q", "fleet",
-                                 "-o", str(out), "--set", "serving.max_model_len=6144"],
-                                cwd=ROOT, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-        try:
-            proc.wait(timeout=delay)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=30)
-        now = _snapshot(out)
-        variants = sorted({k.split("/")[0] for k in now if "/" in k})
-        new = [b'"6144"' in now[f"{v}/Dockerfile"] for v in variants]
-        assert now == old or all(new), (delay, new)  # all old, or every variant new
-        assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]
-        assert not [p for p in out.iterdir() if p.name.startswith(".") and ".old-" in p.name]
+    contexts = _changed_matrix(out)
+    real, calls = os.replace, [0]
+
+    def interrupted(src: str, dst: str) -> None:
+        calls[0] += 1
+        if calls[0] == 3:
+            signal.raise_signal(signal.SIGINT)
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_contexts(out, contexts, {"docker-bake.hcl": b"# Generated by dockergen\n"})
+    monkeypatch.setattr(os, "replace", real)
+    now = _snapshot(out)
+    assert all(now[f"{name}/Dockerfile"] == files["Dockerfile"]
+               for name, files in contexts.items())  # all new: the signal came after
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+
+
+def test_the_bake_file_name_is_one_fact() -> None:
+    from dockergen.fleet import bake
+    from dockergen.render import BAKE_FILE
+
+    assert BAKE_FILE == bake.BAKE_FILE
 
 
 def test_variants_a_rerender_no_longer_writes_go_with_it(tmp_path: Path) -> None:

@@ -14,6 +14,8 @@ from tests.conftest import ROOT
 @pytest.mark.parametrize("args", [("explain", "profiles/h100-fp8.yaml"),
                                   ("render", "-q", "profiles/h100-fp8.yaml"),
                                   ("profiles",), ("schema",),
+                                  # group options: click ended them with 1 ("a bug")
+                                  ("--version",), ("--help",),
                                   # only prints its plan (it ended with 141, a cut-off build)
                                   ("build", "--dry-run", "profiles/h100-fp8.yaml")])
 def test_closed_pipe_ends_quietly_with_0(args: tuple[str, ...]) -> None:

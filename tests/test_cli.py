@@ -187,7 +187,7 @@ def test_build_timeout_is_a_real_duration(value: str) -> None:
 
 
 @pytest.mark.parametrize("command", [("render", "-q", "h100-fp8"), ("explain", "h100-fp8"),
-                                     ("schema",)])
+                                     ("schema",), ("--help",), ("--version",)])
 def test_output_that_cannot_be_written_is_exit_4(command: tuple[str, ...]) -> None:
     """/dev/full raised an OSError traceback (exit 1); a closed stdout lost the output with
     exit 0."""

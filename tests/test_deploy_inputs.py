@@ -156,7 +156,7 @@ def test_all_refuses_a_folder_it_did_not_write(tmp_path: Path) -> None:
     for folder in (blocked, as_file, mine):
         before = _tree(folder)
         run = run_cli("deploy", "-q", "--all", "--format", "k8s", "-o", str(folder))
-        _refused(run, 4, "was not written by `dockergen deploy --all`")
+        _refused(run, 4, "was not written by dockergen")
         assert _tree(folder) == before
         assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
@@ -172,7 +172,7 @@ def test_all_replaces_its_own_folder_and_keeps_the_other_format(tmp_path: Path) 
     (out / "notes.txt").write_text("mine\n")  # no longer only dockergen's
     before = _tree(out)
     run = run_cli("deploy", "-q", "--all", "--format", "compose", "-o", str(out))
-    _refused(run, 4, "holds files `dockergen deploy --all` did not write (notes.txt)")
+    _refused(run, 4, "holds files dockergen did not write (notes.txt)")
     assert _tree(out) == before
 
 

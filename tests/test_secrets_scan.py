@@ -42,7 +42,10 @@ def test_words_that_contain_a_token_prefix_are_not_redacted(text: str) -> None:
                                     "https://blob.example.com/f.whl?sv=1&sig=hunter2secret",
                                     "https://:hunter2@mirror.example.com/",  # no user name
                                     "https://bob:p@hunter2@x.example.com/simple",  # '@' in it
-                                    "bob:p@hunter2@registry.example.com/cuda:13"])
+                                    "bob:p@hunter2@registry.example.com/cuda:13",
+                                    "HTTPS://bob:hunter2@example.com/",  # any case
+                                    "https://b.example.com/f?X-Amz-Signature=hunter2sig",
+                                    "https://pypi.example.com/simple?Token=hunter2tok"])
 def test_real_token_shapes_are_redacted(secret: str) -> None:
     assert "<redacted>" in redact(f"log: {secret} end")
     assert secret not in redact(f"log: {secret} end")
@@ -136,3 +139,19 @@ def test_a_huge_value_is_scanned_in_linear_time(tmp_path: Path) -> None:
                           capture_output=True, text=True, cwd=ROOT, timeout=15, check=False)
     assert proc.returncode in (0, 2), proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("text", ["x" * 200_000, "=a:" * 70_000, ",a:" * 70_000,
+                                  "=a:@" * 50_000, "sk-" * 70_000, "(a:" * 70_000,
+                                  "http://" + "a" * 200_000])
+def test_no_shape_makes_the_scan_quadratic(text: str) -> None:
+    """Each of these took 20-46 s (a branch restarted at every '=', ',' or 'sk-' and ran
+    to the end of the text); linear, each is well under a second. A hang guard with 20x
+    headroom, not a speed target."""
+    import time
+
+    from dockergen.errors import SECRET_VALUE
+
+    start = time.perf_counter()
+    SECRET_VALUE.search(text)
+    assert time.perf_counter() - start < 2.0
