@@ -31,7 +31,8 @@ _HEADER = "# Written by dockergen (kind: {kind}); its -o replaces this folder on
 _HEADER_RE = re.compile(r"# Written by dockergen \(kind: ([a-z-]+)\)")
 # What each kind of folder is, for messages.
 KINDS = {"context": "a build context (render -o, build -o)",
-         "deploy": "run configurations (deploy --all -o)"}
+         "deploy": "run configurations (deploy --all -o)",
+         "observe": "monitoring files (observe -o)"}
 
 # (folder, the names a re-run writes there) -> whether a folder without a manifest, written
 # before manifests existed, is dockergen's

@@ -650,7 +650,7 @@ def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monit
     import re
 
     from dockergen.api import shipped_single_images
-    from dockergen.observe import observe_profile, write_output
+    from dockergen.observe import observe_profile, write_output, write_outputs
     from dockergen.profile import _PATTERNS
 
     if observe_all == bool(profile):
@@ -685,9 +685,12 @@ def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monit
         raise ProfileError(problems)
     for result in results:
         _warn([str(w) for w in result.warnings], quiet)
-        out = Path(output) / result.name if observe_all else Path(output)
-        write_output(out, result.files)
-        click.echo(f"wrote {out}", err=True)
+    if observe_all:  # every profile's folder changes together
+        write_outputs(Path(output), {r.name: r.files for r in results})
+    else:
+        write_output(Path(output), results[0].files)
+    for result in results:
+        click.echo(f"wrote {Path(output) / result.name if observe_all else output}", err=True)
 
 
 @cli.command("profiles")

@@ -120,7 +120,8 @@ def test_promtool_unit_tests_fail_on_wrong_metric_names(tmp_path: Path, promtool
 def test_k8s_format(tmp_path: Path, promtool: str) -> None:
     out = observe_dir(tmp_path, str(PROFILES / "h100-fp8.yaml"), "--format", "k8s")
     assert sorted(p.name for p in out.iterdir()) == [
-        "dashboard.json", "dockergen-observe.json", "podmonitor.yaml", "prometheusrule.yaml"]
+        ".dockergen-files", "dashboard.json", "dockergen-observe.json", "podmonitor.yaml",
+        "prometheusrule.yaml"]
     pm = yaml.safe_load((out / "podmonitor.yaml").read_text())
     assert pm["kind"] == "PodMonitor" and pm["apiVersion"] == "monitoring.coreos.com/v1"
     endpoint = pm["spec"]["podMetricsEndpoints"][0]
@@ -385,3 +386,21 @@ def test_grafana_sdk_is_imported_by_observe_only(tmp_path: Path) -> None:
                               str(tmp_path / cmd)], cwd=ROOT,
                              capture_output=True, text=True, check=False)
         assert out.stdout.strip().splitlines()[-1] == loaded, (cmd, out.stdout, out.stderr)
+
+
+def test_a_rerun_never_deletes_files_added_to_the_folder(tmp_path: Path) -> None:
+    """observe -o replaced the folder whole: a rules file the user added was gone, exit 0."""
+    out = tmp_path / "o"
+    assert run_cli("observe", "h100-fp8", "-o", str(out)).rc == 0
+    (out / "my-extra-rules.yaml").write_text("mine\n")
+    again = run_cli("observe", "h100-fp8", "-o", str(out))
+    assert again.rc == 4, again.err
+    assert "holds files dockergen did not write (my-extra-rules.yaml)" in again.err
+    assert (out / "my-extra-rules.yaml").read_text() == "mine\n"
+    every = tmp_path / "all"
+    assert run_cli("observe", "--all", "-q", "-o", str(every)).rc == 0
+    (every / "h100-fp8" / "custom.yaml").write_text("mine\n")
+    before = {p: p.read_bytes() for p in every.rglob("*") if p.is_file()}
+    result = run_cli("observe", "--all", "-q", "-o", str(every))
+    assert result.rc == 4 and "custom.yaml" in result.err, result.err
+    assert {p: p.read_bytes() for p in every.rglob("*") if p.is_file()} == before

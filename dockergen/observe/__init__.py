@@ -14,6 +14,11 @@ May import: dockergen.observe.generate.
 
 from __future__ import annotations
 
-from dockergen.observe.generate import ObserveResult, observe_profile, write_output
+from dockergen.observe.generate import (
+    ObserveResult,
+    observe_profile,
+    write_output,
+    write_outputs,
+)
 
-__all__ = ["ObserveResult", "observe_profile", "write_output"]
+__all__ = ["ObserveResult", "observe_profile", "write_output", "write_outputs"]

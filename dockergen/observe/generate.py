@@ -10,16 +10,14 @@ observe modules.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
-from dockergen.errors import Location, OutputError, Problem, ProfileError
+from dockergen import atomic
+from dockergen.errors import Location, Problem, ProfileError
 from dockergen.observe.metrics import EngineMetrics, UnknownRelease, engine_metrics
 from dockergen.observe.rules import (
     ALERT_FILE,
@@ -188,41 +186,17 @@ def observe_profile(path: Path, overrides: tuple[str, ...] = (), fmt: Format = "
 
 
 def write_output(out_dir: Path, files: dict[str, bytes]) -> None:
-    """Write the files atomically: all appear at once, or nothing changes.
+    """Write one profile's monitoring files as one change (:mod:`dockergen.atomic`): an
+    existing ``out_dir`` is replaced only while it holds just what ``observe`` wrote."""
+    atomic.write_folder(out_dir, files, kind="observe", legacy=_observe_legacy)
 
-    An existing ``out_dir`` is only replaced when it is empty or was written by
-    ``dockergen observe`` (it holds the manifest), so a mistyped ``-o`` deletes nothing.
-    """
-    out_dir = out_dir.resolve()
-    if out_dir.exists():
-        if not out_dir.is_dir():
-            raise OutputError(f"{out_dir}: exists and is not a folder; choose another -o path")
-        if any(out_dir.iterdir()) and not (out_dir / MANIFEST).is_file():
-            raise OutputError(f"{out_dir}: folder is not empty and was not written by "
-                              "dockergen observe; choose an empty or new folder")
-    try:
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    except OSError as exc:
-        raise OutputError(f"{out_dir}: cannot create: {exc.strerror}") from None
-    old = None
-    try:
-        for name, data in files.items():
-            target = staging / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        staging.chmod(0o755)
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-            os.replace(out_dir, old)
-        os.replace(staging, out_dir)
-    except OSError as exc:
-        if old is not None and not out_dir.exists():
-            os.replace(old, out_dir)
-            old = None
-        raise OutputError(f"{out_dir}: cannot write: {exc.strerror}; nothing was changed"
-                          ) from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+
+def write_outputs(parent: Path, outputs: dict[str, dict[str, bytes]]) -> None:
+    """``observe --all -o``: every profile's folder ``parent/<name>/``, all at once."""
+    atomic.write_folders(parent, outputs, kind="observe", legacy=_observe_legacy)
+
+
+def _observe_legacy(folder: Path, names: set[str]) -> bool:
+    """A folder observe wrote before manifests of kind existed: its own manifest and no
+    file but the ones this run writes (a file added since was deleted with it)."""
+    return (folder / MANIFEST).is_file() and all(n in names for n in atomic.files_in(folder))
