@@ -207,3 +207,29 @@ def test_matrix_variants_parse_and_lint_clean(hadolint: str) -> None:
         assert stages == ["build-base", "engine", "runtime"]
         result = lint(hadolint, text)
         assert (result.returncode, result.stdout, result.stderr) == (0, "", ""), name
+
+
+def test_validate_runs_the_bake_checks_render_runs(tmp_path: Path) -> None:
+    """validate said ok, then render -o refused the cache ref; and matrix variants could
+    share a fixed tag with nothing catching it (the last push took it)."""
+    base = "extends: base\nname: t\nserving: {model: /m}\n"
+    cases = {
+        "cache-is-tag": (base + "gpu: {targets: [h100]}\n"
+                         "image: {cache_ref: 'registry.example.com/llm/vllm:0.33.0-cu130-t'}\n",
+                         "is also an image tag of t"),
+        "placeholder": (base + "gpu: {targets: [h100]}\nimage: {cache_ref: 'reg.io/x:{bogus}'}\n",
+                        "unknown placeholder {bogus}"),
+        "shared-tag": (base + "matrix: {axes: {gpu.targets: {h100: [h100], h: [h100]}}}\n"
+                       "image: {tags: [fixed]}\n", "t-h and t-h100 share the tag "
+                       "registry.example.com/llm/vllm:fixed"),
+    }
+    for name, (text, message) in cases.items():
+        (tmp_path / f"{name}.yaml").write_text(text)
+        for command in (("validate",), ("render", "-o", str(tmp_path / f"out-{name}"))):
+            result = run_cli(*command, f"{name}.yaml", cwd=tmp_path)
+            assert result.rc == 2 and message in result.err, (name, command, result.err)
+        assert not (tmp_path / f"out-{name}").exists()
+    fixed = base + ("matrix: {axes: {gpu.targets: {h100: [h100], h: [h100]}}}\n"
+                    "image: {tags: ['fixed-{name}']}\n")
+    (tmp_path / "fixed.yaml").write_text(fixed)
+    assert run_cli("validate", "fixed.yaml", cwd=tmp_path).rc == 0  # the fix it names

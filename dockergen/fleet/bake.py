@@ -110,6 +110,15 @@ def check_targets(targets: Iterable[BakeTarget]) -> None:
         problems.append(Problem(seen[name].where, "name",
                                 f"{name!r} is both a bake group and a target",
                                 "rename the profile"))
+    owner: dict[str, BakeTarget] = {}
+    for t in targets:  # a tag names one image: two targets pushing it, the last one wins
+        for tag in t.tags:
+            first = owner.setdefault(tag, t)
+            if first is not t and not tag.rsplit(":", 1)[-1].startswith("dg-"):
+                problems.append(Problem(
+                    t.where, "image.tags", f"{first.name} and {t.name} share the tag {tag}: "
+                    "the image pushed last would take it from the other",
+                    "put {name} (or the axis that differs) in image.tags"))
     by_ref: dict[str, BakeTarget] = {}
     all_tags = {tag: t for t in targets for tag in t.tags}
     for t in targets:
