@@ -155,3 +155,15 @@ def test_the_fix_fits_the_field_and_is_itself_valid(override: str, expected: str
     result = run_cli("validate", "h100-fp8", "--set", override)
     assert result.rc == 2 and expected in result.err, result.err
     assert run_cli("validate", "h100-fp8", "--set", valid).rc == 0
+
+
+def test_a_torch_index_with_its_cuda_folder_is_not_doubled() -> None:
+    """.../whl/cu130 rendered as --extra-index-url .../whl/cu130/cu130 without a word."""
+    result = run_cli("render", "-q", "h100-fp8", "--set",
+                     "build.torch_index_url=https://download.pytorch.org/whl/cu130")
+    assert result.rc == 2 and result.out == "", result.err
+    assert ("build.torch_index_url: ends in /cu130; dockergen appends the CUDA-matched folder "
+            "itself") in result.err
+    fix = run_cli("render", "-q", "h100-fp8", "--set",
+                  "build.torch_index_url=https://download.pytorch.org/whl")
+    assert fix.rc == 0 and "/whl/cu130 " in fix.out and "cu130/cu130" not in fix.out

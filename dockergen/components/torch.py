@@ -11,6 +11,7 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.cuda`,
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from packaging.version import Version
@@ -40,6 +41,13 @@ def index_url(base_url: str, cuda_version: str) -> str:
 def check(c: Context) -> None:
     """torch-pin, torch-known, torch-cuda-index, torch-python (once the engine set a pin)."""
     p = c.p
+    tail = p.build.torch_index_url.rstrip("/").rsplit("/", 1)[-1]
+    if re.fullmatch(r"cu[0-9]{2,4}|cpu|rocm[0-9.]+", tail):  # dockergen appends the CUDA
+        c.error(("build", "torch_index_url"), f"ends in /{tail}; dockergen appends the "
+                "CUDA-matched folder itself, so the index would be "
+                f"{index_url(p.build.torch_index_url, p.cuda.version)}",
+                "give the index root, e.g. torch_index_url: "
+                + p.build.torch_index_url.rstrip("/").rsplit("/", 1)[0])
     if c.release is None:
         return  # unknown engine release: already reported, nothing to check against
     pin = str(c.release["torch"])
