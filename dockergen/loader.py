@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from dockergen import credentials, knowledge
 from dockergen.errors import Location, Problem, ProfileError, redact
@@ -142,6 +142,28 @@ def _field_annotation(path: FieldPath) -> Any:
         annotation = info.annotation
         model = _strip(annotation)
     return annotation
+
+
+def _shape_problem(path: FieldPath, text: str) -> str | None:
+    """Why ``text`` would still be refused by the field at ``path`` (its shape check), or
+    None: `scrape_interval: 15` quoted is "15", still not a duration like "15s"."""
+    if not path or not isinstance(path[-1], str):
+        return None
+    parent = _strip(_field_annotation(path[:-1])) if len(path) > 1 else Profile
+    if not (isinstance(parent, type) and issubclass(parent, BaseModel)):
+        return None
+    info = parent.model_fields.get(path[-1])
+    if info is None:
+        return None
+    form: Any = (typing.Annotated[(info.annotation, *info.metadata)] if info.metadata
+                 else info.annotation)
+    try:
+        TypeAdapter(form).validate_python(text)
+    except ValidationError as exc:
+        return str(exc.errors()[0].get("ctx", {}).get("error", exc.errors()[0]["msg"]))
+    except Exception:  # noqa: BLE001 - an annotation TypeAdapter cannot take: no advice
+        return None
+    return None
 
 
 def _strip(annotation: Any) -> Any:
@@ -299,7 +321,9 @@ def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Probl
                 value, bool):
             raw = pos.raw(loc) or str(value)
             msg = f"{raw} is a number in YAML (read as {value!r}), not text"
-            fix = f"quote it: {_quoted_example(loc, raw, pos)}"
+            wrong = _shape_problem(loc, raw)  # quoted, is it of the field's form?
+            fix = (f"quote it: {_quoted_example(loc, raw, pos)}" if wrong is None
+                   else f"write it as quoted text of the field's form ({wrong})")
         elif kind == "string_type":
             msg = f"expected text, got {_kind(value)}"
             fix = "write a quoted string"

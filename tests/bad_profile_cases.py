@@ -165,8 +165,10 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                 'dockergen profiles'],
  'unquoted-python-3.10': ['profile.yaml:7:9: python: 3.10 is a number in YAML (read as 3.1), '
                           'not text; quote it: python: "3.10"'],
+ # quoting alone would not do: "13.0" is no CUDA version either (it was the fix before)
  'unquoted-cuda': ['profile.yaml:5:12: cuda.version: 13.0 is a number in YAML (read as 13.0), '
-                   'not text; quote it: version: "13.0"'],
+                   "not text; write it as quoted text of the field's form ('13.0' is not a "
+                   'CUDA version like "13.0.2")'],
  'unquoted-engine-version-int': ['profile.yaml:10:12: engine.version: 1 is a number in YAML '
                                  '(read as 1), not text; quote it: version: "1"'],
  'unquoted-flash-attn': ['profile.yaml:13:12: flash_attn.version: 2.8 is a number in YAML '

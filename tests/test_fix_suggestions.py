@@ -64,3 +64,18 @@ def test_gpu_name_guesses_stay_in_the_product_line(given: str, hint: str | None)
         assert "did you mean" not in first
     else:
         assert f"did you mean {hint!r}?" in first
+
+
+@pytest.mark.parametrize(("line", "field", "form"), [
+    ("observe: {scrape_interval: 15}", "observe.scrape_interval", "Prometheus duration"),
+    ("cuda: {version: 13.0}", "cuda.version", 'CUDA version like "13.0.2"'),
+])
+def test_quote_it_is_offered_only_when_quoting_is_enough(line: str, field: str, form: str,
+                                                         tmp_path: Path) -> None:
+    """`quote it: "15"` was refused next as not a duration: the fix names the form."""
+    (tmp_path / "p.yaml").write_text(f"extends: h100-fp8\nname: p\n{line}\n")
+    result = run_cli("validate", "p.yaml", cwd=tmp_path)
+    assert result.rc == 2
+    assert f"{field}: " in result.err and "write it as quoted text of the field's form" \
+        in result.err and form in result.err
+    assert "quote it:" not in result.err
