@@ -586,7 +586,11 @@ def _user_rows(shown: str, fpos: Positions, component: str, table: str, rows: ob
         found = knowledge.row_problems(component, table, key, row)
         problems += [Problem(fpos.key_of((*at, *path)), ".".join(map(str, (*at, *path))),
                              message, fix) for path, message, fix in found]
-        if not found:
+        earlier = overlay.get(component, {}).get(table, {}).get(key)
+        if earlier is not None:  # two files, one row: which one wins must not be silent
+            problems.append(Problem(loc, field_name, f"{earlier['user']} adds this row too",
+                                    "keep it in one knowledge file"))
+        elif not found:
             overlay.setdefault(component, {}).setdefault(table, {})[key] = {
                 **row, "src": f"user knowledge {shown}: {src}", "user": shown}
     return problems

@@ -163,7 +163,9 @@ def _collection(node: yaml.MappingNode | yaml.SequenceNode, path: FieldPath, pos
         out: dict[str, Any] = {}
         first_line: dict[str, int] = {}
         for key_node, value_node in node.value:
-            key = str(_scalar(key_node)) if isinstance(key_node, yaml.ScalarNode) else "?"
+            # keys are text in every file dockergen reads: as written, so `0.40:` stays
+            # "0.40" (str(0.4) lost the zero) and `~:`/`true:` are not "None"/"True"
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else "?"
             if key in first_line:
                 problems.append(Problem(_loc(file, key_node.start_mark), key,
                                         f"duplicate key (first defined on line "

@@ -152,3 +152,27 @@ def test_a_folder_given_as_a_knowledge_file_is_named_a_folder(tmp_path: Path) ->
     assert lines[0] == ("p.yaml:3:13: knowledge[0]: facts is a folder; give the path of a "
                         "knowledge file relative to the profile")
     assert "knowledge[1]: " + "d" * 300 + ".yaml does not exist" in lines[1]
+
+
+def test_two_files_adding_one_row_is_an_error_and_keys_stay_as_written(
+        tmp_path: Path) -> None:
+    """Two files adding vLLM 0.34.0 merged silently, the last one winning; an unquoted key
+    0.40 became release "0.4"."""
+    (tmp_path / "facts.yaml").write_text(FACTS)
+    (tmp_path / "facts2.yaml").write_text(
+        'serving/vllm:\n  releases:\n    "0.34.0": {torch: "2.13.0", python: ">=3.10",'
+        ' cuda_major: 13, src: "another reading"}\n'
+        '    0.40: {torch: "2.14.0", python: ">=3.10", cuda_major: 13, src: "x"}\n')
+    (tmp_path / "p.yaml").write_text(PROFILE.replace("[facts.yaml]", "[facts.yaml, facts2.yaml]"))
+    result = run_cli("validate", "p.yaml", cwd=tmp_path)
+    assert result.rc == 2, result.err
+    assert ("facts2.yaml:3:5: serving/vllm.releases.0.34.0: facts.yaml adds this row too; "
+            "keep it in one knowledge file") in result.err.splitlines()
+    (tmp_path / "p.yaml").write_text(PROFILE.replace("[facts.yaml]", "[facts2.yaml]")
+                                     .replace('"0.34.0"', '"0.40"'))
+    (tmp_path / "facts2.yaml").write_text(
+        'serving/vllm:\n  releases:\n'
+        '    0.40: {torch: "2.14.0", python: ">=3.10", cuda_major: 13, src: "x"}\n')
+    rendered = run_cli("render", "-q", "p.yaml", "--set", "flash_attn.build=none", cwd=tmp_path)
+    assert rendered.rc == 0, rendered.err
+    assert "vllm==0.40 " in rendered.out and "vllm==0.4 " not in rendered.out
