@@ -79,7 +79,7 @@ def inputs_of(profile: Path, overrides: tuple[str, ...] = (), *,
     others = [i for i in res["package_indexes"] if i not in (res["torch_index"], fi_index)]
     cubin = next((q for q in r.engine.requirements if q.startswith("flashinfer-cubin==")), None)
     return LockInputs(engine=res["engine"], torch=res["torch"], torch_index=torch_idx,
-                      main_index=main_index or r.profile.build.pip_index_url or PYPI,
+                      main_index=main_index or res["main_index"],
                       engine_index=others[0] if others else None, python=r.profile.python,
                       platform=platform or wheel_platform(r.profile.cuda.os,
                                                      r.profile.cuda.devel_image),

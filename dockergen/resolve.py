@@ -22,6 +22,7 @@ from dockergen import __version__, knowledge
 from dockergen.components import cuda, flash_attn, image, python, torch
 from dockergen.components.base import Context
 from dockergen.components.serving import engine_for
+from dockergen.components.serving.base import MAIN_INDEX
 from dockergen.errors import Problem, ProfileError
 from dockergen.loader import LoadedProfile
 from dockergen.model import (
@@ -127,6 +128,8 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool) -> Resolved:
     env = {**cuda_part.env, **python_part.env, **serving.env}
     _check_env_names(loaded, env)
     env.update(p.serving.env)
+    for name, value in sorted(p.serving.env.items()):
+        d.append(Derivation(f"env {name}", value, "from serving.env (runtime image)", ""))
     release_tags = image.tags(p)
     stage = serving.stage
     lock_core: dict[str, Any] = {
@@ -149,6 +152,9 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool) -> Resolved:
             "torch": torch_install.version,
             "torch_index": torch_install.index,
             "engine": stage.requirement,
+            # where everything else comes from: build.pip_index_url (PIP_INDEX_URL,
+            # UV_DEFAULT_INDEX of the build stages) or PyPI
+            "main_index": python_part.setup.pip_index_url or MAIN_INDEX,
             "package_indexes": list(stage.indexes),
             "uv": python_part.setup.uv_version,
             "entrypoint": list(serving.serve.entrypoint),
@@ -166,17 +172,23 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool) -> Resolved:
         "dockergen.flash-attn.archs": fa.archs if fa else "none",
         "dockergen.engine": stage.requirement,
         "dockergen.torch": torch_install.version,
-    })
+    }, d)
+    uid, start_period = p.runtime.uid, p.serving.health_start_period_s
+    d.append(Derivation("USER", f"{uid}:{uid}", "from runtime.uid: the numeric non-root user "
+                        "of the runtime image (label dockergen.runtime.uid)", ""))
+    d.append(Derivation("HEALTHCHECK --start-period", f"{start_period}s",
+                        "from serving.health_start_period_s: time for model loading before "
+                        "failed health checks count", ""))
     runtime = RuntimeStage(
         image=cuda_part.runtime_image,
         apt=tuple(sorted(cuda_part.runtime_apt + python_part.runtime_apt
                          + serving.runtime_apt)),
-        uid=p.runtime.uid, home=APP_HOME, venv=python_part.setup.venv,
+        uid=uid, home=APP_HOME, venv=python_part.setup.venv,
         copies=python_part.copies + flash_attn.runtime_copies(fa) + serving.copies,
         env=MappingProxyType(dict(sorted(env.items()))),
         labels=MappingProxyType(labels),
         port=p.serving.port, health_cmd=serving.health_cmd,
-        health_start_period=p.serving.health_start_period_s,
+        health_start_period=start_period,
         entrypoint=json.dumps(list(serving.serve.entrypoint)),
         cmd=json.dumps(list(serving.serve.args)),
         jit_toolchain=p.runtime.jit_toolchain, jit_c_compiler=serving.c_compiler,

@@ -22,10 +22,10 @@ target "_common" {
 target "a100-bf16" {
   inherits = ["_common"]
   context = "a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-c0ab9a7a23a8"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-f78b0acb7419"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:71ba246b183a597920ac120564fc26abf48d84c1b88a9f69542d5f459345f0aa"
+    "dockergen.profile.hash" = "sha256:a655dd76f5f056ae66b035e1929187cdd60fbb4651de64ba53391369c280fae5"
     "dockergen.profile.name" = "a100-bf16"
     "org.opencontainers.image.description" = "BF16 serving on A100 80GB"
     "org.opencontainers.image.title" = "a100-bf16"
@@ -38,10 +38,10 @@ target "a100-bf16" {
 target "a100-h100" {
   inherits = ["_common"]
   context = "a100-h100"
-  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-e0c55b569b86"]
+  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-6b73887b0118"]
   labels = {
     "dockergen.engine" = "vllm==0.32.0"
-    "dockergen.profile.hash" = "sha256:7018bc31e775ab101fa9d7bc5fea1dfaf32903feb46139c275e26574144db040"
+    "dockergen.profile.hash" = "sha256:c1b1d85ed64d9c92cf24f786ebb70e2e87dec9a899eae386161fb59e1e4987d3"
     "dockergen.profile.name" = "a100-h100"
     "org.opencontainers.image.description" = "One BF16 image for mixed A100 and H100 fleets (flash-attn built for 80;90)"
     "org.opencontainers.image.title" = "a100-h100"
@@ -54,10 +54,10 @@ target "a100-h100" {
 target "fleet-a100-bf16" {
   inherits = ["_common"]
   context = "fleet-a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-31b5a2461bbc"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-aa779028727c"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:1d99c3248f16d706f84c7d5dd61d115f2f09f10522efcaf769284b185d24b8d8"
+    "dockergen.profile.hash" = "sha256:825bbb900e9ccd2ca7d7f1009232951a2d243626ea753ddcb4aae7f680017bb6"
     "dockergen.profile.name" = "fleet-a100-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-a100-bf16"
@@ -70,10 +70,10 @@ target "fleet-a100-bf16" {
 target "fleet-h100-bf16" {
   inherits = ["_common"]
   context = "fleet-h100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-7e5c766b8b8f"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-a99223d22985"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:812b06ec433b955f8a4397d6f05904d98777720ae7cd4d6fde40af1576439ef2"
+    "dockergen.profile.hash" = "sha256:3a9d75d346e8c229039b4c6bafd5c1fa9512b465d5949d458096db31cbb82c11"
     "dockergen.profile.name" = "fleet-h100-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-h100-bf16"
@@ -86,10 +86,10 @@ target "fleet-h100-bf16" {
 target "fleet-h100-fp8" {
   inherits = ["_common"]
   context = "fleet-h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-4c5c861bc2ab"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-a7646a889c9f"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:9e7e818df6ad39f71a65bf505f3c287d5896de50ca7586b75cbe2caaf4e7f6b6"
+    "dockergen.profile.hash" = "sha256:e9914d0ec9378c8d1211123b8257466bc19b9e39fc3ec0719c47f80759836aaf"
     "dockergen.profile.name" = "fleet-h100-fp8"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-h100-fp8"
@@ -102,10 +102,10 @@ target "fleet-h100-fp8" {
 target "fleet-l40s-bf16" {
   inherits = ["_common"]
   context = "fleet-l40s-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-94e0847a5b62"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-8f926d9b9607"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:efbf86facc5f5515a2b69c2fdd8a605cc7a1ed7cee78c0ff708b330ca8da6f0b"
+    "dockergen.profile.hash" = "sha256:d70f33607e08651d186d45d0c3daec7ea4125f297d4c1df62662f909641b4fda"
     "dockergen.profile.name" = "fleet-l40s-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-l40s-bf16"
@@ -118,10 +118,10 @@ target "fleet-l40s-bf16" {
 target "fleet-l40s-fp8" {
   inherits = ["_common"]
   context = "fleet-l40s-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-8998f0b4fc82"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-2cce4686d3d5"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:d82909b1909afae749afade74fcc6ecd6dae93e7862e24a87fc4f020d550e972"
+    "dockergen.profile.hash" = "sha256:ddf7e22f042e2c551fd8a84b27a79546e9256600619faf42d8d2ececa6892137"
     "dockergen.profile.name" = "fleet-l40s-fp8"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-l40s-fp8"
@@ -134,10 +134,10 @@ target "fleet-l40s-fp8" {
 target "h100-fp8" {
   inherits = ["_common"]
   context = "h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-b136033872e1"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-db39fa8c393a"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:6b511b486a4bb92f659730389c61d7a83c8c3bee8184e2b9c2c85aed008eedcf"
+    "dockergen.profile.hash" = "sha256:ea553918e426a6d2d0cb1704ab6a7906ac0022372bcc0492c1ee995cd42ed4df"
     "dockergen.profile.name" = "h100-fp8"
     "org.opencontainers.image.description" = "Llama-3-8B-class serving on H100 with FP8 weights and FP8 KV cache"
     "org.opencontainers.image.title" = "h100-fp8"
@@ -150,10 +150,10 @@ target "h100-fp8" {
 target "h100-sglang-fp8" {
   inherits = ["_common"]
   context = "h100-sglang-fp8"
-  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-4d3c5dd469ca"]
+  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-6bd374a0e53b"]
   labels = {
     "dockergen.engine" = "sglang==0.5.23"
-    "dockergen.profile.hash" = "sha256:3d6fbe8bba925128d320d6ce1efa92893ab2f8162b1d3ea76817ea0c6754baa5"
+    "dockergen.profile.hash" = "sha256:179355fbaf7da36424f2d3f6012ebd7680fdd01cd83da852edeb3a2488b4235d"
     "dockergen.profile.name" = "h100-sglang-fp8"
     "org.opencontainers.image.description" = "SGLang on H100 with FP8 weights (online FP8 quantization)"
     "org.opencontainers.image.title" = "h100-sglang-fp8"
@@ -166,10 +166,10 @@ target "h100-sglang-fp8" {
 target "h100-trtllm-fp8" {
   inherits = ["_common"]
   context = "h100-trtllm-fp8"
-  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-bf71bd856fac"]
+  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-959045ccf27d"]
   labels = {
     "dockergen.engine" = "tensorrt-llm==1.1.0"
-    "dockergen.profile.hash" = "sha256:79278b95012f3c404f93294b262c2ee80a3c8f4419c1c80798c0fdd0e5b03bb7"
+    "dockergen.profile.hash" = "sha256:b17c320e5cab66f5d1836c881558ddab6d4c5f04108f94b7a6ba481e957816aa"
     "dockergen.profile.name" = "h100-trtllm-fp8"
     "org.opencontainers.image.description" = "TensorRT-LLM (PyTorch backend) on H100 with an FP8 ModelOpt checkpoint and FP8 KV cache"
     "org.opencontainers.image.title" = "h100-trtllm-fp8"
@@ -182,10 +182,10 @@ target "h100-trtllm-fp8" {
 target "l40s-awq" {
   inherits = ["_common"]
   context = "l40s-awq"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-f36698ee3c08"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-9ab6fa173b47"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:54c0264402cbea81a7ed592c7e90f6d329af25a181c8b1f6c0c76b5a4a04c4fa"
+    "dockergen.profile.hash" = "sha256:8181dd4d49064736e75123c3896a95ec89679a55b7e4fcea7429c19f6a8fc014"
     "dockergen.profile.name" = "l40s-awq"
     "org.opencontainers.image.description" = "INT4 AWQ checkpoint on L40S (sm_89; flash-attn runs its sm_80 kernels)"
     "org.opencontainers.image.title" = "l40s-awq"

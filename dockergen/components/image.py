@@ -13,6 +13,7 @@ import re
 
 from dockergen import __version__
 from dockergen.components.base import Context
+from dockergen.model import Derivation
 from dockergen.profile import Profile
 
 TAG_FIELDS = ("name", "engine.name", "engine.version", "cuda.version", "cuda.major_minor",
@@ -61,8 +62,11 @@ def tags(p: Profile) -> list[str]:
 
 
 def labels(p: Profile, runtime_image: str, profile_hash: str,
-           contributed: dict[str, str]) -> dict[str, str]:
-    """OCI and dockergen labels; the components' own labels; the profile's last (ours win)."""
+           contributed: dict[str, str], d: list[Derivation]) -> dict[str, str]:
+    """OCI and dockergen labels; the components' own labels; the profile's last (ours win).
+
+    Each of the profile's labels is a derivation (``explain``), with the value the image
+    carries: dockergen's own where it wins."""
     out = {
         "org.opencontainers.image.title": p.name,
         "org.opencontainers.image.version": p.engine.version,
@@ -77,6 +81,11 @@ def labels(p: Profile, runtime_image: str, profile_hash: str,
     }
     if p.description:
         out["org.opencontainers.image.description"] = p.description
-    for key, value in p.image.labels.items():
-        out.setdefault(key, value)  # ours win: they are what the smoke tests check
+    for key, value in sorted(p.image.labels.items()):
+        if key in out:  # ours win: they are what the smoke tests check
+            d.append(Derivation(f"label {key}", out[key], f"image.labels sets {value!r}, but "
+                                "dockergen's own label wins (the smoke tests read it)", ""))
+            continue
+        out[key] = value
+        d.append(Derivation(f"label {key}", value, "from image.labels", ""))
     return dict(sorted(out.items()))

@@ -126,6 +126,10 @@ def derive(c: Context, d: list[Derivation], mode: Mode) -> PythonPart:
                if mirror else "its default ")
             + f"{src['default_prefix']}/<release>/<archive>, checking the sha256 built "
             "into uv", src["src"]))
+    if p.build.pip_index_url:
+        d.append(Derivation("pip index", p.build.pip_index_url, "from build.pip_index_url: "
+                            "replaces PyPI for every install of the build stages "
+                            "(PIP_INDEX_URL, UV_DEFAULT_INDEX)", ""))
     copies = [RuntimeCopy(PYTHON_HOME, PYTHON_HOME, "build-base")] if not from_image else []
     copies.append(RuntimeCopy(VENV, VENV, "engine"))  # the venv as the engine stage left it
     return PythonPart(

@@ -87,6 +87,9 @@ LOCK_MARK = "# dockergen-python-lock: "
 LOCK_IN_CONTEXT = "python.lock"
 LOCK_IN_IMAGE = "/opt/dockergen/python.lock"
 MAIN_INDEX = "https://pypi.org/simple"
+# The reason of every derivation of a serving.extra_args item (an engine's own checks of the
+# flags it derives leave these out).
+EXTRA_ARGS_REASON = "from serving.extra_args"
 
 
 class ServingEngine:
@@ -373,6 +376,28 @@ class ServingEngine:
     def explain_requirements(self, c: Context, d: list[Derivation]) -> None:
         """Derivations for what requirements() adds beside the engine (none by default)."""
 
+    def extra_args(self, c: Context, d: list[Derivation], src: str) -> tuple[str, ...]:
+        """serving.extra_args, appended to the server command as given, one derivation per
+        flag (with its value: ``--a=1`` or ``--a 1``) or plain argument, so that `explain`
+        shows every argument the server gets (issue 7)."""
+        args = c.p.serving.extra_args
+        skip = False
+        for i, arg in enumerate(args):
+            if skip:
+                skip = False
+                continue
+            if arg.startswith("-") and not arg[1:2].isdigit():
+                name, sep, value = arg.partition("=")
+                if not sep and i + 1 < len(args) and (not args[i + 1].startswith("-")
+                                                      or args[i + 1][1:2].isdigit()):
+                    value, skip = args[i + 1], True
+                d.append(Derivation(f"serve {name}", value, EXTRA_ARGS_REASON
+                                    + (f" (given as {arg})" if sep else ""), src))
+            else:
+                d.append(Derivation("serve ARG", arg, f"{EXTRA_ARGS_REASON} (a plain "
+                                    "argument)", src))
+        return args
+
     # --- derivations ----------------------------------------------------------------------
     def serve(self, c: Context, d: list[Derivation]) -> ServeCommand:
         """The server command of a checked profile (entrypoint, arguments, option files)."""
@@ -399,6 +424,15 @@ class ServingEngine:
         self.explain_requirements(c, d)
         lock_args: tuple[str, ...] = ()
         files: dict[str, bytes] = {}
+        engine_index = p.build.engine_index_url or self.facts().get("extra_index_url")
+        if engine_index:
+            assert engine_index in indexes, (engine_index, indexes)
+            d.append(Derivation("engine index", engine_index, "from build.engine_index_url "
+                                f"(replaces {p.engine.name}'s own index)"
+                                if p.build.engine_index_url else
+                                f"{p.engine.name}'s own wheel index (an extra index of the "
+                                "engine install)", "" if p.build.engine_index_url
+                                else f"{self.facts_file}.yaml extra_index_url"))
         # uv's default first-index takes every name from the first index that has it, and
         # the PyTorch index carries requests, pillow, certifi, setuptools at older versions
         # than the engine needs: "requests was found on .../cu130, but not at the requested
@@ -427,6 +461,9 @@ class ServingEngine:
         for pin in p.packages.pip:
             d.append(Derivation("extra pip", pin, "from packages.pip: installed with the "
                                 "engine, torch pin kept (verified after install)", ""))
+        for apt in p.packages.apt:
+            d.append(Derivation("extra apt", apt, "from packages.apt: installed in the "
+                                "runtime image", ""))
         stage = EngineStage(name=p.engine.name,
                             requirements=self.requirements(c) + tuple(p.packages.pip),
                             torch=torch.version, indexes=tuple(indexes), venv=VENV, mode=mode,

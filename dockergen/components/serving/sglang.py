@@ -18,7 +18,11 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving
 from __future__ import annotations
 
 from dockergen.components.base import Context
-from dockergen.components.serving.base import ServingEngine, release_flag_list
+from dockergen.components.serving.base import (
+    EXTRA_ARGS_REASON,
+    ServingEngine,
+    release_flag_list,
+)
 from dockergen.knowledge import COMPONENTS_DIR
 from dockergen.model import Derivation, ServeCommand
 
@@ -64,8 +68,8 @@ class Sglang(ServingEngine):
                     "dockergen/components/serving/sglang_flags.json")
             return
         derived: dict[str, str | None] = {}  # flag -> the profile field that sets it
-        for d in self._derivations(c):
-            if d.key.startswith("serve --"):
+        for d in self._derivations(c):  # the profile's own extra_args are checked below
+            if d.key.startswith("serve --") and not d.reason.startswith(EXTRA_ARGS_REASON):
                 derived[d.key[len("serve "):]] = (d.reason[5:].split(" ")[0].split("=")[0]
                                                   if d.reason.startswith("from ") else None)
         for name in sorted(derived):
@@ -148,7 +152,7 @@ class Sglang(ServingEngine):
         args.append("--enable-metrics")  # /metrics exists only with it
         d.append(Derivation("serve --enable-metrics", "", "always passed: SGLang serves "
                             "Prometheus metrics on its port only with this flag", src))
-        args.extend(s.extra_args)
+        args.extend(self.extra_args(c, d, src))
         return ServeCommand(("sglang", "serve"), tuple(args))
 
 

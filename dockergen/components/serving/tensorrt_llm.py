@@ -57,6 +57,10 @@ class TensorrtLlm(ServingEngine):
         s, q = c.p.serving, c.p.quantization
         args: list[str] = [s.model, "--host", s.host, "--port", str(s.port), "--backend",
                            "pytorch", "--tp_size", str(s.tensor_parallel_size)]
+        d.append(Derivation("serve MODEL", s.model, "from serving.model (the positional "
+                            "MODEL argument of trtllm-serve)", SERVE_SRC))
+        d.append(Derivation("serve --host", s.host, "from serving.host", SERVE_SRC))
+        d.append(Derivation("serve --port", str(s.port), "from serving.port", SERVE_SRC))
         d.append(Derivation("serve --backend", "pytorch", "the default LLM backend since 1.0",
                             SERVE_SRC))
         d.append(Derivation("serve --tp_size", str(s.tensor_parallel_size),
@@ -91,7 +95,7 @@ class TensorrtLlm(ServingEngine):
                                 "a ModelOpt-quantized checkpoint (hf_quant_config.json); serve "
                                 "a checkpoint made with quantize.py --qformat",
                                 "TRTLLM:examples/quantization/quantize.py@059c97c"))
-        args.extend(s.extra_args)
+        args.extend(self.extra_args(c, d, SERVE_SRC))
         return ServeCommand(("trtllm-serve",), tuple(args), files)
 
 

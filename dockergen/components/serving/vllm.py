@@ -152,12 +152,16 @@ class Vllm(ServingEngine):
     def serve(self, c: Context, d: list[Derivation]) -> ServeCommand:
         p = c.p
         s, q = p.serving, p.quantization
-        args: list[str] = [s.model, "--host", s.host, "--port", str(s.port)]
+        args: list[str] = [s.model]
+        d.append(Derivation("serve MODEL", s.model, "from serving.model (the positional "
+                            "model argument of vllm serve)", ARGS_SRC))
 
         def flag(name: str, value: object, source: str) -> None:
             args.extend([name, str(value)])
             d.append(Derivation(f"serve {name}", str(value), f"from {source}", ARGS_SRC))
 
+        flag("--host", s.host, "serving.host")
+        flag("--port", s.port, "serving.port")
         if s.served_model_name:
             flag("--served-model-name", s.served_model_name, "serving.served_model_name")
         if s.max_model_len is not None:
@@ -192,7 +196,7 @@ class Vllm(ServingEngine):
         kv = self.quant("kv_cache", q.kv_cache) or {}
         if kv.get("flag"):
             flag("--kv-cache-dtype", kv["flag"], f"quantization.kv_cache={q.kv_cache}")
-        args.extend(s.extra_args)
+        args.extend(self.extra_args(c, d, ARGS_SRC))
         return ServeCommand(("vllm", "serve"), tuple(args))
 
 
