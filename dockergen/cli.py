@@ -281,7 +281,7 @@ def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], strict: bool
              quiet: bool) -> None:
     """Check one or more profiles; print every problem found (matrices: every point)."""
     from dockergen.fleet.matrix import MatrixError
-    from dockergen.fleet.project import bake_text, collect
+    from dockergen.fleet.project import check_bake, collect
     from dockergen.loader import check_abstract
 
     problems: list[Any] = []
@@ -293,9 +293,7 @@ def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], strict: bool
                            "rules run on the profiles that extend it)")
                 continue
             fleet = collect([Path(path)], overrides, render=False)
-            # the bake file's checks (cache refs, shared tags): `render -o` runs them too,
-            # and validate must not pass what render then refuses
-            bake_text(fleet, single_context=not fleet.matrices)
+            check_bake(fleet)  # render -o runs them too: never pass what it refuses
         except ProfileError as exc:
             problems.extend(exc.problems)
             continue

@@ -64,8 +64,13 @@ def _expand(template: str, values: dict[str, str]) -> str:
     return re.sub(r"{([^{}]*)}", lambda m: values[m.group(1)], template)
 
 
-def target_from(v: TargetView, context: str, group: str | None = None) -> BakeTarget:
-    """The bake target of one resolved profile (raises ProfileError on a bad cache ref)."""
+def target_from(v: TargetView, context: str, group: str | None = None,
+                content_tag: bool = True) -> BakeTarget:
+    """The bake target of one resolved profile (raises ProfileError on a bad cache ref).
+
+    ``content_tag=False`` leaves out the ``dg-`` tag, which needs the rendered context:
+    what `validate` checks (no check depends on it: shared ``dg-`` tags are one image).
+    """
     template = v.cache_ref_template or DEFAULT_CACHE_REF.format(image=v.image_name)
     unknown = sorted(set(re.findall(r"{([^{}]*)}", template)) - set(v.tag_values))
     if unknown:
@@ -89,7 +94,8 @@ def target_from(v: TargetView, context: str, group: str | None = None) -> BakeTa
         labels["org.opencontainers.image.description"] = v.description
     for key, value in v.user_labels.items():
         labels.setdefault(key, value)  # ours win, as in the Dockerfile
-    return BakeTarget(name=v.name, context=context, tags=v.tags,
+    return BakeTarget(name=v.name, context=context,
+                      tags=v.tags if content_tag else v.release_tags,
                       labels=dict(sorted(labels.items())), cache_ref=ref,
                       attest=tuple(_ATTEST[a] for a in sorted(set(v.attest))),
                       group=group, where=v.cache_ref_at)
@@ -115,8 +121,9 @@ def check_targets(targets: Iterable[BakeTarget]) -> None:
         for tag in t.tags:
             first = owner.setdefault(tag, t)
             if first is not t and not tag.rsplit(":", 1)[-1].startswith("dg-"):
+                one, two = sorted((first.name, t.name))  # in any order of the targets
                 problems.append(Problem(
-                    t.where, "image.tags", f"{first.name} and {t.name} share the tag {tag}: "
+                    t.where, "image.tags", f"{one} and {two} share the tag {tag}: "
                     "the image pushed last would take it from the other",
                     "put {name} (or the axis that differs) in image.tags"))
     by_ref: dict[str, BakeTarget] = {}

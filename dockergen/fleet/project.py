@@ -136,6 +136,13 @@ def bake_text(fleet: Fleet, single_context: bool) -> str:
     return bake.to_hcl(bake.bake_data(targets), sources)
 
 
+def check_bake(fleet: Fleet) -> None:
+    """The checks of :func:`bake_text` (cache refs, shared tags) without rendering: what
+    `validate` runs, so that it never passes what `render -o` then refuses."""
+    bake.check_targets([bake.target_from(t.view, t.name, t.group, content_tag=False)
+                        for t in fleet.targets])
+
+
 def check_bake_destination(path: Path) -> None:
     """Refuse to replace a bake file dockergen did not write."""
     if path.is_dir():
