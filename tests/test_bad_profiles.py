@@ -167,3 +167,21 @@ def test_a_torch_index_with_its_cuda_folder_is_not_doubled() -> None:
     fix = run_cli("render", "-q", "h100-fp8", "--set",
                   "build.torch_index_url=https://download.pytorch.org/whl")
     assert fix.rc == 0 and "/whl/cu130 " in fix.out and "cu130/cu130" not in fix.out
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("cuda.devel_image=nvidia/cuda:12.8.1-devel-ubuntu22.04",
+     "is CUDA 12.8.1, but cuda.version is 13.0.2"),
+    ("cuda.devel_image=nvidia/cuda:13.0.2-devel-ubuntu24.04",
+     "is built on ubuntu24.04, but cuda.os is ubuntu22.04"),
+    ("cuda.runtime_image=registry.example.com/mirror/cuda:13.0.2-devel-ubuntu22.04",
+     "is a devel image, not runtime or base"),
+])
+def test_explicit_cuda_images_must_be_what_the_profile_says(override: str, message: str) -> None:
+    """They were accepted: a build on another CUDA or glibc, or a runtime with compilers."""
+    result = run_cli("validate", "h100-fp8", "--set", override)
+    assert result.rc == 2 and message in result.err, result.err
+    fixed = override.replace("12.8.1", "13.0.2").replace("24.04", "22.04").replace(
+        "13.0.2-devel-ubuntu22.04", "13.0.2-runtime-ubuntu22.04") if "runtime_image" in \
+        override else override.replace("12.8.1", "13.0.2").replace("24.04", "22.04")
+    assert run_cli("validate", "h100-fp8", "--set", fixed).rc == 0  # the fix: that image

@@ -120,6 +120,7 @@ def check_cuda(c: Context) -> None:
     if c.p.cuda.os not in info["os"]:
         c.error(("cuda", "os"), f"nvidia/cuda {version} images are not published for "
                 f"{c.p.cuda.os}", "use one of: " + ", ".join(info["os"]))
+    _check_explicit_images(c)
     cuda = Version(version)
     for t in c.targets:
         arch = cc_arch(t.cc) or {}
@@ -132,6 +133,37 @@ def check_cuda(c: Context) -> None:
             c.error(("cuda", "version"), f"CUDA {version} dropped compute capability {t.cc}, "
                     f"but gpu.targets includes {describe(t)}",
                     f"use CUDA <= {arch['max_cuda']}, or drop {t.given}")
+
+
+# nvidia/cuda's tag scheme, kept by mirrors: VERSION-[cudnn-]FLAVOUR-OS
+# (src: hub.docker.com/r/nvidia/cuda tags, e.g. 13.0.2-cudnn-devel-ubuntu22.04)
+_CUDA_TAG = re.compile(r":(\d+\.\d+\.\d+)-(?:cudnn\d*-)?(devel|runtime|base)-"
+                       r"([a-z]+\d+(?:\.\d+)?)(?:$|@)")
+
+
+def _check_explicit_images(c: Context) -> None:
+    """cuda.devel_image / runtime_image, when their tag says what they are, must be what
+    the profile says: a 12.8 devel image under cuda.version 13.0.2, a build stage on another
+    OS (glibc) than the runtime, or a devel image shipped as the runtime all build for hours
+    before failing, or never fail."""
+    p = c.p.cuda
+    for name, flavours in (("devel_image", ("devel",)), ("runtime_image", ("runtime", "base"))):
+        ref = getattr(p, name)
+        m = _CUDA_TAG.search(ref or "")
+        if m is None:
+            continue  # a tag in another scheme (a private base): nothing to compare
+        version, flavour, os_name = m.groups()
+        if version != p.version:
+            c.error(("cuda", name), f"{ref} is CUDA {version}, but cuda.version is "
+                    f"{p.version}", f"use the {p.version} image, or set cuda.version: "
+                    f'"{version}"')
+        if os_name != p.os:
+            c.error(("cuda", name), f"{ref} is built on {os_name}, but cuda.os is {p.os} "
+                    "(the stages must share one glibc)", f"use the {p.os} image, or set "
+                    f"cuda.os: {os_name}")
+        if flavour not in flavours:
+            c.error(("cuda", name), f"{ref} is a {flavour} image, not "
+                    + " or ".join(flavours), f"use the {flavours[0]} flavour of it")
 
 
 def check_ca_certificates(c: Context) -> None:
