@@ -537,13 +537,7 @@ def deploy(ctx: click.Context, profile: str | None, fmt: str, record: str | None
         raise click.UsageError("give either PROFILE or --all")
     if deploy_all and (not output or record):
         raise click.UsageError("--all needs -o DIR and takes no --record")
-    # An option of the other format would be dropped without a word; only what the user
-    # typed counts (--namespace, --hf-secret and --bind have defaults).
-    for name, option, owner in _DEPLOY_FORMAT_OPTIONS:
-        source = ctx.get_parameter_source(name)
-        if owner != fmt and source not in (None, click.core.ParameterSource.DEFAULT):
-            raise click.UsageError(f"{option} applies to --format {owner} only; drop it, or "
-                                   f"use --format {owner}")
+    _refuse_other_format(ctx, fmt, _DEPLOY_FORMAT_OPTIONS)
     options = DeployOptions(
         record=Path(record) if record else None, opt_in=opt_in,
         # blanks are kept so `--gpu-ids 0,,1` is refused, not read as 0,1
@@ -572,6 +566,17 @@ def deploy(ctx: click.Context, profile: str | None, fmt: str, record: str | None
         click.echo(f"wrote {output}", err=True)
     else:
         click.echo(outputs[0].text, nl=False)
+
+
+def _refuse_other_format(ctx: click.Context, fmt: str,
+                         options: tuple[tuple[str, str, str], ...]) -> None:
+    """An option of another --format would be dropped without a word: a usage error. Only
+    what the user typed counts (many of these options have defaults)."""
+    for name, option, owner in options:
+        source = ctx.get_parameter_source(name)
+        if owner != fmt and source not in (None, click.core.ParameterSource.DEFAULT):
+            raise click.UsageError(f"{option} applies to --format {owner} only; drop it, or "
+                                   f"use --format {owner}")
 
 
 # (parameter, option, the --format it belongs to)
@@ -656,12 +661,8 @@ def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monit
 
     if observe_all == bool(profile):
         raise click.UsageError("give either PROFILE or --all")
-    ctx = click.get_current_context()
-    given = [f"--{n.replace('_', '-')}" for n in ("monitor", "port_name")
-             if ctx.get_parameter_source(n) is not click.core.ParameterSource.DEFAULT]
-    if fmt != "k8s" and given:
-        raise click.UsageError(f"{' and '.join(given)} "
-                               f"{'goes' if len(given) == 1 else 'go'} with --format k8s")
+    _refuse_other_format(click.get_current_context(), fmt,
+                         (("monitor", "--monitor", "k8s"), ("port_name", "--port-name", "k8s")))
     # a named container port (Kubernetes IANA_SVC_NAME): at most 15 of [a-z0-9-], a letter
     # among them, no '-' at either end or twice in a row (src: k8s.io apimachinery
     # validation.IsValidPortName)

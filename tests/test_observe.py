@@ -324,8 +324,10 @@ def test_bad_observe_values(tmp_path: Path) -> None:
     (("--format", "k8s", "--port-name", "http\nevil: x"), "expected a Kubernetes port name"),
     (("--format", "k8s", "--port-name", "metrics-port-0001"), "at most 15"),  # 17 long
     (("--format", "k8s", "--port-name", "8000"), "expected a Kubernetes port name"),
-    (("--monitor", "ServiceMonitor"), "--monitor goes with --format k8s"),
-    (("--port-name", "metrics"), "--port-name goes with --format k8s"),
+    (("--monitor", "ServiceMonitor"), "--monitor applies to --format k8s only; drop it, or "
+                                      "use --format k8s"),
+    (("--port-name", "metrics"), "--port-name applies to --format k8s only; drop it, or use "
+                                 "--format k8s"),
 ])
 def test_observe_options_are_checked_before_anything_is_written(
         args: tuple[str, ...], message: str, tmp_path: Path) -> None:
