@@ -228,3 +228,11 @@ def to_hcl(data: dict[str, Any], sources: Iterable[str] = ()) -> str:
         lines += [f"  {key} = {_hcl_value(value, '  ')}" for key, value in body.items()]
         lines += ["}", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def contexts_of(text: str) -> list[str]:
+    """The context folders a bake file :func:`to_hcl` wrote points at (``context = "..."``);
+    none for any other file."""
+    if not text.startswith(HEADER):
+        return []
+    return re.findall(r'^  context = "([A-Za-z0-9][A-Za-z0-9._-]*)"$', text, re.M)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,11 +157,8 @@ def check_bake_destination(path: Path) -> None:
 
 
 def previous_variants(path: Path) -> list[str]:
-    """The contexts a bake file dockergen wrote points at (``context = "<name>"``)."""
+    """The contexts an earlier bake file dockergen wrote at ``path`` points at."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        return bake.contexts_of(path.read_text(encoding="utf-8", errors="replace"))
     except OSError:
         return []
-    if not text.startswith(bake.HEADER):
-        return []
-    return re.findall(r'^\s*context\s*=\s*"([A-Za-z0-9][A-Za-z0-9._-]*)"\s*$', text, re.M)
