@@ -10,6 +10,7 @@ Every fact carries ``src:``, where it was read. Source tags follow
 
 - ``FA@<tag>:<path>``: Dao-AILab/flash-attention source at that tag
 - ``VLLM-WHEEL <ver>``: the released vLLM wheel, unpacked and read (METADATA, envs.py, ...)
+- ``SGLANG-WHEEL <ver>``: the released SGLang wheel, unpacked and read
 - ``VLLM@<commit>:<path>``: vllm-project/vllm source at that commit
 - ``TORCH-MATRIX``: pytorch/pytorch RELEASE.md "Release Compatibility Matrix"
 - ``CUDA-RN``: CUDA Toolkit 13.2U2 release notes (driver table, dropped archs)

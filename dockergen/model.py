@@ -22,6 +22,8 @@ Mode = Literal["buildkit", "classic"]
 VENV = "/opt/venv"
 PYTHON_HOME = "/opt/python"
 APP_HOME = "/home/app"
+# The main index when build.pip_index_url is unset.
+MAIN_INDEX = "https://pypi.org/simple"
 AUDIT_SCRIPT = "arch_audit.py"
 CERT_DIR = "certs"
 
@@ -85,12 +87,17 @@ class PythonSetup:
 
 @dataclass(frozen=True)
 class TorchInstall:
-    """torch from PyTorch's CUDA-matched index."""
+    """torch from PyTorch's CUDA-matched index, or from the main index (build.torch_from)."""
 
     version: str
-    index: str
+    index: str  # where the torch wheel comes from
     venv: str
     mode: Mode
+    # True: ``index`` is the main index (no extra index for torch); torch then reports the
+    # CUDA of PyPI's wheel, checked by its major only (the minor is the wheel's, not the
+    # profile's: NVIDIA's minor-version compatibility covers it).
+    from_main_index: bool = False
+    cuda: str = ""  # what torch.version.cuda must be (major.minor), or start with (major)
 
 
 @dataclass(frozen=True)
@@ -142,10 +149,14 @@ class EngineStage:
     # CUDA the installed torch must report (major.minor of the index it came from).
     index_strategy: str
     torch_cuda: str
+    torch_cuda_major_only: bool = False  # torch from the main index: see TorchInstall
     # Installing from the profile's hashed Python lock (dockergen lock --python): its path in
     # the image and the install arguments; empty: the engine and torch are resolved in the build.
     lock: str = ""
     lock_args: tuple[str, ...] = ()
+    # uv --constraint file in the image (its lines in the context's constraints.txt): what
+    # the install may not pick freely, e.g. the CUDA Python bindings of another CUDA major
+    constraints: str = ""
 
     @property
     def requirement(self) -> str:
@@ -223,6 +234,8 @@ class Resolved:
     smoke_imports: tuple[SmokeImport, ...] = ()
     # libraries loaded on some compute capabilities only (whole-image audit): (glob, ccs)
     arch_scopes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # the engine's own server parser, run on ENTRYPOINT + CMD (templates/context/NAME)
+    serve_parser: str = ""
     derivations: tuple[Derivation, ...] = ()
     warnings: tuple[Problem, ...] = ()
 

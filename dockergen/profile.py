@@ -382,7 +382,18 @@ class Build(_Section):
                           "nothing from the host, so the archives must already be in "
                           "cuda.devel_image.")
     pip_index_url: Url | None = Field(None, description="PyPI mirror (no credentials).")
-    torch_index_url: Url = "https://download.pytorch.org/whl"
+    torch_index_url: Url = Field(
+        "https://download.pytorch.org/whl",
+        description="Root of PyTorch's own download index (or a mirror of it); dockergen "
+                    "appends the CUDA-matched folder (/cu130). Used with torch_from: "
+                    "pytorch-index.")
+    torch_from: Literal["pytorch-index", "main-index"] = Field(
+        "pytorch-index",
+        description="Where torch comes from. pytorch-index: torch_index_url's CUDA-matched "
+                    "folder. main-index: the main index (build.pip_index_url or PyPI), for "
+                    "shops that mirror only PyPI; allowed only where PyPI's wheel of the "
+                    "engine's torch release is built for the profile's CUDA major (its "
+                    "cuda-toolkit / nvidia-*-cuNN dependencies, torch.yaml pypi_cuda_major).")
     engine_index_url: Url | None = Field(
         None, description="Replaces the engine's own extra index (TensorRT-LLM: "
                           "https://pypi.nvidia.com), e.g. with a mirror.")

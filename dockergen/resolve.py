@@ -22,11 +22,11 @@ from dockergen import __version__, knowledge
 from dockergen.components import cuda, flash_attn, image, python, torch
 from dockergen.components.base import Context
 from dockergen.components.serving import engine_for
-from dockergen.components.serving.base import MAIN_INDEX
 from dockergen.errors import Problem, ProfileError
 from dockergen.loader import LoadedProfile
 from dockergen.model import (
     APP_HOME,
+    MAIN_INDEX,
     BuildBase,
     CudaBase,
     Derivation,
@@ -204,7 +204,7 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool) -> Resolved:
         context_files=MappingProxyType({**serving.serve.context_files,
                                         **serving.context_files}), tags=tags,
         lock=lock, profile_hash=profile_hash, smoke_imports=tuple(smoke),
-        arch_scopes=serving.arch_scopes,
+        arch_scopes=serving.arch_scopes, serve_parser=serving.serve_parser,
         derivations=tuple(d),
         warnings=tuple(pr for pr in ctx.problems if pr.severity == "warning"),
     )

@@ -6,7 +6,8 @@ built-in checks every dockergen image must pass (versions, arch audit, non-root 
 labels, no compilers, no secrets) and each component's own checks (the imports and
 versions of :attr:`~dockergen.model.Resolved.smoke_imports`, flash-attn's arch audit).
 GPU checks run only when asked for (``--gpus``).
-May import: :mod:`dockergen.components`, :mod:`dockergen.daemon` (the protocol only),
+May import: :mod:`dockergen.components` (flash_attn, python, torch, serving.base),
+:mod:`dockergen.daemon` (the protocol only), :mod:`dockergen.resources`,
 :mod:`dockergen.errors`, :mod:`dockergen.model`, :mod:`dockergen.profile`.
 """
 
@@ -18,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from dockergen.components import flash_attn, python
+from dockergen.components import flash_attn, python, torch
 from dockergen.daemon import ContainerDaemon, DaemonError
 from dockergen.errors import SECRET_NAME, SECRET_VALUE, DockergenError, ExitCode
 from dockergen.model import CommandCheck, Resolved, cc_tuple
@@ -115,7 +116,8 @@ def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
     # unless the GPU checks run.
     modules = [(i.module, i.dist, i.needs_gpu and not gpus) for i in r.smoke_imports]
     expected = {i.module: i.version for i in r.smoke_imports}
-    cuda_mm = ".".join(r.profile.cuda.version.split(".")[:2])
+    installed = r.base.torch
+    torch_cuda = (lambda v: str(v).split(".")[0]) if installed.from_main_index else str
 
     def verify_versions(code: int, out: str) -> tuple[bool, str]:
         try:
@@ -124,8 +126,10 @@ def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
             return False, out[-500:]
         bad = [f"{m} is {got.get(m)!r}, expected {v}" for m, v in expected.items()
                if str(got.get(m) or "").split("+")[0] != v]
-        if got.get("torch.cuda") != cuda_mm:
-            bad.append(f"torch CUDA is {got.get('torch.cuda')!r}, expected {cuda_mm}")
+        if torch_cuda(got.get("torch.cuda")) != installed.cuda:
+            bad.append(f"torch CUDA is {got.get('torch.cuda')!r}, expected {installed.cuda}"
+                       + (".x (torch from the main index)" if installed.from_main_index
+                          else ""))
         return code == 0 and not bad, "; ".join(bad) or "ok"
 
     script = VERSIONS_SCRIPT.replace("MODULES", repr(modules))
@@ -135,9 +139,15 @@ def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
         ("runs as the non-root uid", ["id", "-u"],
          lambda code, out: (code == 0 and out.strip() == str(uid), out.strip())),
     ]
+    stub = (templates_dir() / "context" / "driver_stub.py").read_text(encoding="utf-8")
+    image_checks = [torch.arch_check(r.base.torch, {t.given: t.cc for t in r.targets}),
+                    python.record_check(r.runtime.venv)]
     if r.runtime.jit_c_compiler:  # the engine compiles at run time: prove it can
-        jit = python.jit_check(r.runtime.venv)
-        checks.append((jit.name, list(jit.command), jit.verify))
+        image_checks += [python.jit_check(r.runtime.venv),
+                         python.triton_check(r.runtime.venv, stub)]
+    if r.serve_parser:
+        image_checks.append(serve_parser_check(r, stub))
+    checks += [(c.name, list(c.command), c.verify) for c in image_checks]
     if not r.profile.runtime.jit_toolchain:
         kept = python.C_COMPILER_EXECUTABLES if r.runtime.jit_c_compiler else ()
         banned = [c for c in python.COMPILER_EXECUTABLES if c not in kept]
@@ -150,6 +160,31 @@ def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
     audit = image_audit_check(r)
     checks.append((audit.name, list(audit.command), audit.verify))
     return checks
+
+
+def serve_parser_check(r: Resolved, driver_stub: str) -> CommandCheck:
+    """The engine release's own argument parser accepts the image's exact ENTRYPOINT and
+    CMD (templates/context/<engine facts serve_parser>), as the server parses them, before
+    any GPU work; a flag the release lacks fails with the parser's own message."""
+    script = (templates_dir() / "context" / r.serve_parser).read_text(encoding="utf-8")
+    argv = json.loads(r.runtime.entrypoint)[1:] + json.loads(r.runtime.cmd)
+    # the parse sees the lowest target, whose kernels and defaults are the most restricted
+    cc = min((t.cc for t in r.targets), key=cc_tuple)
+
+    def verify(code: int, out: str) -> tuple[bool, str]:
+        lines = [line for line in out.strip().splitlines() if line.strip()]
+        try:
+            got = json.loads(lines[-1])
+        except (ValueError, IndexError):
+            got = {}
+        if code == 0 and isinstance(got, dict) and got.get("parsed") is True:
+            return True, f"{r.engine.requirement} parsed {len(argv)} arguments"
+        said = [line for line in lines if "error" in line.lower()]
+        return False, (said or lines or [f"exit {code}"])[-1][-500:]
+
+    return CommandCheck(f"{r.engine.requirement}'s own parser accepts the image's command",
+                        (f"{r.runtime.venv}/bin/python", "-c", driver_stub + script, cc,
+                         *argv), verify)
 
 
 def image_audit_check(r: Resolved) -> CommandCheck:
@@ -177,6 +212,10 @@ def image_audit_check(r: Resolved) -> CommandCheck:
                         (f"{r.runtime.venv}/bin/python", "-c", script, "--cuda-major", major,
                          "--targets", targets,
                          *[f"--arch-scope={glob}={','.join(ccs)}" for glob, ccs in r.arch_scopes],
+                         *[f"--optional={o['glob']}={','.join(o['missing'])}"
+                           for o in python.facts()["optional_libraries"]],
+                         *[f"--kernels-elsewhere={k['glob']}"
+                           for k in python.facts()["kernels_outside_fatbin"]],
                          *roots), verify)
 
 

@@ -103,7 +103,65 @@ __version__ = "{version}+standin"
 
 class version:  # noqa: N801 - mirrors torch.version
     cuda = "13.0"
+
+
+class _C:  # noqa: N801 - the compiled arch list torch.cuda.get_arch_list() reads
+    @staticmethod
+    def _cuda_getArchFlags() -> str:  # noqa: N802
+        return "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"  # real torch 2.14.0 (CUDA 13.0)
 '''
+
+# Triton as far as the smoke checks read it without a GPU: the driver API header the
+# driver stub (templates/context/driver_stub.py) is built from.
+TRITON_CUDA_H = """typedef int CUresult;
+#define CUDAAPI
+CUresult CUDAAPI cuInit(unsigned int Flags);
+CUresult CUDAAPI cuDeviceGetCount(int *count);
+#define cuGetProcAddress cuGetProcAddress_v2
+CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int v, unsigned long f);
+"""
+
+# vLLM's CLI layout as the smoke test's parser check (templates/context/vllm_serve_parse.py)
+# drives it: main() parses, then dispatches to ServeSubcommand.cmd; platforms as vLLM has them.
+VLLM_STANDIN_MODULES = {
+    "vllm/platforms/__init__.py": "current_platform = None\n",
+    "vllm/platforms/interface.py": ("from typing import NamedTuple\n\n\n"
+                                    "class DeviceCapability(NamedTuple):\n"
+                                    "    major: int\n    minor: int\n"),
+    "vllm/platforms/cuda.py": "class CudaPlatform:\n    pass\n",
+    "vllm/entrypoints/__init__.py": "",
+    "vllm/entrypoints/cli/__init__.py": "",
+    "vllm/entrypoints/cli/serve.py": ("import argparse\n\n\nclass ServeSubcommand:\n"
+                                      "    @staticmethod\n"
+                                      "    def cmd(args: argparse.Namespace) -> None:\n"
+                                      "        from vllm.cli import run\n"
+                                      "        run(vars(args))\n"),
+    "vllm/entrypoints/cli/main.py": ("import argparse\n\n\ndef main() -> None:\n"
+                                     "    from vllm.cli import parse\n"
+                                     "    from vllm.entrypoints.cli.serve import ServeSubcommand\n"
+                                     "    ServeSubcommand.cmd(argparse.Namespace(**parse()))\n"),
+}
+
+# SGLang's: sglang.cli.main -> prepare_server_args (ServerArgs, its __post_init__) ->
+# sglang.launch_server.run_server, as templates/context/sglang_serve_parse.py drives it.
+SGLANG_STANDIN_MODULES = {
+    "sglang/srt/__init__.py": "",
+    "sglang/srt/server_args.py": ("class ServerArgs:\n"
+                                  "    def __init__(self, **kw):\n"
+                                  "        self.__dict__.update(kw)\n"
+                                  "        self.__post_init__()\n\n"
+                                  "    def __post_init__(self):\n"
+                                  "        pass\n"),
+    "sglang/launch_server.py": ("def run_server(server_args):\n"
+                                "    from sglang.cli_impl import serve_forever\n"
+                                "    serve_forever(vars(server_args))\n"),
+    "sglang/cli/__init__.py": "",
+    "sglang/cli/main.py": ("def main() -> None:\n"
+                           "    from sglang.cli_impl import parse\n"
+                           "    import sglang.launch_server\n"
+                           "    from sglang.srt.server_args import ServerArgs\n"
+                           "    sglang.launch_server.run_server(ServerArgs(**parse()))\n"),
+}
 
 # flashinfer-python's kernel-wheel check (flashinfer/jit/env.py _check_cubin_version): a
 # flashinfer-cubin of another version is refused (0.6.x raises; 0.7.x ignores it and downloads
@@ -220,15 +278,25 @@ def serve(host: str, port: int, served: str) -> None:
 VLLM_CLI = '''"""`vllm serve MODEL ...`: the real release's flags, Triton's launcher build."""
 ''' + SERVER_COMMON + '''
 
-def main() -> None:
+def parse() -> dict:
     args = serve_args("vllm", "vllm serve MODEL [--host H] [--port P] ...", positional=True)
     model = args.get("model_tag") or args.get("model")
     if not isinstance(model, str):
         print("vllm serve: error: a model is required", file=sys.stderr)
         sys.exit(2)
+    return args
+
+
+def run(args: dict) -> None:
+    model = args.get("model_tag") or args.get("model")
     triton_launcher()
     serve(args.get("host") or "0.0.0.0", int(args.get("port") or 8000),
           args.get("served_model_name") or model)
+
+
+def main() -> None:
+    from vllm.entrypoints.cli.main import main as cli_main
+    cli_main()
 '''
 
 # TensorRT-LLM's trtllm-serve: no flag list and no Triton launcher (its PyTorch backend's
@@ -246,16 +314,25 @@ def main() -> None:
 SGLANG_CLI = '''"""`sglang serve`: the real release's flags, Triton's launcher build, /health."""
 ''' + SERVER_COMMON + '''
 
-def main() -> None:
+def parse() -> dict:
     args = serve_args("sglang", "sglang serve --model-path MODEL ...", positional=False)
     model = args.get("model_path")
     if not isinstance(model, str):
         print("sglang serve: error: the following arguments are required: --model-path",
               file=sys.stderr)
         sys.exit(2)
+    return args
+
+
+def serve_forever(args: dict) -> None:
     triton_launcher()
     serve(args.get("host") or "127.0.0.1", int(args.get("port") or 30000),
-          args.get("served_model_name") or model)
+          args.get("served_model_name") or args["model_path"])
+
+
+def main() -> None:
+    from sglang.cli.main import main as cli_main
+    cli_main()
 '''
 
 FA_SETUP = '''"""Stand-in flash-attn build: the real one's contract, a tiny kernel."""
@@ -393,12 +470,14 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
     for version, torch in (("0.27.1", "2.13.0"), ("0.30.0", "2.13.0"), ("0.33.0", "2.14.0")):
         vllm: dict[str, str | bytes] = {"vllm/__init__.py": VLLM_INIT.format(version=version),
                                         "vllm/cli.py": VLLM_CLI,
-                                        "vllm/flags.json": json.dumps(vllm_flags[version])}
+                                        "vllm/flags.json": json.dumps(vllm_flags[version]),
+                                        **VLLM_STANDIN_MODULES}
         if broken_libs:
             vllm.update(broken_libraries(root / "broken"))
         # as the real wheels: >= 0.27.1 pull flashinfer-python without its kernels
         flashinfer = {"0.30.0": ["flashinfer-python==0.6.18.post1"]}.get(version, [])
-        _wheel(files, "vllm", version, vllm, requires=[f"torch=={torch}", *flashinfer],
+        _wheel(files, "vllm", version, vllm,
+               requires=[f"torch=={torch}", "triton==3.8.0", *flashinfer],
                scripts={"vllm": "vllm.cli:main"})
     _wheel(files, "tensorrt_llm", "1.1.0",
            {"tensorrt_llm/__init__.py": '__version__ = "1.1.0"\n',
@@ -409,11 +488,14 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
     flags = json.loads((ROOT / "dockergen/components/serving/sglang_flags.json").read_text())
     _wheel(files, "sglang", "0.5.23",
            {"sglang/__init__.py": '__version__ = "0.5.23"\nimport torch  # noqa: F401\n',
-            "sglang/cli.py": SGLANG_CLI,
-            "sglang/flags.json": json.dumps(flags["releases"]["0.5.23"])},
-           requires=["torch==2.14.1", "sglang-kernel==0.4.10",
+            "sglang/cli_impl.py": SGLANG_CLI,
+            "sglang/flags.json": json.dumps(flags["releases"]["0.5.23"]),
+            **SGLANG_STANDIN_MODULES},
+           requires=["torch==2.14.1", "triton==3.8.0", "sglang-kernel==0.4.10",
                      "flashinfer_python[cu13]==0.7.2"],
-           scripts={"sglang": "sglang.cli:main"}, python=">=3.11")
+           scripts={"sglang": "sglang.cli_impl:main"}, python=">=3.11")
+    _wheel(files, "triton", "3.8.0", {"triton/__init__.py": '__version__ = "3.8.0"\n',
+                                      "triton/backends/nvidia/include/cuda.h": TRITON_CUDA_H})
     _wheel(files, "sglang_kernel", "0.4.10", {"sgl_kernel/__init__.py": '__version__ = "0.4.10"\n'},
            requires=["torch==2.14.1"])
     _wheel(files, "flashinfer_python", "0.7.2",

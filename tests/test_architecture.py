@@ -58,6 +58,7 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.daemon.docker": _BASE | {"dockergen.daemon"},
     "dockergen.smoke": _BASE | {"dockergen.components", "dockergen.components.flash_attn",
                                 "dockergen.components.python", "dockergen.resources",
+                                "dockergen.components.torch",
                                 "dockergen.components.serving.base", "dockergen.daemon",
                                 "dockergen.model", "dockergen.profile"},
     "dockergen.api": {"dockergen", "dockergen.*"} - {"dockergen.cli"},

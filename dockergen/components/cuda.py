@@ -77,6 +77,13 @@ def major_minor(version: str) -> str:
 
 
 # --- checks -------------------------------------------------------------------------------
+def major_constraints(version: str) -> tuple[str, ...]:
+    """Constraints keeping the CUDA Python bindings at this CUDA release's major
+    (``cuda.yaml`` ``same_major_packages``, with why)."""
+    major = major_minor(version).split(".")[0]
+    return tuple(f"{name}=={major}.*" for name in facts()["same_major_packages"])
+
+
 def _other_model(given: str, name: str) -> bool:
     """rtx3090 is not a typo of rtx5090 but another GPU (another architecture): a guess that
     swaps digits of a model number, or changes the product line, is no guess (issue 7)."""

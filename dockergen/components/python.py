@@ -10,6 +10,7 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.knowledge`,
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,3 +176,93 @@ def jit_check(venv: str) -> CommandCheck:
         (f"{venv}/bin/python", "-c", JIT_PROBE),
         lambda code, out: (code == 0, out.strip().splitlines()[-1] if out.strip()
                            else f"exit {code}"))
+
+
+# Every installed distribution's RECORD (PEP 376/627): which distributions own each path.
+# Two owners means one silently overwrote the other's file (uv and pip say nothing), and
+# uninstalling either removes the file from both. Bytecode caches are left out: Python writes
+# them, and RECORD lists them only when the installer compiled them.
+RECORD_AUDIT = """
+import csv, glob, json, os, re, sys, sysconfig
+allowed = {(a["path"], tuple(sorted(a["dists"]))) for a in json.loads(sys.argv[1])}
+owners = {}
+for site in sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}):
+    for record in sorted(glob.glob(os.path.join(site, "*.dist-info", "RECORD"))):
+        info = os.path.basename(os.path.dirname(record))
+        dist = re.sub(r"[-_.]+", "-", info[:-len(".dist-info")].split("-")[0]).lower()
+        with open(record, newline="", encoding="utf-8") as fh:
+            for row in csv.reader(fh):
+                if not row or row[0].endswith(".pyc"):
+                    continue
+                path = os.path.relpath(os.path.normpath(os.path.join(site, row[0])), site)
+                owners.setdefault(path, set()).add(dist)
+shared = {p: sorted(d) for p, d in owners.items() if len(d) > 1}
+bad = {p: d for p, d in shared.items() if (p, tuple(d)) not in allowed}
+print(json.dumps({"paths": len(owners), "shared": len(shared), "bad": bad}, sort_keys=True))
+"""
+
+
+def record_check(venv: str) -> CommandCheck:
+    """No file of the image is owned by two Python distributions (``python.yaml``
+    ``shared_files`` lists the known, harmless ones with their source)."""
+    allowed = [{"path": a["path"], "dists": a["dists"]} for a in facts()["shared_files"]]
+
+    def verify(code: int, out: str) -> tuple[bool, str]:
+        try:
+            got = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return False, out[-500:]
+        bad = got["bad"]
+        if code != 0 or bad:
+            by_pair: dict[str, list[str]] = {}
+            for path, dists in sorted(bad.items()):
+                by_pair.setdefault(" and ".join(dists), []).append(path)
+            return False, "; ".join(
+                f"{pair} both own {len(paths)} file(s): {', '.join(paths[:3])}"
+                + (" ..." if len(paths) > 3 else "") for pair, paths in by_pair.items())
+        return True, (f"{got['paths']} files, {got['shared']} shared by two distributions, "
+                      "each a known case (python.yaml shared_files)")
+
+    return CommandCheck("no file of the image is owned by two Python distributions",
+                        (f"{venv}/bin/python", "-c", RECORD_AUDIT,
+                         json.dumps(allowed, sort_keys=True)), verify)
+
+
+# What Triton compiles at its first kernel launch: triton.backends.nvidia.driver.CudaUtils
+# builds the real launcher source of the installed triton (backends/nvidia/driver.c) with the
+# image's C compiler against this interpreter's headers and links it to libcuda, then loads
+# it (triton/runtime/build.py). The driver library is the stand-in of driver_stub.py; a GPU
+# host's driver takes its place at run time. torch pulls triton (its Requires-Dist): a torch
+# without that requirement (a CPU build, the tests' stand-in) compiles nothing at run time.
+TRITON_LAUNCHER = """
+import importlib.metadata as md, json, os, sys, tempfile
+if not any(r.replace(" ", "").startswith(("triton", "pytorch-triton"))
+           for r in (md.requires("torch") or [])):
+    print(json.dumps({"compiled": None})); sys.exit(0)
+os.environ["TRITON_LIBCUDA_PATH"] = libcuda_stub()
+os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="dockergen-triton-")
+from triton.backends.nvidia.driver import CudaUtils
+utils = CudaUtils()
+print(json.dumps({"compiled": md.version("triton"), "launch": callable(utils.launch)}))
+"""
+
+
+def triton_check(venv: str, driver_stub: str) -> CommandCheck:
+    """The installed triton's own launcher compiles and loads in the image (a C compiler and
+    Python headers at run time: Triton needs both at the first kernel launch).
+
+    ``driver_stub`` is the text of ``templates/context/driver_stub.py``."""
+
+    def verify(code: int, out: str) -> tuple[bool, str]:
+        try:
+            got = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return False, out.strip()[-500:] or f"exit {code}"
+        if got.get("compiled") is None:
+            return code == 0, "torch does not require triton: no launcher is compiled"
+        return code == 0 and got.get("launch") is True, (
+            f"triton {got['compiled']}'s launcher (driver.c) compiled and loaded")
+
+    return CommandCheck("Triton's launcher compiles with the image's C compiler and Python "
+                        "headers", (f"{venv}/bin/python", "-c", driver_stub + TRITON_LAUNCHER), verify)
+

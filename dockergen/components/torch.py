@@ -11,6 +11,7 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.cuda`,
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -19,7 +20,15 @@ from packaging.version import Version
 from dockergen.components import cuda
 from dockergen.components.base import Context
 from dockergen.knowledge import in_range, is_unverified, load_facts
-from dockergen.model import VENV, Derivation, Mode, SmokeImport, TorchInstall
+from dockergen.model import (
+    MAIN_INDEX,
+    VENV,
+    CommandCheck,
+    Derivation,
+    Mode,
+    SmokeImport,
+    TorchInstall,
+)
 
 
 def facts() -> dict[str, Any]:
@@ -39,7 +48,8 @@ def index_url(base_url: str, cuda_version: str) -> str:
 
 
 def check(c: Context) -> None:
-    """torch-pin, torch-known, torch-cuda-index, torch-python (once the engine set a pin)."""
+    """torch-pin, torch-known, torch-cuda-index (or torch-main-index), torch-python (once
+    the engine set a pin)."""
     p = c.p
     tail = p.build.torch_index_url.rstrip("/").rsplit("/", 1)[-1]
     if re.fullmatch(r"cu[0-9]{2,4}|cpu|rocm[0-9.]+", tail):  # dockergen appends the CUDA
@@ -61,6 +71,9 @@ def check(c: Context) -> None:
         c.error(("engine", "version"), f"torch {pin} is not in the knowledge base",
                 "add its release row to dockergen/components/torch.yaml")
         return
+    if p.build.torch_from == "main-index":
+        check_main_index(c, pin, row)
+        return
     mm = cuda.major_minor(p.cuda.version)
     if mm not in row["cuda"]:
         # The index's contents cannot be read where the knowledge is checked: such a row is
@@ -71,9 +84,38 @@ def check(c: Context) -> None:
                f"(download.pytorch.org/whl/cu{mm.replace('.', '')} does not carry it"
                + (", unverified)" if doubt else ")"),
                "use a CUDA version whose major.minor is one of: " + ", ".join(row["cuda"]))
-    if not in_range(p.python + ".0", row["python"]):
+    check_python(c, pin, row)
+
+
+def check_python(c: Context, pin: str, row: dict[str, Any]) -> None:
+    """torch-python: the profile's Python is inside the release's wheel range."""
+    if not in_range(c.p.python + ".0", row["python"]):
         c.error(("python",), f"torch {pin} supports Python {row['python']}, "
-                f"but python is {p.python}", "pick a Python version inside that range")
+                f"but python is {c.p.python}", "pick a Python version inside that range")
+
+
+def check_main_index(c: Context, pin: str, row: dict[str, Any]) -> None:
+    """torch-main-index: PyPI's wheel of the pinned torch must be built for the profile's
+    CUDA major, or the image would carry torch for another CUDA than its base and kernels.
+
+    ``pypi_cuda_major`` is read from the wheels' metadata (``cuda-toolkit==13.x`` or
+    ``nvidia-*-cu12`` dependencies) by ``python -m dockergen.maint.knowledge check``.
+    """
+    major = cuda.major_minor(c.p.cuda.version).split(".")[0]
+    built_for = row.get("pypi_cuda_major")
+    minor = ".".join(pin.split(".")[:2])
+    if built_for is None:
+        c.error(("build", "torch_from"), f"the knowledge does not say which CUDA PyPI's "
+                f"torch {pin} wheel is built for (torch.yaml {minor}: no pypi_cuda_major)",
+                "remove build.torch_from (torch then comes from PyTorch's CUDA-matched "
+                "index)")
+    elif str(built_for) != major:
+        c.error(("build", "torch_from"), f"main-index: PyPI's torch {pin} wheel is built "
+                f"for CUDA {built_for} (its nvidia-*-cu{built_for} dependencies), but "
+                f"cuda.version is {c.p.cuda.version} (CUDA {major})",
+                "remove build.torch_from (torch then comes from PyTorch's CUDA-matched "
+                "index)")
+    check_python(c, pin, row)
 
 
 def derive(c: Context, d: list[Derivation], mode: Mode) -> TorchInstall:
@@ -83,12 +125,73 @@ def derive(c: Context, d: list[Derivation], mode: Mode) -> TorchInstall:
     release = c.release or {}
     d.append(Derivation("torch", pin, f"pinned by {p.engine.name}=={p.engine.version}"
                         if not p.engine.torch else "engine.torch", release.get("src", "")))
+    mm = cuda.major_minor(p.cuda.version)
+    if p.build.torch_from == "main-index":
+        url = p.build.pip_index_url or MAIN_INDEX
+        major = mm.split(".")[0]
+        d.append(Derivation("torch index", url, "build.torch_from: main-index: PyPI's torch "
+                            f"{pin} wheel is built for CUDA {major} and brings the CUDA "
+                            "libraries as wheels", "torch.yaml pypi_cuda_major (PYPI wheel "
+                            "metadata)"))
+        return TorchInstall(version=pin, index=url, venv=VENV, mode=mode,
+                            from_main_index=True, cuda=major)
     url = index_url(p.build.torch_index_url, p.cuda.version)
     d.append(Derivation("torch index", url, f"CUDA-matched wheels for {p.cuda.version}",
                         "engines-compat.md §6 pytorch_index"))
-    return TorchInstall(version=pin, index=url, venv=VENV, mode=mode)
+    return TorchInstall(version=pin, index=url, venv=VENV, mode=mode, cuda=mm)
 
 
 def smoke_import(install: TorchInstall) -> SmokeImport:
     """torch must import at the pinned version (its CUDA is checked beside it)."""
     return SmokeImport("torch", "torch", install.version)
+
+
+# torch.cuda.get_arch_list() answers [] without a GPU; the list it would give is compiled in
+# (torch/cuda/__init__.py: torch._C._cuda_getArchFlags()).
+ARCH_SCRIPT = """
+import json, torch
+print(json.dumps({"cuda": torch.version.cuda, "archs": torch._C._cuda_getArchFlags()}))
+"""
+
+
+def runs_on(archs: list[str], cc: str) -> bool:
+    """Whether a compiled arch list holds code for a compute capability: SASS ``sm_XY`` runs
+    within its major on equal or newer minors (``sm_90a`` only on 9.0), PTX ``compute_XY``
+    JIT-compiles for every newer GPU."""
+    major, minor = (int(x) for x in cc.split("."))
+    for arch in archs:
+        kind, _, num = arch.partition("_")
+        suffix = num[-1] if num[-1:].isalpha() else ""
+        a_major, a_minor = divmod(int(num.rstrip("abcdef") or 0), 10)
+        if suffix == "a":
+            ok = (a_major, a_minor) == (major, minor)
+        elif kind == "sm":
+            ok = a_major == major and a_minor <= minor
+        else:
+            ok = (a_major, a_minor) <= (major, minor)
+        if ok:
+            return True
+    return False
+
+
+def arch_check(install: TorchInstall, targets: dict[str, str]) -> CommandCheck:
+    """torch reports the profile's CUDA and an arch list that covers every target
+    (``targets``: GPU name -> compute capability)."""
+    def verify(code: int, out: str) -> tuple[bool, str]:
+        try:
+            got = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return False, out.strip()[-500:] or f"exit {code}"
+        archs = str(got.get("archs") or "").split()
+        cuda_seen = str(got.get("cuda"))
+        want = install.cuda
+        bad = [] if (cuda_seen.split(".")[0] if install.from_main_index else cuda_seen) == want \
+            else [f"torch is built for CUDA {cuda_seen}, expected {want}"]
+        bad += [f"no code for {name} ({cc})" for name, cc in sorted(targets.items())
+                if not runs_on(archs, cc)]
+        summary = f"CUDA {cuda_seen}, {' '.join(archs) or 'no archs'}"
+        return code == 0 and not bad, "; ".join(bad) + f" ({summary})" if bad else summary
+
+    return CommandCheck("torch reports the profile's CUDA and code for every target GPU",
+                        (f"{install.venv}/bin/python", "-c", ARCH_SCRIPT), verify)
+

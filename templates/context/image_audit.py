@@ -16,7 +16,13 @@ ELF file under the given roots:
 The fatbin entries are read directly (no cuobjdump in a runtime image); the test suite
 checks this reader against NVIDIA's cuobjdump on code compiled by the real nvcc.
 
-Usage: image_audit.py --cuda-major 13 --targets 8.0,9.0 [--arch-scope GLOB=CC,... ...] ROOT...
+Exceptions are facts with their source (``dockergen/components/python.yaml``): plugins loaded
+with dlopen only when a feature is used excuse exactly the libraries of that feature
+(``--optional``), and libraries that keep their kernels outside the fatbin skip the arch check
+(``--kernels-elsewhere``).
+
+Usage: image_audit.py --cuda-major 13 --targets 8.0,9.0 [--arch-scope GLOB=CC,... ...]
+       [--optional GLOB=LIB,... ...] [--kernels-elsewhere GLOB ...] ROOT...
 Prints one JSON object; exit 0 when nothing is wrong, 1 otherwise, 2 on usage errors.
 """
 
@@ -130,15 +136,20 @@ def describe(code: set[tuple[str, int, str]]) -> str:
     return ", ".join(f"{kind}_{arch}{suffix}" for kind, arch, suffix in sorted(code))
 
 
-def unresolved(path: str, provided: set[str]) -> list[str]:
-    """Libraries ``ldd`` cannot find and the image does not hold (driver libraries excepted)."""
+def unresolved(path: str, provided: set[str], excused: list[str] = ()) -> list[str]:
+    """Libraries ``ldd`` (the loader itself: RPATH, RUNPATH and ``$ORIGIN`` as it resolves
+    them) cannot find and the image does not hold, less the driver libraries and the names
+    ``excused`` (globs) for this file: what an optional plugin needs for its feature."""
     result = subprocess.run(["ldd", path], capture_output=True, text=True, check=False)
     missing = []
     for line in result.stdout.splitlines():
         if "not found" in line:
             name = line.strip().split()[0]
-            if not DRIVER_LIBS.match(name) and name not in provided:
-                missing.append(name)
+            if DRIVER_LIBS.match(name) or name in provided:
+                continue
+            if any(fnmatch.fnmatch(name, glob) for glob in excused):
+                continue
+            missing.append(name)
     return missing
 
 
@@ -173,7 +184,9 @@ def _soname(data: bytes, sections: dict[str, tuple[int, int]]) -> str | None:
 
 
 def audit(roots: list[str], cuda_major: int, targets: list[tuple[int, int]],
-          scopes: list[tuple[str, set[tuple[int, int]]]]) -> dict[str, object]:
+          scopes: list[tuple[str, set[tuple[int, int]]]],
+          optional: list[tuple[str, list[str]]] = (),
+          elsewhere: list[str] = ()) -> dict[str, object]:
     problems: list[str] = []
     elves = cuda_libs = 0
     paths = _elf_files(roots)
@@ -189,15 +202,17 @@ def audit(roots: list[str], cuda_major: int, targets: list[tuple[int, int]],
             if ".dynamic" not in sections:
                 continue  # static executables and objects load nothing
             elves += 1
+            excused = [lib for glob, libs in optional if fnmatch.fnmatch(path, glob)
+                       for lib in libs]
             problems += [f"{path}: needs {lib}, which is not in the image"
-                         for lib in unresolved(path, provided)]
+                         for lib in unresolved(path, provided, excused)]
             for lib in needed(data, sections):  # type: ignore[arg-type]
                 m = CUDART.match(lib)
                 if m and int(m.group(1)) != cuda_major:
                     problems.append(f"{path}: links {lib}, but the image has CUDA "
                                     f"{cuda_major}")
             code = fatbin_code(data, sections)  # type: ignore[arg-type]
-        if not code:
+        if not code or any(fnmatch.fnmatch(path, glob) for glob in elsewhere):
             continue
         cuda_libs += 1
         wanted = targets
@@ -218,6 +233,11 @@ def main() -> int:
     parser.add_argument("--targets", required=True, help="compute capabilities, e.g. 8.0,9.0")
     parser.add_argument("--arch-scope", action="append", default=[], metavar="GLOB=CC,...",
                         help="a library the engine loads only on these compute capabilities")
+    parser.add_argument("--optional", action="append", default=[], metavar="GLOB=LIB,...",
+                        help="a plugin loaded only for a feature: these missing libraries "
+                             "(globs) are that feature's")
+    parser.add_argument("--kernels-elsewhere", action="append", default=[], metavar="GLOB",
+                        help="a library whose kernels are not in .nv_fatbin")
     parser.add_argument("roots", nargs="+")
     args = parser.parse_args()
     targets = [tuple(int(x) for x in t.split(".")) for t in args.targets.split(",")]
@@ -225,7 +245,10 @@ def main() -> int:
     for item in args.arch_scope:
         pattern, _, ccs = item.partition("=")
         scopes.append((pattern, {tuple(int(x) for x in cc.split(".")) for cc in ccs.split(",")}))
-    report = audit(args.roots, args.cuda_major, targets, scopes)  # type: ignore[arg-type]
+    optional = [(item.partition("=")[0], item.partition("=")[2].split(","))
+                for item in args.optional]
+    report = audit(args.roots, args.cuda_major, targets, scopes,  # type: ignore[arg-type]
+                   optional, args.kernels_elsewhere)
     print(json.dumps(report, sort_keys=True))
     return 0 if report["ok"] else 1
 

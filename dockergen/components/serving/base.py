@@ -31,6 +31,7 @@ from dockergen.components.base import Context, describe_all
 from dockergen.knowledge import COMPONENTS_DIR, in_range, is_unverified, load_facts
 from dockergen.model import (
     APP_HOME,
+    MAIN_INDEX,
     VENV,
     Derivation,
     EngineStage,
@@ -80,13 +81,16 @@ class ServingPart:
     context_files: Mapping[str, bytes] = field(default_factory=dict)  # e.g. python.lock
     # libraries the engine loads on some compute capabilities only: (glob, ccs)
     arch_scopes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # templates/context script that runs the release's own server parser (facts serve_parser)
+    serve_parser: str = ""
 
 
 LOCK_SUFFIX = ".python.lock"  # beside the profile, written by `dockergen lock --python`
 LOCK_MARK = "# dockergen-python-lock: "
 LOCK_IN_CONTEXT = "python.lock"
 LOCK_IN_IMAGE = "/opt/dockergen/python.lock"
-MAIN_INDEX = "https://pypi.org/simple"
+CONSTRAINTS_IN_CONTEXT = "constraints.txt"
+CONSTRAINTS_IN_IMAGE = "/opt/dockergen/constraints.txt"
 # The reason of every derivation of a serving.extra_args item (an engine's own checks of the
 # flags it derives leave these out).
 EXTRA_ARGS_REASON = "from serving.extra_args"
@@ -315,9 +319,11 @@ class ServingEngine:
         """What a Python lock of this profile must have been made from (see pylock.py)."""
         p = c.p
         indexes = self.indexes(c)
+        torch_extra = p.build.torch_from != "main-index"
+        main = p.build.pip_index_url or MAIN_INDEX
         return {"engine": self.requirements(c)[0], "torch": c.torch_pin or "",
-                "torch_index": indexes[0], "main_index": p.build.pip_index_url or MAIN_INDEX,
-                "engine_index": next((i for i in indexes[1:]
+                "torch_index": indexes[0] if torch_extra else main, "main_index": main,
+                "engine_index": next((i for i in indexes[1 if torch_extra else 0:]
                                       if i != p.build.flashinfer_index_url), None),
                 "python": p.python,
                 "extra": list(p.packages.pip),
@@ -360,9 +366,12 @@ class ServingEngine:
         c.python_lock = text
 
     def indexes(self, c: Context) -> list[str]:
-        """The CUDA-matched torch index, then the engine's own index if it has one."""
+        """The extra indexes of the engine install: the CUDA-matched torch index (unless
+        torch comes from the main index), then the engine's own index if it has one."""
         p = c.p
-        out = [torch_component.index_url(p.build.torch_index_url, p.cuda.version)]
+        # torch from the main index needs no extra index of its own
+        out = [] if p.build.torch_from == "main-index" else [
+            torch_component.index_url(p.build.torch_index_url, p.cuda.version)]
         if p.build.engine_index_url:
             out.append(p.build.engine_index_url)
         elif self.facts().get("extra_index_url"):
@@ -420,7 +429,7 @@ class ServingEngine:
         """The engine stage, the server command and the runtime contributions."""
         p = c.p
         indexes = self.indexes(c)
-        assert indexes[0] == torch.index, (indexes, torch.index)
+        assert torch.from_main_index or indexes[0] == torch.index, (indexes, torch.index)
         self.explain_requirements(c, d)
         lock_args: tuple[str, ...] = ()
         files: dict[str, bytes] = {}
@@ -458,6 +467,13 @@ class ServingEngine:
             d.append(Derivation("python lock", LOCK_IN_IMAGE, "the profile's hashed Python "
                                 "lock (dockergen lock --python) matches it",
                                 f"{c.loaded.path.stem}{LOCK_SUFFIX}"))
+        constraints = cuda.major_constraints(p.cuda.version) if not lock_args else ()
+        if constraints:
+            files[CONSTRAINTS_IN_CONTEXT] = "".join(f"{c}\n" for c in constraints).encode()
+            d.append(Derivation("install constraints", ", ".join(constraints),
+                                "CUDA Python bindings of the image's CUDA major only: an "
+                                "older major's cuda-python overwrote cuda-bindings' files",
+                                "cuda.yaml same_major_packages"))
         for pin in p.packages.pip:
             d.append(Derivation("extra pip", pin, "from packages.pip: installed with the "
                                 "engine, torch pin kept (verified after install)", ""))
@@ -469,8 +485,9 @@ class ServingEngine:
                             torch=torch.version, indexes=tuple(indexes), venv=VENV, mode=mode,
                             flash_attn=flash_attn,
                             lock=LOCK_IN_IMAGE if lock_args else "", lock_args=lock_args,
-                            index_strategy=strategy,
-                            torch_cuda=cuda.major_minor(p.cuda.version))
+                            index_strategy=strategy, torch_cuda=torch.cuda,
+                            torch_cuda_major_only=torch.from_main_index,
+                            constraints=CONSTRAINTS_IN_IMAGE if constraints else "")
         serve = self.serve(c, d)
         env = {"HF_HOME": f"{APP_HOME}/.cache/huggingface", "HOME": APP_HOME,
                **self.extra_env(c)}
@@ -494,7 +511,7 @@ class ServingEngine:
                    *self.extra_smoke_imports(c)),
             arch_scopes=tuple((glob, tuple(ccs)) for glob, ccs in sorted(
                 facts.get("arch_scoped_libraries", {}).items())),
-            context_files=files,
+            context_files=files, serve_parser=str(facts.get("serve_parser", "")),
         )
 
 
