@@ -264,5 +264,6 @@ def triton_check(venv: str, driver_stub: str) -> CommandCheck:
             f"triton {got['compiled']}'s launcher (driver.c) compiled and loaded")
 
     return CommandCheck("Triton's launcher compiles with the image's C compiler and Python "
-                        "headers", (f"{venv}/bin/python", "-c", driver_stub + TRITON_LAUNCHER), verify)
+                        "headers", (f"{venv}/bin/python", "-c", driver_stub + TRITON_LAUNCHER),
+                        verify)
 
