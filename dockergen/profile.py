@@ -259,7 +259,11 @@ class Cuda(_Section):
     runtime_image: ImageRef | None = Field(
         None, description="Explicit runtime image; replaces nvidia/cuda:<version>-<flavor>-<os>.")
     runtime_flavor: Literal["runtime", "base"] = Field(
-        "runtime", description="nvidia/cuda flavour of the runtime stage.")
+        "base", description="nvidia/cuda flavour of the runtime stage. base: the CUDA "
+                            "runtime (cudart) only; torch and the engines bring their CUDA "
+                            "libraries as wheels (nvidia-*), so runtime's own cuBLAS, cuFFT, "
+                            "NCCL, ... would be a second, unused set (vLLM's own Dockerfile "
+                            "ends on base too).")
 
 
 class Engine(_Section):

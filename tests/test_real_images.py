@@ -80,14 +80,15 @@ def _build(profile: str, name: str, tmp: Path, client: Any) -> Iterator[RealImag
     path = ROOT / "profiles" / profile
     overrides = (*REAL, f"image.name=localhost:5000/dgtest-real/{name}")
     out = tmp / name
-    cmd = [sys.executable, "-m", "dockergen.cli", "build", str(path),
+    cmd = [sys.executable, "-m", "dockergen", "build", str(path),
            *(a for o in overrides for a in ("--set", o)), "--ca-cert", str(HOST_CA),
            "-o", str(out)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=2400, check=False)
         record = json.loads((out / "build-record.json").read_text()) \
             if (out / "build-record.json").is_file() else {}
-        assert proc.returncode == 0, (proc.returncode, proc.stderr[-4000:], record.get("smoke"))
+        assert proc.returncode == 0 and record, (proc.returncode, proc.stderr[-4000:],
+                                                 record.get("smoke"))
         yield RealImage(path, overrides, record["immutable_tag"], record,
                         resolve_profile(path, overrides))
     finally:

@@ -20,7 +20,7 @@ from dockergen.components.python import jit_check
 from dockergen.components.serving.sglang import release_flags
 from dockergen.errors import ProfileError
 from tests.conftest import ROOT, run_cli
-from tests.standin import SGLANG_CLI
+from tests.standin import SGLANG_CLI, SGLANG_STANDIN_MODULES
 
 PROFILE = ROOT / "profiles" / "h100-sglang-fp8.yaml"
 STANDIN = ROOT / "tests" / "profiles" / "standin-sglang.yaml"
@@ -112,7 +112,10 @@ def _standin_package(tmp_path: Path) -> Path:
     pkg = tmp_path / "sglang"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "cli.py").write_text(SGLANG_CLI)
+    (pkg / "cli_impl.py").write_text(SGLANG_CLI)
+    for name, text in SGLANG_STANDIN_MODULES.items():  # sglang.cli.main -> run_server
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
     flags = release_flags("0.5.23")
     assert flags is not None
     (pkg / "flags.json").write_text(json.dumps(sorted(flags)))
@@ -121,7 +124,7 @@ def _standin_package(tmp_path: Path) -> Path:
 
 def _serve(root: Path, *args: str, env: dict[str, str] | None = None
            ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from sglang.cli import main; main()", "serve",
+    return subprocess.run([sys.executable, "-c", "from sglang.cli_impl import main; main()", "serve",
                            *args], cwd=root, capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(root),
                                "TRITON_CACHE_DIR": str(root / "triton"), **(env or {})},

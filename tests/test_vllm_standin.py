@@ -20,7 +20,7 @@ import pytest
 from dockergen.api import resolve_profile, shipped_single_images
 from dockergen.components.serving.vllm import release_flags
 from tests.conftest import PROFILES
-from tests.standin import VLLM_CLI
+from tests.standin import VLLM_CLI, VLLM_STANDIN_MODULES
 
 
 def _standin_package(tmp_path: Path, version: str) -> Path:
@@ -28,6 +28,9 @@ def _standin_package(tmp_path: Path, version: str) -> Path:
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "cli.py").write_text(VLLM_CLI)
+    for name, text in VLLM_STANDIN_MODULES.items():  # vllm.entrypoints.cli.main -> serve
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
     flags = release_flags(version)
     assert flags is not None, version
     (pkg / "flags.json").write_text(json.dumps(sorted(flags)))

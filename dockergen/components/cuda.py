@@ -244,9 +244,13 @@ def derive(c: Context, d: list[Derivation]) -> CudaPart:
     d.append(Derivation("build image", devel_image, "cuda.devel_image" if cuda.devel_image
                         else "nvidia/cuda devel flavour of cuda.version and cuda.os (nvcc and "
                         "headers for the CUDA compiles)", "engines-compat.md §5.3"))
+    flavour_why = ("cudart only: the CUDA libraries come as wheels with torch (3.5 GB "
+                   "under nvidia/ in a real vLLM 0.33.0 image)" if cuda.runtime_flavor == "base"
+                   else "the CUDA math libraries and NCCL beside the wheels' own")
     d.append(Derivation("runtime image", runtime_image, "cuda.runtime_image"
                         if cuda.runtime_image else f"nvidia/cuda {cuda.runtime_flavor} "
-                        "flavour: no compilers", "engines-compat.md §5.3"))
+                        f"flavour: no compilers; {flavour_why}",
+                        "engines-compat.md §5.3; VLLM:docker/Dockerfile FINAL_BASE_IMAGE"))
     d.append(Derivation("minimum host driver", info["min_driver"],
                         f"CUDA {cuda.version} (12.x/13.x minor-version compatibility allows "
                         "older drivers with a reduced feature set)", info["src"]))

@@ -110,9 +110,9 @@ def check_main_index(c: Context, pin: str, row: dict[str, Any]) -> None:
                 "remove build.torch_from (torch then comes from PyTorch's CUDA-matched "
                 "index)")
     elif str(built_for) != major:
-        c.error(("build", "torch_from"), f"main-index: PyPI's torch {pin} wheel is built "
-                f"for CUDA {built_for} (its nvidia-*-cu{built_for} dependencies), but "
-                f"cuda.version is {c.p.cuda.version} (CUDA {major})",
+        c.error(("build", "torch_from"), f"PyPI's torch {pin} wheel is built for CUDA "
+                f"{built_for} (its CUDA {built_for} library dependencies), but cuda.version "
+                f"is {c.p.cuda.version} (CUDA {major})",
                 "remove build.torch_from (torch then comes from PyTorch's CUDA-matched "
                 "index)")
     check_python(c, pin, row)

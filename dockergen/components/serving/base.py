@@ -450,7 +450,7 @@ class ServingEngine:
         # pin), and the build checks the CUDA the installed torch reports. vLLM's own
         # docker/Dockerfile sets UV_INDEX_STRATEGY=unsafe-best-match for the same reason.
         strategy = "unsafe-best-match"
-        if c.python_lock is None:
+        if c.python_lock is None and indexes:
             d.append(Derivation("uv index strategy", strategy, "the PyTorch index carries "
                                 "older copies of shared dependencies; a hashed lock "
                                 "(dockergen lock --python) pins every file instead",
