@@ -8,7 +8,8 @@ show the tail of its log; interruptions and timeouts cancel the build and remove
 this run created.
 May import: :mod:`dockergen.api`, :mod:`dockergen.daemon` (never docker-py itself),
 :mod:`dockergen.errors`, :mod:`dockergen.loader`, :mod:`dockergen.progress`,
-:mod:`dockergen.render`, :mod:`dockergen.smoke`, the serving-engine secret pattern.
+:mod:`dockergen.refs`, :mod:`dockergen.render`, :mod:`dockergen.smoke`, the serving-engine
+secret pattern.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from dockergen import refs as image_refs  # `refs` names the tags of a build below
 from dockergen.buildid import content_tag
 from dockergen.errors import SECRET_NAME, DockergenError, ExitCode, redact
 from dockergen.progress import BuildTracker, StatusUpdate, decode_status, make_renderer
@@ -106,31 +108,18 @@ def check_build_args(args: dict[str, str]) -> None:
                               "recorded in the image history; pass secrets at run time")
 
 
-# Docker's reference grammar (distribution/reference): [host[:port]/]path[:tag]; lowercase
-# path components; a tag is 1-128 of [A-Za-z0-9_.-] not starting with '.' or '-'.
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-# a first component is a registry host only with a '.', a port, or as localhost
-_REFERENCE = re.compile(
-    rf"(?:(?:localhost|{_LABEL}(?:\.{_LABEL})+)(?::\d{{1,5}})?/|{_LABEL}:\d{{1,5}}/)?"
-    rf"{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?")
-
-
-def is_reference(ref: str) -> bool:
-    """``ref`` is ``[host[:port]/]path[:tag]`` in Docker's reference grammar (no digest)."""
-    return len(ref) <= 255 and _REFERENCE.fullmatch(ref) is not None
-
-
 def check_tags(tags: tuple[str, ...]) -> None:
     """Refuse malformed ``--tag`` values before anything is built (not after the build)."""
     for ref in tags:
         if redact(ref) != ref:  # a tag lands in the registry, records and every log
             raise UnsafeInput("--tag: looks like a secret (a token or a password); image "
                               "names and tags are public: choose another tag")
-        if not is_reference(ref):
-            raise UnsafeInput(f"--tag {ref!r}: not a valid image reference; write "
+        try:
+            image_refs.check(ref, digest=False)  # a digest is what a push yields, never a tag
+        except image_refs.InvalidReference as exc:
+            raise UnsafeInput(f"--tag {ref!r}: not a valid image reference ({exc}); write "
                               "REPOSITORY[:TAG] in lowercase, e.g. "
-                              "registry.example.com/llm/vllm:candidate")
+                              "registry.example.com/llm/vllm:candidate") from None
 
 
 def stages(dockerfile: str) -> list[str]:
@@ -487,13 +476,13 @@ def _push(daemon: ContainerDaemon, refs: list[str], immutable: str, image_id: st
     not this image's, nothing is pushed (the same inputs built again, e.g. --no-cache, give
     another image; the tag keeps naming the first one).
     """
-    from dockergen.daemon import PushError, split_reference
+    from dockergen.daemon import PushError
 
     digests: dict[str, str] = {}
     try:
         existing = daemon.registry_digest(immutable)
         if existing is not None:
-            repo = split_reference(immutable)[0]
+            repo = image_refs.parse(immutable).name
             if f"{repo}@{existing}" not in daemon.inspect(image_id).get("RepoDigests", []):
                 raise PushError(
                     f"{immutable} already names {existing} in the registry and this build's "

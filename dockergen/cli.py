@@ -149,11 +149,13 @@ _strict_option = click.option(
 def _check_syntax(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """--syntax is an image reference: it becomes line 1 of the Dockerfile, so a newline in
     it would add an instruction (and an empty one would silently emit nothing)."""
-    from dockergen.profile import _PATTERNS
+    from dockergen.profile import check_reference
 
-    shape, what = _PATTERNS["image_ref"]
-    if value is not None and not shape.fullmatch(value):
-        raise click.BadParameter(f"{value!r} is not {what}, e.g. docker/dockerfile:1")
+    if value is not None:
+        try:
+            check_reference("image_ref", value)
+        except ValueError as exc:
+            raise click.BadParameter(f"{exc}; e.g. docker/dockerfile:1") from None
     return value
 
 
@@ -368,13 +370,12 @@ def lock(profiles: tuple[str, ...], overrides: tuple[str, ...], check: bool, rem
         raise click.UsageError("--remote goes with --check")
     if check and (update or mirrors):
         raise click.UsageError("--check only reads the lock; drop --update/--mirror")
-    from dockergen.profile import _PATTERNS
+    from dockergen.refs import is_reference
 
     mirror_map: dict[str, str] = {}
     for item in mirrors:
         src, sep, dst = item.partition("=")
-        repo, _ = _PATTERNS["image_repo"]
-        if not sep or not repo.fullmatch(src) or not repo.fullmatch(dst):
+        if not sep or not all(is_reference(r, tag=False, digest=False) for r in (src, dst)):
             raise click.UsageError(f"--mirror {item!r}: expected SRC=DST repositories (no "
                                    "scheme, tag, digest or credentials: `docker login` "
                                    "holds those), e.g. "
