@@ -469,7 +469,6 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
     global _build_prints_only
     _build_prints_only = dry_run
     from dockergen.build import BuildOptions, build_profile
-    from dockergen.fleet.project import lock_overrides
 
     # nan and -1 cancelled the build at once, 0 meant none, inf crashed the timer thread
     if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= _WEEK_S):
@@ -486,8 +485,6 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
         platform=platform, progress=progress, push=push, timeout=timeout,
         network=None if network == "default" else network, pull=pull, smoke=not no_smoke,
         gpus=gpus)
-    # base images pinned from PROFILE.lock.json, exactly as `render` writes them
-    overrides = overrides + lock_overrides(Path(profile), overrides)
     build_profile(Path(profile), overrides, options, output=Path(output) if output else None,
                   dry_run=dry_run, ca_certs=tuple(Path(c) for c in ca_certs), quiet=quiet,
                   echo=lambda text: click.echo(text, err=True), out=click.echo)

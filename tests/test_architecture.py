@@ -19,12 +19,15 @@ PACKAGE = ROOT / "dockergen"
 # "dockergen" alone is the package's __init__ (the version string).
 _BASE = {"dockergen", "dockergen.atomic", "dockergen.errors", "dockergen.refs"}
 _COMPONENT = _BASE | {"dockergen.knowledge", "dockergen.loader", "dockergen.model",
-                      "dockergen.profile", "dockergen.components", "dockergen.components.base"}
+                      "dockergen.pins", "dockergen.profile", "dockergen.components",
+                      "dockergen.components.base"}
 ALLOWED: dict[str, set[str]] = {
     "dockergen": set(),
     "dockergen.errors": set(),
     "dockergen.atomic": {"dockergen.errors"},
     "dockergen.refs": set(),  # the image-reference grammar: a leaf every layer may read
+    # the base-image lock read as the typed pins resolution applies
+    "dockergen.pins": {"dockergen.errors", "dockergen.refs"},
     "dockergen.knowledge": set(),
     "dockergen.resources": set(),
     "dockergen.yamlsource": _BASE,
@@ -78,7 +81,7 @@ ALLOWED: dict[str, set[str]] = {
                                         "dockergen.render", "dockergen.resolve",
                                         "dockergen.yamlsource"},
     "dockergen.fleet.": _BASE | {"dockergen.fleet", "dockergen.fleet.*", "dockergen.loader",
-                                 "dockergen.model", "dockergen.profile"},
+                                 "dockergen.model", "dockergen.pins", "dockergen.profile"},
     "dockergen.fleet": set(),
     # run configurations read the resolved model through api; facts of their own
     "dockergen.deploy": _BASE | {"dockergen.api", "dockergen.deploy.compose",

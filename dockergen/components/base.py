@@ -6,7 +6,7 @@ fix that is itself valid. The context also carries the few facts one component
 establishes for the next (the GPU targets, the engine release, the torch pin), so that
 components never call each other back and forth.
 May import: :mod:`dockergen.errors`, :mod:`dockergen.loader`, :mod:`dockergen.model`,
-:mod:`dockergen.profile`.
+:mod:`dockergen.pins`, :mod:`dockergen.profile`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 from dockergen.errors import Location, Problem
 from dockergen.loader import LoadedProfile
 from dockergen.model import GpuTarget
+from dockergen.pins import BasePins
 from dockergen.profile import Profile
 
 
@@ -25,6 +26,8 @@ class Context:
     """What the checks share: the profile, where its values are, and what was established."""
 
     loaded: LoadedProfile
+    # the base-image lock beside the profile (None: no lock, or resolved without it)
+    pins: BasePins | None = None
     problems: list[Problem] = field(default_factory=list)
     targets: list[GpuTarget] = field(default_factory=list)
     release: dict[str, Any] | None = None  # the serving engine release row, once known

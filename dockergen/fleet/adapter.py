@@ -118,8 +118,10 @@ def load_data(raw: RawProfile, data: dict[str, Any], pos: Positions,
     return LoadedProfile(profile, pos, raw.path, raw.display, raw.chain, overrides, facts)
 
 
-def resolve_loaded(loaded: LoadedProfile, mode: Mode = "buildkit") -> Resolved:
-    return resolve(loaded, mode)
+def resolve_loaded(loaded: LoadedProfile, mode: Mode = "buildkit",
+                   pin: bool = True) -> Resolved:
+    """Resolve; ``pin``: with the base images pinned by the lock beside the profile."""
+    return resolve(loaded, mode, pin=pin)
 
 
 def context_files(loaded: LoadedProfile, resolved: Resolved,

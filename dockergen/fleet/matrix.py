@@ -195,11 +195,10 @@ MAX_POINTS = 1024
 
 
 def expand(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "buildkit",
-           pins: Any = None) -> Expansion:
+           pin: bool = True) -> Expansion:
     """Expand the matrix of ``path`` into validated variants (``--set`` applies to all).
 
-    ``pins`` (a callable ``(LoadedProfile, Resolved) -> overrides``) re-resolves a variant
-    with its base images pinned by the lock (see dockergen/fleet/locks.py).
+    ``pin=False`` resolves the variants without the base-image lock (see dockergen/pins.py).
     """
     raw = adapter.read_raw(path)
     data, pos = copy.deepcopy(raw.data), adapter.copy_positions(raw.positions)
@@ -254,13 +253,7 @@ def expand(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "buildkit",
         p_data["name"] = point.name
         try:
             loaded = adapter.load_data(raw, p_data, p_pos, ())
-            resolved = adapter.resolve_loaded(loaded, mode)
-            if pins is not None:
-                extra = pins(loaded, resolved)
-                if extra:
-                    loaded = adapter.load_data(raw, copy.deepcopy(p_data),
-                                               adapter.copy_positions(p_pos), extra)
-                    resolved = adapter.resolve_loaded(loaded, mode)
+            resolved = adapter.resolve_loaded(loaded, mode, pin)
         except ProfileError as exc:
             out.dropped.append(Dropped(point, exc.problems))
             continue
