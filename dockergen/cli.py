@@ -274,6 +274,16 @@ def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
     click.echo(f"wrote {target} ({count} packages, torch from {inp.torch_index})")
 
 
+def _check_observe(fleet: Any, path: Path) -> None:
+    """The checks `observe` runs on a profile's observe: section, for `validate`."""
+    from dockergen.observe import settings_problems, source_of
+
+    found = {str(pr): pr for t in fleet.targets if t.view.observe is not None
+             for pr in settings_problems(t.view.observe, source_of(path))}
+    if found:
+        raise ProfileError(list(found.values()))
+
+
 @cli.command()
 @click.argument("profiles", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @_set_option
@@ -296,6 +306,7 @@ def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], strict: bool
                 continue
             fleet = collect([Path(path)], overrides, render=False)
             check_bake(fleet)  # render -o runs them too: never pass what it refuses
+            _check_observe(fleet, Path(path))  # and observe's
         except ProfileError as exc:
             problems.extend(exc.problems)
             continue
