@@ -7,7 +7,8 @@ registry confirmed a digest. Failures name the failing step and its Dockerfile l
 show the tail of its log; interruptions and timeouts cancel the build and remove the tags
 this run created.
 May import: :mod:`dockergen.api`, :mod:`dockergen.daemon` (never docker-py itself),
-:mod:`dockergen.errors`, :mod:`dockergen.loader`, :mod:`dockergen.progress`,
+:mod:`dockergen.buildrecord`, :mod:`dockergen.errors`, :mod:`dockergen.loader`,
+:mod:`dockergen.progress`,
 :mod:`dockergen.refs`, :mod:`dockergen.render`, :mod:`dockergen.smoke`, the serving-engine
 secret pattern.
 """
@@ -26,6 +27,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from dockergen import refs as image_refs  # `refs` names the tags of a build below
 from dockergen.buildid import content_tag
+from dockergen.buildrecord import Status
 from dockergen.errors import SECRET_NAME, DockergenError, ExitCode, redact
 from dockergen.progress import BuildTracker, StatusUpdate, decode_status, make_renderer
 
@@ -416,16 +418,16 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
     write_context(folder, ctx.files, later=(RECORD_FILE, LOG_FILE))
     record: dict[str, Any] = {"profile": ctx.name, "profile_hash": ctx.resolved.profile_hash,
                               "builder": builder, "tags": refs, "immutable_tag": immutable,
-                              "target": target or "(final stage)", "status": "started"}
+                              "target": target or "(final stage)", "status": Status.STARTED}
     record_path = folder / RECORD_FILE
     with open(folder / LOG_FILE, "w", encoding="utf-8") as log:
         try:
             result = run_build(daemon, ctx.files, plan, options, log, sys.stderr)
         except DockergenError as exc:
-            record.update(status="failed", error=str(exc).splitlines()[0])
+            record.update(status=Status.FAILED, error=str(exc).splitlines()[0])
             write_record(record_path, record)
             raise
-    record.update(status="built", image_id=result.image_id, seconds=result.seconds,
+    record.update(status=Status.BUILT, image_id=result.image_id, seconds=result.seconds,
                   **result.summary)
     echo(f"built {result.image_id} in {result.seconds:.1f}s "
          f"({result.summary['cached_steps']} cached, {result.summary['executed_steps']} run)")
@@ -460,7 +462,7 @@ def _smoke(daemon: ContainerDaemon, ctx: Any, refs: list[str], keep: str, gpus: 
     for ref in refs:  # keep only the immutable dg-<hash> tag
         if ref != keep:
             daemon.remove_image(ref)
-    record.update(status="smoke-failed")
+    record.update(status=Status.SMOKE_FAILED)
     write_record(record_path, record)
     failed = [c.name for c in report.checks if not c.ok]
     raise SmokeFailed(f"{len(failed)} smoke test(s) failed: {'; '.join(failed)}; nothing was "
@@ -493,10 +495,10 @@ def _push(daemon: ContainerDaemon, refs: list[str], immutable: str, image_id: st
             digests[ref] = daemon.push(ref, on_status=echo)
             echo(f"pushed {ref}@{digests[ref]}")
     except DockergenError as exc:
-        record.update(status="push-failed", pushed=digests, error=str(exc))
+        record.update(status=Status.PUSH_FAILED, pushed=digests, error=str(exc))
         write_record(record_path, record)
         raise
-    record.update(status="pushed", pushed=digests)
+    record.update(status=Status.PUSHED, pushed=digests)
     write_record(record_path, record)  # before printing: the digests must never be lost
     for ref, digest in digests.items():
         out(f"{ref}@{digest}")

@@ -38,6 +38,7 @@ ALLOWED: dict[str, set[str]] = {
                                  "dockergen.yamlsource"},
     "dockergen.schema": _BASE | {"dockergen.profile"},
     "dockergen.buildid": {"dockergen"},
+    "dockergen.buildrecord": set(),  # the build record's Status: build writes, deploy reads
     "dockergen.model": _BASE | {"dockergen.profile"},
     "dockergen.components.base": _COMPONENT,
     "dockergen.components.cuda": _COMPONENT,
@@ -69,7 +70,8 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.api": _BASE | {"dockergen.buildid", "dockergen.fleet.matrix", "dockergen.loader",
                               "dockergen.model", "dockergen.render", "dockergen.resolve",
                               "dockergen.resources", "dockergen.yamlsource"},
-    "dockergen.build": _BASE | {"dockergen.api", "dockergen.buildid", "dockergen.daemon",
+    "dockergen.build": _BASE | {"dockergen.api", "dockergen.buildid", "dockergen.buildrecord",
+                                "dockergen.daemon",
                                 "dockergen.loader",
                                 "dockergen.progress", "dockergen.render", "dockergen.smoke",
                                 "dockergen.components.serving.base"},
@@ -84,8 +86,9 @@ ALLOWED: dict[str, set[str]] = {
                                  "dockergen.model", "dockergen.pins", "dockergen.profile"},
     "dockergen.fleet": set(),
     # run configurations read the resolved model through api; facts of their own
-    "dockergen.deploy": _BASE | {"dockergen.api", "dockergen.deploy.compose",
-                                 "dockergen.deploy.facts", "dockergen.deploy.kubernetes"},
+    "dockergen.deploy": _BASE | {"dockergen.api", "dockergen.buildrecord",
+                                 "dockergen.deploy.compose", "dockergen.deploy.facts",
+                                 "dockergen.deploy.kubernetes"},
     "dockergen.deploy.": _BASE | {"dockergen.deploy", "dockergen.deploy.facts"},
     # GPU memory sizes are CUDA-component facts the resolved model does not carry
     "dockergen.plan": _BASE | {"dockergen.api", "dockergen.loader", "dockergen.components.cuda"},

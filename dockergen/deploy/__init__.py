@@ -4,8 +4,9 @@ Written from the same profile as the image, and from the build record when given
 image is then pinned by the pushed digest). Python decides here and in
 :mod:`dockergen.deploy.facts`; :mod:`.compose` and :mod:`.kubernetes` only lay the decided
 values out. Library code: raises :class:`DeployError`, never prints.
-May import: :mod:`dockergen.api` (the resolved model), :mod:`dockergen.errors`,
-:mod:`dockergen.refs` (the reference grammar) and the modules of this package.
+May import: :mod:`dockergen.api` (the resolved model), :mod:`dockergen.buildrecord` (the
+record's status), :mod:`dockergen.errors`, :mod:`dockergen.refs` (the reference grammar) and
+the modules of this package.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dockergen import refs
+from dockergen.buildrecord import Status
 from dockergen.deploy.facts import ENGINES, OPT_INS, CacheDir, EngineRun, shm_gib
 from dockergen.errors import DockergenError, ExitCode, holds_secret
 
@@ -197,10 +199,15 @@ def _read_record(path: Path, profile_hash: str) -> dict[str, Any]:
         raise DeployError(f"{path}: built from another profile (hash "
                           f"{_shown(str(data.get('profile_hash')))}, this profile resolves to "
                           f"{profile_hash}); rebuild, or pass the same --set overrides")
-    status = data.get("status")
-    if status in ("failed", "smoke-failed", "started"):
-        raise DeployError(f"{path}: the build ended with status {status!r}; deploy only an "
-                          "image that built and passed its smoke tests")
+    try:
+        status = Status(data.get("status"))
+    except ValueError:
+        raise DeployError(f"{path}: status {_shown(str(data.get('status')))} is not one "
+                          "`dockergen build` writes (" + ", ".join(s.value for s in Status)
+                          + "); pass the build-record.json it wrote") from None
+    if not status.deployable:
+        raise DeployError(f"{path}: the build ended with status {status.value!r}; deploy only "
+                          "an image that built and passed its smoke tests")
     _check_record_references(path, data)
     return data
 
