@@ -83,7 +83,8 @@ def read_pins(profile: Path) -> BasePins | None:
                  and isinstance(entry.get("digest"), str)
                  and isinstance(entry.get("mirror") or "", str) else "")
         if not refs.is_reference(value, digest=True):
-            raise ProfileError([Problem(Location(str(file)), f"images.{ref}",
+            # the key is anyone's text: JSON-quoted, so a newline in it cannot add a line
+            raise ProfileError([Problem(Location(str(file)), f"images[{json.dumps(ref)}]",
                                         "not an image reference with its digest and an "
                                         "optional mirror reference",
                                         f"regenerate it: dockergen lock --update {profile}")])

@@ -85,6 +85,14 @@ def test_a_lock_entry_that_is_no_reference_never_reaches_a_from_line(tmp_path: P
     assert run.rc == 2, run.err
     assert "locked.lock.json" in run.err and "not an image reference" in run.err
     assert "RUN id" not in run.out and "Traceback" not in run.err
+    # a key that is no reference, with a line break in it: shown quoted, on one line
+    profile = str(_locked_profile(tmp_path, {DEVEL: _entry(DEVEL_DIGEST),
+                                             RUNTIME: _entry(RUNTIME_DIGEST),
+                                             "x\nfake: line": _entry(DEVEL_DIGEST)}))
+    run = run_cli("validate", profile)
+    assert run.rc == 2, run.err
+    assert 'images["x\\nfake: line"]: not an image reference' in run.err
+    assert "\nfake: line" not in run.err
 
 
 def test_the_lock_command_reads_the_unpinned_images(tmp_path: Path) -> None:
