@@ -737,14 +737,13 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="dockergen", standalone_mode=False)
     except DockergenError as exc:
-        lines = exc.lines()
-        if isinstance(exc, ProfileError) and _quiet:  # -q: also the warnings beside errors
-            lines = [line for line in lines if not line.endswith("[warning]")]
+        # -q: also the warnings beside errors (by severity: an error's text may end in anything)
+        lines = exc.lines(warnings=False) if isinstance(exc, ProfileError) and _quiet \
+            else exc.lines()
         for line in lines:
             click.echo(redact(line), err=True)
         if isinstance(exc, ProfileError):
-            errors = sum(1 for p in exc.problems if p.severity == "error")
-            click.echo(f"dockergen: {errors} problem(s); nothing was written", err=True)
+            click.echo(f"dockergen: {exc.errors()} problem(s); nothing was written", err=True)
         sys.exit(int(exc.exit_code))
     except KeyboardInterrupt:
         click.echo("dockergen: interrupted", err=True)

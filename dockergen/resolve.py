@@ -25,7 +25,7 @@ from dockergen.components import cuda, flash_attn, image, python, torch
 from dockergen.components.base import Context
 from dockergen.components.serving import engine_for
 from dockergen.components.serving.base import MAIN_INDEX
-from dockergen.errors import Problem, ProfileError
+from dockergen.errors import Problem, ProfileError, Severity
 from dockergen.loader import LoadedProfile
 from dockergen.model import (
     APP_HOME,
@@ -113,7 +113,7 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit",
 def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool,
              pins: BasePins | None) -> Resolved:
     ctx = check(loaded, python_lock, pins)
-    if any(pr.severity == "error" for pr in ctx.problems):
+    if any(pr.severity is Severity.ERROR for pr in ctx.problems):
         raise ProfileError(ctx.problems)
     p = loaded.profile
     engine = engine_for(p.engine.name)
@@ -214,5 +214,5 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool,
         lock=lock, profile_hash=profile_hash, smoke_imports=tuple(smoke),
         arch_scopes=serving.arch_scopes,
         derivations=tuple(d),
-        warnings=tuple(pr for pr in ctx.problems if pr.severity == "warning"),
+        warnings=tuple(pr for pr in ctx.problems if pr.severity is Severity.WARNING),
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dockergen.errors import Location, Problem
+from dockergen.errors import Location, Problem, Severity
 from dockergen.loader import LoadedProfile
 from dockergen.model import GpuTarget
 from dockergen.pins import BasePins
@@ -49,7 +49,8 @@ class Context:
         self.problems.append(Problem(self.at(*path), dotted(path), message, fix))
 
     def warn(self, path: tuple[str | int, ...], message: str, fix: str = "") -> None:
-        self.problems.append(Problem(self.at(*path), dotted(path), message, fix, "warning"))
+        self.problems.append(Problem(self.at(*path), dotted(path), message, fix,
+                                     Severity.WARNING))
 
 
 def dotted(path: tuple[str | int, ...]) -> str:

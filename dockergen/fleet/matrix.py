@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from dockergen.errors import Location, Problem, ProfileError
+from dockergen.errors import Location, Problem, ProfileError, Severity
 from dockergen.fleet import adapter
 from dockergen.loader import LoadedProfile, apply_overrides, problems_from_validation
 from dockergen.model import Mode, Resolved
@@ -71,9 +71,9 @@ class Dropped:
     point: Point
     problems: list[Problem]
 
-    def lines(self) -> list[str]:
+    def lines(self, warnings: bool = True) -> list[str]:
         return [f"matrix point {self.point.name} ({self.point.describe()}) dropped:"] + [
-            f"  {p}" for p in self.problems]
+            f"  {p}" for p in self.problems if warnings or p.severity is not Severity.WARNING]
 
 
 @dataclass
@@ -94,9 +94,10 @@ class MatrixError(ProfileError):
         self.others = sorted(others or [], key=Problem.sort_key)
         super().__init__(self.others + [p for d in dropped for p in d.problems])
 
-    def lines(self) -> list[str]:
-        return [str(p) for p in self.others] + [
-            line for d in self.dropped for line in d.lines()]
+    def lines(self, warnings: bool = True) -> list[str]:
+        return [str(p) for p in self.others
+                if warnings or p.severity is not Severity.WARNING] + [
+            line for d in self.dropped for line in d.lines(warnings)]
 
 
 class _MatrixOnly(BaseModel):

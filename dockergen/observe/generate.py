@@ -17,7 +17,7 @@ from typing import Any, Literal
 import yaml
 
 from dockergen import atomic
-from dockergen.errors import Location, Problem, ProfileError
+from dockergen.errors import Location, Problem, ProfileError, Severity
 from dockergen.observe.metrics import EngineMetrics, UnknownRelease, engine_metrics
 from dockergen.observe.rules import (
     ALERT_FILE,
@@ -106,12 +106,12 @@ def _metrics_for(t: Target) -> tuple[EngineMetrics, list[Problem]]:
             f"{m.engine} {m.release}: metric names {names} were not read from a released "
             f"artefact ({srcs})",
             f"check them against the server's {m.metrics_path} before relying on the alerts",
-            severity="warning"))
+            severity=Severity.WARNING))
     if m.enable_flag and m.enable_flag not in t.cmd:
         warnings.append(Problem(
             where, "serving.extra_args",
             f"{m.engine} exposes no metrics without {m.enable_flag}; the rules would stay empty",
-            f"add {m.enable_flag} to serving.extra_args", severity="warning"))
+            f"add {m.enable_flag} to serving.extra_args", severity=Severity.WARNING))
     return m, warnings
 
 
