@@ -75,14 +75,6 @@ def immutable_tag(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "bui
     return content_tag(render_context(path, overrides, mode).files, mode=mode)
 
 
-def is_image_reference(ref: str) -> bool:
-    """``ref`` is an image reference ``[host[:port]/]path[:tag]`` as ``dockergen build``
-    tags and pushes it (the grammar its ``--tag`` check uses; no digest)."""
-    from dockergen.build import is_reference
-
-    return is_reference(ref)
-
-
 def _is_abstract(path: Path) -> bool:
     data, _ = read_yaml_file(path, path.name)
     return isinstance(data, dict) and data.get("abstract") is True

@@ -7,8 +7,10 @@ registry confirmed a digest. Failures name the failing step and its Dockerfile l
 show the tail of its log; interruptions and timeouts cancel the build and remove the tags
 this run created.
 May import: :mod:`dockergen.api`, :mod:`dockergen.daemon` (never docker-py itself),
-:mod:`dockergen.errors`, :mod:`dockergen.loader`, :mod:`dockergen.progress`,
-:mod:`dockergen.render`, :mod:`dockergen.smoke`, the serving-engine secret pattern.
+:mod:`dockergen.buildrecord`, :mod:`dockergen.errors`, :mod:`dockergen.loader`,
+:mod:`dockergen.progress`,
+:mod:`dockergen.refs`, :mod:`dockergen.render`, :mod:`dockergen.smoke`, the serving-engine
+secret pattern.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from dockergen import refs as image_refs  # `refs` names the tags of a build below
 from dockergen.buildid import content_tag
+from dockergen.buildrecord import Status
 from dockergen.errors import SECRET_NAME, DockergenError, ExitCode, redact
 from dockergen.progress import BuildTracker, StatusUpdate, decode_status, make_renderer
 
@@ -106,31 +110,18 @@ def check_build_args(args: dict[str, str]) -> None:
                               "recorded in the image history; pass secrets at run time")
 
 
-# Docker's reference grammar (distribution/reference): [host[:port]/]path[:tag]; lowercase
-# path components; a tag is 1-128 of [A-Za-z0-9_.-] not starting with '.' or '-'.
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-# a first component is a registry host only with a '.', a port, or as localhost
-_REFERENCE = re.compile(
-    rf"(?:(?:localhost|{_LABEL}(?:\.{_LABEL})+)(?::\d{{1,5}})?/|{_LABEL}:\d{{1,5}}/)?"
-    rf"{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?")
-
-
-def is_reference(ref: str) -> bool:
-    """``ref`` is ``[host[:port]/]path[:tag]`` in Docker's reference grammar (no digest)."""
-    return len(ref) <= 255 and _REFERENCE.fullmatch(ref) is not None
-
-
 def check_tags(tags: tuple[str, ...]) -> None:
     """Refuse malformed ``--tag`` values before anything is built (not after the build)."""
     for ref in tags:
         if redact(ref) != ref:  # a tag lands in the registry, records and every log
             raise UnsafeInput("--tag: looks like a secret (a token or a password); image "
                               "names and tags are public: choose another tag")
-        if not is_reference(ref):
-            raise UnsafeInput(f"--tag {ref!r}: not a valid image reference; write "
+        try:
+            image_refs.check(ref, digest=False)  # a digest is what a push yields, never a tag
+        except image_refs.InvalidReference as exc:
+            raise UnsafeInput(f"--tag {ref!r}: not a valid image reference ({exc}); write "
                               "REPOSITORY[:TAG] in lowercase, e.g. "
-                              "registry.example.com/llm/vllm:candidate")
+                              "registry.example.com/llm/vllm:candidate") from None
 
 
 def stages(dockerfile: str) -> list[str]:
@@ -427,16 +418,16 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
     write_context(folder, ctx.files, later=(RECORD_FILE, LOG_FILE))
     record: dict[str, Any] = {"profile": ctx.name, "profile_hash": ctx.resolved.profile_hash,
                               "builder": builder, "tags": refs, "immutable_tag": immutable,
-                              "target": target or "(final stage)", "status": "started"}
+                              "target": target or "(final stage)", "status": Status.STARTED}
     record_path = folder / RECORD_FILE
     with open(folder / LOG_FILE, "w", encoding="utf-8") as log:
         try:
             result = run_build(daemon, ctx.files, plan, options, log, sys.stderr)
         except DockergenError as exc:
-            record.update(status="failed", error=str(exc).splitlines()[0])
+            record.update(status=Status.FAILED, error=str(exc).splitlines()[0])
             write_record(record_path, record)
             raise
-    record.update(status="built", image_id=result.image_id, seconds=result.seconds,
+    record.update(status=Status.BUILT, image_id=result.image_id, seconds=result.seconds,
                   **result.summary)
     echo(f"built {result.image_id} in {result.seconds:.1f}s "
          f"({result.summary['cached_steps']} cached, {result.summary['executed_steps']} run)")
@@ -471,7 +462,7 @@ def _smoke(daemon: ContainerDaemon, ctx: Any, refs: list[str], keep: str, gpus: 
     for ref in refs:  # keep only the immutable dg-<hash> tag
         if ref != keep:
             daemon.remove_image(ref)
-    record.update(status="smoke-failed")
+    record.update(status=Status.SMOKE_FAILED)
     write_record(record_path, record)
     failed = [c.name for c in report.checks if not c.ok]
     raise SmokeFailed(f"{len(failed)} smoke test(s) failed: {'; '.join(failed)}; nothing was "
@@ -487,13 +478,13 @@ def _push(daemon: ContainerDaemon, refs: list[str], immutable: str, image_id: st
     not this image's, nothing is pushed (the same inputs built again, e.g. --no-cache, give
     another image; the tag keeps naming the first one).
     """
-    from dockergen.daemon import PushError, split_reference
+    from dockergen.daemon import PushError
 
     digests: dict[str, str] = {}
     try:
         existing = daemon.registry_digest(immutable)
         if existing is not None:
-            repo = split_reference(immutable)[0]
+            repo = image_refs.parse(immutable).name
             if f"{repo}@{existing}" not in daemon.inspect(image_id).get("RepoDigests", []):
                 raise PushError(
                     f"{immutable} already names {existing} in the registry and this build's "
@@ -504,10 +495,10 @@ def _push(daemon: ContainerDaemon, refs: list[str], immutable: str, image_id: st
             digests[ref] = daemon.push(ref, on_status=echo)
             echo(f"pushed {ref}@{digests[ref]}")
     except DockergenError as exc:
-        record.update(status="push-failed", pushed=digests, error=str(exc))
+        record.update(status=Status.PUSH_FAILED, pushed=digests, error=str(exc))
         write_record(record_path, record)
         raise
-    record.update(status="pushed", pushed=digests)
+    record.update(status=Status.PUSHED, pushed=digests)
     write_record(record_path, record)  # before printing: the digests must never be lost
     for ref, digest in digests.items():
         out(f"{ref}@{digest}")

@@ -149,11 +149,13 @@ _strict_option = click.option(
 def _check_syntax(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """--syntax is an image reference: it becomes line 1 of the Dockerfile, so a newline in
     it would add an instruction (and an empty one would silently emit nothing)."""
-    from dockergen.profile import _PATTERNS
+    from dockergen.profile import check_reference
 
-    shape, what = _PATTERNS["image_ref"]
-    if value is not None and not shape.fullmatch(value):
-        raise click.BadParameter(f"{value!r} is not {what}, e.g. docker/dockerfile:1")
+    if value is not None:
+        try:
+            check_reference("image_ref", value)
+        except ValueError as exc:
+            raise click.BadParameter(f"{exc}; e.g. docker/dockerfile:1") from None
     return value
 
 
@@ -272,6 +274,16 @@ def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
     click.echo(f"wrote {target} ({count} packages, torch from {inp.torch_index})")
 
 
+def _check_observe(fleet: Any, path: Path) -> None:
+    """The checks `observe` runs on a profile's observe: section, for `validate`."""
+    from dockergen.observe import settings_problems, source_of
+
+    found = {str(pr): pr for t in fleet.targets if t.view.observe is not None
+             for pr in settings_problems(t.view.observe, source_of(path))}
+    if found:
+        raise ProfileError(list(found.values()))
+
+
 @cli.command()
 @click.argument("profiles", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @_set_option
@@ -294,6 +306,7 @@ def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], strict: bool
                 continue
             fleet = collect([Path(path)], overrides, render=False)
             check_bake(fleet)  # render -o runs them too: never pass what it refuses
+            _check_observe(fleet, Path(path))  # and observe's
         except ProfileError as exc:
             problems.extend(exc.problems)
             continue
@@ -368,13 +381,12 @@ def lock(profiles: tuple[str, ...], overrides: tuple[str, ...], check: bool, rem
         raise click.UsageError("--remote goes with --check")
     if check and (update or mirrors):
         raise click.UsageError("--check only reads the lock; drop --update/--mirror")
-    from dockergen.profile import _PATTERNS
+    from dockergen.refs import is_reference
 
     mirror_map: dict[str, str] = {}
     for item in mirrors:
         src, sep, dst = item.partition("=")
-        repo, _ = _PATTERNS["image_repo"]
-        if not sep or not repo.fullmatch(src) or not repo.fullmatch(dst):
+        if not sep or not all(is_reference(r, tag=False, digest=False) for r in (src, dst)):
             raise click.UsageError(f"--mirror {item!r}: expected SRC=DST repositories (no "
                                    "scheme, tag, digest or credentials: `docker login` "
                                    "holds those), e.g. "
@@ -468,7 +480,6 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
     global _build_prints_only
     _build_prints_only = dry_run
     from dockergen.build import BuildOptions, build_profile
-    from dockergen.fleet.project import lock_overrides
 
     # nan and -1 cancelled the build at once, 0 meant none, inf crashed the timer thread
     if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= _WEEK_S):
@@ -485,8 +496,6 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
         platform=platform, progress=progress, push=push, timeout=timeout,
         network=None if network == "default" else network, pull=pull, smoke=not no_smoke,
         gpus=gpus)
-    # base images pinned from PROFILE.lock.json, exactly as `render` writes them
-    overrides = overrides + lock_overrides(Path(profile), overrides)
     build_profile(Path(profile), overrides, options, output=Path(output) if output else None,
                   dry_run=dry_run, ca_certs=tuple(Path(c) for c in ca_certs), quiet=quiet,
                   echo=lambda text: click.echo(text, err=True), out=click.echo)
@@ -728,14 +737,13 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="dockergen", standalone_mode=False)
     except DockergenError as exc:
-        lines = exc.lines()
-        if isinstance(exc, ProfileError) and _quiet:  # -q: also the warnings beside errors
-            lines = [line for line in lines if not line.endswith("[warning]")]
+        # -q: also the warnings beside errors (by severity: an error's text may end in anything)
+        lines = exc.lines(warnings=False) if isinstance(exc, ProfileError) and _quiet \
+            else exc.lines()
         for line in lines:
             click.echo(redact(line), err=True)
         if isinstance(exc, ProfileError):
-            errors = sum(1 for p in exc.problems if p.severity == "error")
-            click.echo(f"dockergen: {errors} problem(s); nothing was written", err=True)
+            click.echo(f"dockergen: {exc.errors()} problem(s); nothing was written", err=True)
         sys.exit(int(exc.exit_code))
     except KeyboardInterrupt:
         click.echo("dockergen: interrupted", err=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import Enum, IntEnum
 
 # Shapes of credentials that must never be echoed back (messages, logs, labels). Token
 # prefixes need a left boundary, or `risk-management-prod` and `task-...` log lines read as
@@ -89,6 +89,16 @@ class Location:
         return self.file
 
 
+class Severity(str, Enum):
+    """How much a problem weighs (the value is the word shown after a warning)."""
+
+    ERROR = "error"  # stops the command: nothing is written
+    WARNING = "warning"  # explains a legal but surprising choice
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Problem:
     """One finding about a profile: ``FILE:LINE:COL: field.path: message; fix``."""
@@ -97,7 +107,7 @@ class Problem:
     field: str
     message: str
     fix: str = ""
-    severity: str = "error"  # "error" stops the render; "warning" explains
+    severity: Severity = Severity.ERROR
 
     def __str__(self) -> str:
         text = f"{self.location}: {self.field}: {self.message}" if self.field else (
@@ -105,7 +115,7 @@ class Problem:
         )
         if self.fix:
             text += f"; {self.fix}"
-        if self.severity == "warning":
+        if self.severity is Severity.WARNING:
             text += " [warning]"
         return redact(text)
 
@@ -133,8 +143,13 @@ class ProfileError(DockergenError):
         self.problems = sorted(problems, key=Problem.sort_key)
         super().__init__("\n".join(str(p) for p in self.problems))
 
-    def lines(self) -> list[str]:
-        return [str(p) for p in self.problems]
+    def lines(self, warnings: bool = True) -> list[str]:
+        """One line per problem; ``warnings=False`` (``-q``) leaves the warnings out."""
+        return [str(p) for p in self.problems if warnings or p.severity is not Severity.WARNING]
+
+    def errors(self) -> int:
+        """How many problems are errors (the warnings beside them stop nothing)."""
+        return sum(1 for p in self.problems if p.severity is Severity.ERROR)
 
 
 class MissingToolError(DockergenError):

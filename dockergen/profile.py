@@ -4,7 +4,7 @@ A closed pydantic model: unknown keys are errors, values are strictly typed (a Y
 number never becomes a version string by accident), every string that can reach the
 Dockerfile is checked against a narrow pattern, and the model is frozen after loading.
 The JSON Schema for editors is generated from these classes (``dockergen schema``).
-May import: :mod:`dockergen.errors`.
+May import: :mod:`dockergen.errors`, :mod:`dockergen.refs` (the image-reference grammar).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from pydantic import (
     model_validator,
 )
 
+from dockergen import refs
+
 # --- string shapes ------------------------------------------------------------------
 # Each pattern is deliberately narrow: these values end up in Dockerfile instructions,
 # shell commands and labels, so nothing outside them may pass (no quotes, spaces,
@@ -40,16 +42,6 @@ _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
     "python_version": (re.compile(r"3\.\d{1,2}"), "a Python version like \"3.12\""),
     "package_version": (re.compile(r"\d+(\.\d+){0,3}((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?"),
                         "a release version like \"0.33.0\""),
-    "image_ref": (re.compile(
-        r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*(?::\d{1,5})?/)?"  # registry (host[:port]/)
-        r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
-        r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?"),
-        "an image reference like "
-        "\"registry.example.com/cuda:13.0.2-devel-ubuntu22.04@sha256:<64 hex>\""),
-    "image_repo": (re.compile(
-        r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*(?::\d{1,5})?/)?"
-        r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"),
-        "an image repository like \"registry.example.com/llm/vllm\" (no tag)"),
     "model": (re.compile(r"[A-Za-z0-9_/][A-Za-z0-9._/@+-]{0,255}"),
               "an absolute path in the image or a Hugging Face id like \"org/model\""),
     "host": (re.compile(r"(\d{1,3}(\.\d{1,3}){3}|::|\[?[0-9a-fA-F:]+\]?|localhost)"),
@@ -80,7 +72,7 @@ _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
     "host_path": (re.compile(r"[^\x00-\x1f\x7f]{1,4096}"),
                   "a file path without control characters"),
     # An image reference whose tag may hold tag-template placeholders (image.cache_ref);
-    # the expanded result is checked against image_ref again (dockergen/fleet/bake.py).
+    # the expanded result is checked by the reference grammar (dockergen/fleet/bake.py).
     "ref_template": (re.compile(r"[a-z0-9{][A-Za-z0-9._/:{}-]{0,254}"),
                      "an image reference like \"registry.example.com/cache/vllm:{name}\""),
     "field_path": (re.compile(r"[a-z_]+(\.[a-z_]+){0,3}"),
@@ -124,8 +116,27 @@ Name = Annotated[str, _shaped("name")]
 CudaVersion = Annotated[str, _shaped("cuda_version")]
 PythonVersion = Annotated[str, _shaped("python_version")]
 PackageVersion = Annotated[str, _shaped("package_version")]
-ImageRef = Annotated[str, _shaped("image_ref")]
-ImageRepo = Annotated[str, _shaped("image_repo")]
+# Image references follow the distribution grammar (dockergen/refs.py), which also keeps
+# them to [A-Za-z0-9._:/@[]-]: nothing that could end a Dockerfile instruction or a label.
+REFERENCE_SHAPES: dict[str, tuple[dict[str, bool | None], str]] = {
+    "image_ref": ({}, "an image reference like "
+                      "\"registry.example.com/cuda:13.0.2-devel-ubuntu22.04@sha256:<64 hex>\""),
+    "image_repo": ({"tag": False, "digest": False},
+                   "an image repository like \"registry.example.com/llm/vllm\" (no tag)"),
+}
+
+
+def check_reference(kind: str, value: str) -> str:
+    """``value`` as an image reference of ``kind`` (a key of REFERENCE_SHAPES), else
+    ValueError naming the shape (the same message as every other field's shape)."""
+    want, what = REFERENCE_SHAPES[kind]
+    if not refs.is_reference(value, **want):
+        raise ValueError(f"{_show(value)} is not {what}")
+    return value
+
+
+ImageRef = Annotated[str, AfterValidator(lambda v: check_reference("image_ref", v))]
+ImageRepo = Annotated[str, AfterValidator(lambda v: check_reference("image_repo", v))]
 ModelPath = Annotated[str, _shaped("model")]
 Host = Annotated[str, _shaped("host")]
 def _extra_arg(value: str) -> str:

@@ -71,7 +71,8 @@ def inputs_of(profile: Path, overrides: tuple[str, ...] = (), *,
     from dockergen.loader import load_profile
     from dockergen.resolve import resolve
 
-    r = resolve(load_profile(profile, overrides), python_lock=False)
+    # the Python closure does not depend on the base images' digests: no base-image lock
+    r = resolve(load_profile(profile, overrides), python_lock=False, pin=False)
     res = r.lock["resolved"]
     torch_idx = torch_index or res["torch_index"]
     fi_index = r.profile.build.flashinfer_index_url

@@ -5,8 +5,10 @@ module runs them in their one-way order (CUDA base -> Python -> serving engine's
 torch -> flash-attn -> the rest of the serving engine -> the image) and puts their slices
 together into a :class:`~dockergen.model.Resolved`: the stages the templates format, the
 lock data written next to the Dockerfile, the derivations ``dockergen explain`` prints.
+The base-image lock beside the profile (``PROFILE.lock.json``) is an input of resolution,
+read here and nowhere else, so that every output resolves the same pinned images.
 May import: :mod:`dockergen.components`, :mod:`dockergen.errors`, :mod:`dockergen.loader`,
-:mod:`dockergen.model`.
+:mod:`dockergen.model`, :mod:`dockergen.pins`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dockergen import __version__, knowledge
 from dockergen.components import cuda, flash_attn, image, python, torch
 from dockergen.components.base import Context
 from dockergen.components.serving import engine_for
-from dockergen.errors import Problem, ProfileError
+from dockergen.errors import Problem, ProfileError, Severity
 from dockergen.loader import LoadedProfile
 from dockergen.model import (
     APP_HOME,
@@ -34,6 +36,7 @@ from dockergen.model import (
     Resolved,
     RuntimeStage,
 )
+from dockergen.pins import BasePins, read_pins
 
 
 def checks(loaded: LoadedProfile, python_lock: bool = True) -> list[Callable[[Context], None]]:
@@ -43,16 +46,17 @@ def checks(loaded: LoadedProfile, python_lock: bool = True) -> list[Callable[[Co
     resolves the profile to refresh a lock that may no longer match it).
     """
     engine = engine_for(loaded.profile.engine.name)
-    return [cuda.check_gpus, cuda.check_cuda, engine.check_release, torch.check,
+    return [cuda.check_gpus, cuda.check_cuda, cuda.check_locked, engine.check_release, torch.check,
             python.check_python_source, flash_attn.check, engine.check_quantization,
             engine.check_scheduler, engine.check_server_args, engine.check_extra_args,
             engine.check_packages, image.check_tags, cuda.check_ca_certificates,
             *([engine.check_python_lock] if python_lock else [])]
 
 
-def check(loaded: LoadedProfile, python_lock: bool = True) -> Context:
+def check(loaded: LoadedProfile, python_lock: bool = True,
+          pins: BasePins | None = None) -> Context:
     """Run every check; the returned context holds all problems and the GPU targets."""
-    ctx = Context(loaded)
+    ctx = Context(loaded, pins)
     for rule in checks(loaded, python_lock):
         rule(ctx)
     return ctx
@@ -87,14 +91,17 @@ def _check_env_names(loaded: LoadedProfile, derived: dict[str, str]) -> None:
 
 
 def resolve(loaded: LoadedProfile, mode: Mode = "buildkit",
-            python_lock: bool = True) -> Resolved:
+            python_lock: bool = True, pin: bool = True) -> Resolved:
     """Check a loaded profile and derive everything; raise :class:`ProfileError` on errors.
 
     The profile's user knowledge (``knowledge:`` files) joins the shipped facts for this
-    resolve only, and every user fact is listed in the derivations (``explain``).
+    resolve only, and every user fact is listed in the derivations (``explain``). The
+    base images are pinned from the lock beside the profile, if there is one; ``pin=False``
+    leaves it out (``dockergen lock`` resolves the unpinned images it is about to pin).
     """
+    pins = read_pins(loaded.path) if pin else None
     with knowledge.user_facts(loaded.user_facts):
-        resolved = _resolve(loaded, mode, python_lock)
+        resolved = _resolve(loaded, mode, python_lock, pins)
     added = tuple(Derivation(f"user fact {component}", f"{table} {key}",
                              f"added by {row['user']}, not shipped with dockergen", row["src"])
                   for component, tables in sorted(loaded.user_facts.items())
@@ -103,9 +110,10 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit",
     return dataclasses.replace(resolved, derivations=resolved.derivations + added)
 
 
-def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool) -> Resolved:
-    ctx = check(loaded, python_lock)
-    if any(pr.severity == "error" for pr in ctx.problems):
+def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool,
+             pins: BasePins | None) -> Resolved:
+    ctx = check(loaded, python_lock, pins)
+    if any(pr.severity is Severity.ERROR for pr in ctx.problems):
         raise ProfileError(ctx.problems)
     p = loaded.profile
     engine = engine_for(p.engine.name)
@@ -206,5 +214,5 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool) -> Resolved:
         lock=lock, profile_hash=profile_hash, smoke_imports=tuple(smoke),
         arch_scopes=serving.arch_scopes, serve_parser=serving.serve_parser,
         derivations=tuple(d),
-        warnings=tuple(pr for pr in ctx.problems if pr.severity == "warning"),
+        warnings=tuple(pr for pr in ctx.problems if pr.severity is Severity.WARNING),
     )

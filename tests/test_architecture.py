@@ -17,13 +17,17 @@ PACKAGE = ROOT / "dockergen"
 
 # module (or package prefix ending in ".") -> what it may import from dockergen.
 # "dockergen" alone is the package's __init__ (the version string).
-_BASE = {"dockergen", "dockergen.atomic", "dockergen.errors"}
+_BASE = {"dockergen", "dockergen.atomic", "dockergen.errors", "dockergen.refs"}
 _COMPONENT = _BASE | {"dockergen.knowledge", "dockergen.loader", "dockergen.model",
-                      "dockergen.profile", "dockergen.components", "dockergen.components.base"}
+                      "dockergen.pins", "dockergen.profile", "dockergen.components",
+                      "dockergen.components.base"}
 ALLOWED: dict[str, set[str]] = {
     "dockergen": set(),
     "dockergen.errors": set(),
     "dockergen.atomic": {"dockergen.errors"},
+    "dockergen.refs": set(),  # the image-reference grammar: a leaf every layer may read
+    # the base-image lock read as the typed pins resolution applies
+    "dockergen.pins": {"dockergen.errors", "dockergen.refs"},
     "dockergen.knowledge": set(),
     "dockergen.resources": set(),
     "dockergen.yamlsource": _BASE,
@@ -34,6 +38,7 @@ ALLOWED: dict[str, set[str]] = {
                                  "dockergen.yamlsource"},
     "dockergen.schema": _BASE | {"dockergen.profile"},
     "dockergen.buildid": {"dockergen"},
+    "dockergen.buildrecord": set(),  # the build record's Status: build writes, deploy reads
     "dockergen.model": _BASE | {"dockergen.profile"},
     "dockergen.components.base": _COMPONENT,
     "dockergen.components.cuda": _COMPONENT,
@@ -61,8 +66,13 @@ ALLOWED: dict[str, set[str]] = {
                                 "dockergen.components.torch",
                                 "dockergen.components.serving.base", "dockergen.daemon",
                                 "dockergen.model", "dockergen.profile"},
-    "dockergen.api": {"dockergen", "dockergen.*"} - {"dockergen.cli"},
-    "dockergen.build": _BASE | {"dockergen.api", "dockergen.buildid", "dockergen.daemon",
+    # the programmatic interface sits below the commands it serves (build, deploy, plan,
+    # observe import it), so it never imports them: no circle
+    "dockergen.api": _BASE | {"dockergen.buildid", "dockergen.fleet.matrix", "dockergen.loader",
+                              "dockergen.model", "dockergen.render", "dockergen.resolve",
+                              "dockergen.resources", "dockergen.yamlsource"},
+    "dockergen.build": _BASE | {"dockergen.api", "dockergen.buildid", "dockergen.buildrecord",
+                                "dockergen.daemon",
                                 "dockergen.loader",
                                 "dockergen.progress", "dockergen.render", "dockergen.smoke",
                                 "dockergen.components.serving.base"},
@@ -74,11 +84,12 @@ ALLOWED: dict[str, set[str]] = {
                                         "dockergen.render", "dockergen.resolve",
                                         "dockergen.yamlsource"},
     "dockergen.fleet.": _BASE | {"dockergen.fleet", "dockergen.fleet.*", "dockergen.loader",
-                                 "dockergen.model", "dockergen.profile"},
+                                 "dockergen.model", "dockergen.pins", "dockergen.profile"},
     "dockergen.fleet": set(),
     # run configurations read the resolved model through api; facts of their own
-    "dockergen.deploy": _BASE | {"dockergen.api", "dockergen.deploy.compose",
-                                 "dockergen.deploy.facts", "dockergen.deploy.kubernetes"},
+    "dockergen.deploy": _BASE | {"dockergen.api", "dockergen.buildrecord",
+                                 "dockergen.deploy.compose", "dockergen.deploy.facts",
+                                 "dockergen.deploy.kubernetes"},
     "dockergen.deploy.": _BASE | {"dockergen.deploy", "dockergen.deploy.facts"},
     # GPU memory sizes are CUDA-component facts the resolved model does not carry
     "dockergen.plan": _BASE | {"dockergen.api", "dockergen.loader", "dockergen.components.cuda"},
@@ -188,8 +199,59 @@ def test_the_checker_catches_violations() -> None:
         "dockergen.components.serving.vllm imports dockergen.components.serving.tensorrt_llm"]
     assert violations("dockergen.render", "def f():\n    from dockergen.components import cuda\n"
                       ) == ["dockergen.render imports dockergen.components.cuda"]
+    # the programmatic interface never imports the commands it serves (no circle)
+    assert violations("dockergen.api", "def f():\n    from dockergen.build import x\n") == [
+        "dockergen.api imports dockergen.build"]
     with pytest.raises(AssertionError, match="has no layer"):
         violations("dockergen.newthing", "")
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph`` (its strongly connected parts of two or more)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the dockergen modules it imports; a package importing its own submodules
+    (a lazy ``connect()`` or a format chosen at run time) is its own business, left out."""
+    modules = dict(all_modules())
+    return {m: {t for t in imports_of(source, m)
+                if t in modules and t != m and not t.startswith(m + ".")}
+            for m, source in modules.items()}
+
+
+def test_no_import_circle() -> None:
+    assert _cycles(import_graph()) == []
+    # the finder finds one: api importing build back was the circle of the reference parsers
+    assert _cycles({"dockergen.api": {"dockergen.build"}, "dockergen.build": {"dockergen.api"}}
+                   ) == [["dockergen.api", "dockergen.build"]]
 
 
 def test_every_module_says_what_it_may_import() -> None:

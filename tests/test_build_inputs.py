@@ -19,7 +19,8 @@ class _NoBuild(FakeDaemon):
         raise AssertionError("nothing may be built")
 
 
-@pytest.mark.parametrize("tag", ["BAD TAG", "repo:", "Upper/case:1", "repo:-x", "a:" + "x" * 129])
+@pytest.mark.parametrize("tag", ["BAD TAG", "repo:", "upper/Case:1", "my_registry:5000/x",
+                                 "repo:-x", "a:" + "x" * 129])
 def test_bad_tag_is_refused_before_the_build(tag: str, tmp_path: Path) -> None:
     """Issue 7: `--tag 'BAD TAG'` built the whole image, then died with a traceback."""
     with pytest.raises(UnsafeInput, match="not a valid image reference") as exc:

@@ -6,7 +6,7 @@ fix that is itself valid. The context also carries the few facts one component
 establishes for the next (the GPU targets, the engine release, the torch pin), so that
 components never call each other back and forth.
 May import: :mod:`dockergen.errors`, :mod:`dockergen.loader`, :mod:`dockergen.model`,
-:mod:`dockergen.profile`.
+:mod:`dockergen.pins`, :mod:`dockergen.profile`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dockergen.errors import Location, Problem
+from dockergen.errors import Location, Problem, Severity
 from dockergen.loader import LoadedProfile
 from dockergen.model import GpuTarget
+from dockergen.pins import BasePins
 from dockergen.profile import Profile
 
 
@@ -25,6 +26,8 @@ class Context:
     """What the checks share: the profile, where its values are, and what was established."""
 
     loaded: LoadedProfile
+    # the base-image lock beside the profile (None: no lock, or resolved without it)
+    pins: BasePins | None = None
     problems: list[Problem] = field(default_factory=list)
     targets: list[GpuTarget] = field(default_factory=list)
     release: dict[str, Any] | None = None  # the serving engine release row, once known
@@ -46,7 +49,8 @@ class Context:
         self.problems.append(Problem(self.at(*path), dotted(path), message, fix))
 
     def warn(self, path: tuple[str | int, ...], message: str, fix: str = "") -> None:
-        self.problems.append(Problem(self.at(*path), dotted(path), message, fix, "warning"))
+        self.problems.append(Problem(self.at(*path), dotted(path), message, fix,
+                                     Severity.WARNING))
 
 
 def dotted(path: tuple[str | int, ...]) -> str:

@@ -2,12 +2,13 @@
 
 Owns ``cuda.yaml`` (GPUs, first/last toolkit per compute capability, toolkit releases with
 their minimum driver and OS), the checks ``gpu-known``, ``cuda-known``, ``cuda-os``,
-``cuda-arch-vs-toolkit`` and ``ca-certificates``, the arch list every compile uses, the
-devel and runtime images, the build-base system packages and the template
+``cuda-arch-vs-toolkit``, ``ca-certificates`` and ``base-image-locked``, the arch list every
+compile uses, the devel and runtime images (pinned from the base-image lock, when there is
+one: dockergen/pins.py), the build-base system packages and the template
 ``templates/components/cuda.j2``. Runtime part: the runtime image, ``ca-certificates``
 (and the JIT toolchain when asked for), ``NVIDIA_DRIVER_CAPABILITIES`` and the arch labels.
 May import: :mod:`dockergen.components.base`, :mod:`dockergen.knowledge`,
-:mod:`dockergen.model`.
+:mod:`dockergen.model`, :mod:`dockergen.refs`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from dockergen import refs
 from dockergen.components.base import Context, describe
 from dockergen.knowledge import load_facts
 from dockergen.model import CERT_DIR, CudaBase, Derivation, GpuTarget, cc_tuple
@@ -173,6 +175,32 @@ def _check_explicit_images(c: Context) -> None:
                     + " or ".join(flavours), f"use the {flavours[0]} flavour of it")
 
 
+def base_images(c: Context) -> dict[str, str]:
+    """The base images the profile asks for, by field: cuda.devel_image / runtime_image, else
+    the nvidia/cuda devel and runtime flavours of cuda.version and cuda.os (unpinned: these
+    are the keys of the base-image lock)."""
+    cuda = c.p.cuda
+    return {"devel_image": cuda.devel_image or f"nvidia/cuda:{cuda.version}-devel-{cuda.os}",
+            "runtime_image": cuda.runtime_image
+            or f"nvidia/cuda:{cuda.version}-{cuda.runtime_flavor}-{cuda.os}"}
+
+
+def check_locked(c: Context) -> None:
+    """base-image-locked: with a lock beside the profile, it pins every base image the profile
+    asks for (rendering one unpinned would silently drop the pin)."""
+    if c.pins is None:
+        return
+    for name, ref in base_images(c).items():
+        if refs.parse(ref).digest is None and c.pins.pin(ref) is None:
+            c.error(("cuda", name), f"{ref} is not in {c.pins.file.name}",
+                    f"run: dockergen lock --update {c.loaded.display}")
+
+
+def _pinned(c: Context, ref: str) -> str:
+    """``ref`` pinned by the lock (``repo:tag@sha256:...``, or its mirror), else as it is."""
+    return (c.pins.pin(ref) if c.pins else None) or ref
+
+
 def check_ca_certificates(c: Context) -> None:
     """ca-certificates: each listed file exists and holds a PEM certificate."""
     base = c.loaded.path.parent
@@ -238,18 +266,22 @@ def derive(c: Context, d: list[Derivation]) -> CudaPart:
     cuda = p.cuda
     info = toolkit(cuda.version) or {}
     mm = major_minor(cuda.version)
-    devel_image = cuda.devel_image or f"nvidia/cuda:{cuda.version}-devel-{cuda.os}"
-    runtime_image = cuda.runtime_image or (
-        f"nvidia/cuda:{cuda.version}-{cuda.runtime_flavor}-{cuda.os}")
-    d.append(Derivation("build image", devel_image, "cuda.devel_image" if cuda.devel_image
+    asked = base_images(c)
+    devel_image, runtime_image = (_pinned(c, asked["devel_image"]),
+                                  _pinned(c, asked["runtime_image"]))
+    locked = f"; pinned by {c.pins.file.name}" if c.pins else ""
+    d.append(Derivation("build image", devel_image, ("cuda.devel_image" if cuda.devel_image
                         else "nvidia/cuda devel flavour of cuda.version and cuda.os (nvcc and "
-                        "headers for the CUDA compiles)", "engines-compat.md §5.3"))
+                        "headers for the CUDA compiles)")
+                        + (locked if devel_image != asked["devel_image"] else ""),
+                        "engines-compat.md §5.3"))
     flavour_why = ("cudart only: the CUDA libraries come as wheels with torch (3.5 GB "
                    "under nvidia/ in a real vLLM 0.33.0 image)" if cuda.runtime_flavor == "base"
                    else "the CUDA math libraries and NCCL beside the wheels' own")
-    d.append(Derivation("runtime image", runtime_image, "cuda.runtime_image"
+    d.append(Derivation("runtime image", runtime_image, ("cuda.runtime_image"
                         if cuda.runtime_image else f"nvidia/cuda {cuda.runtime_flavor} "
-                        f"flavour: no compilers; {flavour_why}",
+                        f"flavour: no compilers; {flavour_why}")
+                        + (locked if runtime_image != asked["runtime_image"] else ""),
                         "engines-compat.md §5.3; VLLM:docker/Dockerfile FINAL_BASE_IMAGE"))
     d.append(Derivation("minimum host driver", info["min_driver"],
                         f"CUDA {cuda.version} (12.x/13.x minor-version compatibility allows "

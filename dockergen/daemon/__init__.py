@@ -5,7 +5,8 @@ implements it with docker-py (the only module that imports ``docker``), and test
 fake for fast failure-path tests. The helpers here (context tar, reference parsing) need
 no daemon. In this package "daemon" is the Docker engine; "engine" elsewhere in dockergen
 always means the serving engine (vLLM, TensorRT-LLM, ...).
-May import: :mod:`dockergen.errors`; :mod:`dockergen.daemon.docker` only inside :func:`connect`.
+May import: :mod:`dockergen.errors`, :mod:`dockergen.refs`; :mod:`dockergen.daemon.docker` only
+inside :func:`connect`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import tarfile
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
+from dockergen import refs
 from dockergen.errors import DockergenError, ExitCode
 
 
@@ -37,21 +39,24 @@ class PushError(DaemonError):
 
 
 def split_reference(ref: str) -> tuple[str, str]:
-    """``registry/repo:tag`` -> (``registry/repo``, ``tag``); digests stay on the repo."""
-    if "@" in ref:
-        return ref, ""
-    name, _, tag = ref.rpartition(":")
-    if not name or "/" in tag:
-        return ref, "latest"
-    return name, tag
+    """``registry/repo:tag`` -> (``registry/repo``, what the Engine API takes as its tag).
+
+    The API's tag is the digest when there is one (``repo:tag@sha256:...`` pulls the digest;
+    the tag only names it), else the tag, else ``latest``: what ``docker pull`` sends.
+    """
+    try:
+        parsed = refs.parse(ref)
+    except refs.InvalidReference as exc:
+        raise DaemonError(f"{ref!r} is not an image reference: {exc}") from None
+    return parsed.name, parsed.digest or parsed.tag or "latest"
 
 
 def registry_of(ref: str) -> str:
     """The registry host of an image reference (``docker.io`` for Docker Hub names)."""
-    first = ref.split("/", 1)[0]
-    if "/" in ref and ("." in first or ":" in first or first == "localhost"):
-        return first
-    return "docker.io"
+    try:
+        return refs.parse(ref).registry
+    except refs.InvalidReference:
+        return refs.DOCKER_HUB  # no registry would accept it: the pull itself reports it
 
 
 def context_tar(files: dict[str, bytes]) -> bytes:

@@ -4,8 +4,9 @@ Written from the same profile as the image, and from the build record when given
 image is then pinned by the pushed digest). Python decides here and in
 :mod:`dockergen.deploy.facts`; :mod:`.compose` and :mod:`.kubernetes` only lay the decided
 values out. Library code: raises :class:`DeployError`, never prints.
-May import: :mod:`dockergen.api` (the resolved model), :mod:`dockergen.errors` and the
-modules of this package.
+May import: :mod:`dockergen.api` (the resolved model), :mod:`dockergen.buildrecord` (the
+record's status), :mod:`dockergen.errors`, :mod:`dockergen.refs` (the reference grammar) and
+the modules of this package.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dockergen import refs
+from dockergen.buildrecord import Status
 from dockergen.deploy.facts import ENGINES, OPT_INS, CacheDir, EngineRun, shm_gib
 from dockergen.errors import DockergenError, ExitCode, holds_secret
 
@@ -196,10 +199,15 @@ def _read_record(path: Path, profile_hash: str) -> dict[str, Any]:
         raise DeployError(f"{path}: built from another profile (hash "
                           f"{_shown(str(data.get('profile_hash')))}, this profile resolves to "
                           f"{profile_hash}); rebuild, or pass the same --set overrides")
-    status = data.get("status")
-    if status in ("failed", "smoke-failed", "started"):
-        raise DeployError(f"{path}: the build ended with status {status!r}; deploy only an "
-                          "image that built and passed its smoke tests")
+    try:
+        status = Status(data.get("status"))
+    except ValueError:
+        raise DeployError(f"{path}: status {_shown(str(data.get('status')))} is not one "
+                          "`dockergen build` writes (" + ", ".join(s.value for s in Status)
+                          + "); pass the build-record.json it wrote") from None
+    if not status.deployable:
+        raise DeployError(f"{path}: the build ended with status {status.value!r}; deploy only "
+                          "an image that built and passed its smoke tests")
     _check_record_references(path, data)
     return data
 
@@ -217,9 +225,7 @@ def _check_reference(path: Path, key: str, ref: object, what: str,
                           "image reference never carries user:password@ (log in with "
                           "`docker login REGISTRY`); pass the build-record.json "
                           "`dockergen build` wrote")
-    from dockergen.api import is_image_reference
-
-    if not is_image_reference(ref) or (need_tag and ref.rfind(":") <= ref.rfind("/")):
+    if not refs.is_reference(ref, tag=True if need_tag else None, digest=False):
         raise DeployError(f"{path}: {key}: {_shown(ref)} is not {what}; pass the "
                           "build-record.json `dockergen build` wrote")
 
@@ -253,12 +259,11 @@ def _image_ref(repo: str, hash_tag: str, record: dict[str, Any] | None,
     if record is not None:
         pushed = record.get("pushed") or {}
         if isinstance(pushed, dict) and pushed:
-            def repo_of(ref: str) -> str:
-                head, _, tail = ref.rpartition(":")
-                return head if head and "/" not in tail else ref
-            refs = sorted(pushed, key=lambda r: (repo_of(r) != repo, r))
-            digest = str(pushed[refs[0]])  # checked by _check_record_references
-            return f"{repo_of(refs[0])}@{digest}", True
+            def repo_of(ref: str) -> str:  # a reference _check_record_references checked
+                return refs.parse(ref).name
+            first = sorted(pushed, key=lambda r: (repo_of(r) != repo, r))[0]
+            digest = str(pushed[first])  # checked by _check_record_references
+            return f"{repo_of(first)}@{digest}", True
         warnings.append("warning: the build record has no pushed digest (built without --push); "
                         f"using the tag {repo}:{hash_tag}, which a registry can move; "
                         "push and pass the new record to pin by digest")
@@ -298,7 +303,7 @@ def facts_from_profile(path: Path, overrides: tuple[str, ...],
     # the build's own immutable tag (it hashes the build's inputs), else the one a default
     # `dockergen build` of this profile gives
     recorded = str((record or {}).get("immutable_tag") or "")  # a checked reference
-    hash_tag = recorded.rpartition(":")[2] if recorded else immutable_tag(path, overrides)
+    hash_tag = str(refs.parse(recorded).tag) if recorded else immutable_tag(path, overrides)
     image, pinned = _image_ref(p.image.name, hash_tag, record, warnings)
     rt = resolved.runtime  # the image's own user, HOME, port and HEALTHCHECK command
     return DeployFacts(

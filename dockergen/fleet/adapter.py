@@ -32,6 +32,7 @@ from dockergen.loader import (
     read_user_knowledge,
 )
 from dockergen.model import Mode, Resolved
+from dockergen.profile import Observe
 from dockergen.resolve import resolve
 from dockergen.yamlsource import FieldPath, Positions
 
@@ -118,8 +119,10 @@ def load_data(raw: RawProfile, data: dict[str, Any], pos: Positions,
     return LoadedProfile(profile, pos, raw.path, raw.display, raw.chain, overrides, facts)
 
 
-def resolve_loaded(loaded: LoadedProfile, mode: Mode = "buildkit") -> Resolved:
-    return resolve(loaded, mode)
+def resolve_loaded(loaded: LoadedProfile, mode: Mode = "buildkit",
+                   pin: bool = True) -> Resolved:
+    """Resolve; ``pin``: with the base images pinned by the lock beside the profile."""
+    return resolve(loaded, mode, pin=pin)
 
 
 def context_files(loaded: LoadedProfile, resolved: Resolved,
@@ -151,6 +154,7 @@ class TargetView:
     tag_values: dict[str, str]
     warnings: tuple[Problem, ...]
     hf_config: bool = False  # serving.hf_config names a model: `validate` checks capacity
+    observe: Observe | None = None  # the observe: section: `validate` runs observe's checks
     # what the content-hash tag is computed from (rendering it is not free: only a bake
     # file asks for `tags`, `validate` does not)
     loaded: LoadedProfile | None = field(default=None, compare=False, repr=False)
@@ -181,5 +185,5 @@ def view(loaded: LoadedProfile, resolved: Resolved) -> TargetView:
         cache_ref_at=loaded.at("image", "cache_ref"), attest=tuple(p.image.attest),
         devel_image=r["devel_image"], runtime_image=r["runtime_image"],
         tag_values=tag_values(p), warnings=tuple(resolved.warnings),
-        hf_config=bool(getattr(p.serving, "hf_config", None)),
+        hf_config=bool(getattr(p.serving, "hf_config", None)), observe=p.observe,
         loaded=loaded, resolved=resolved)

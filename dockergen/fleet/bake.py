@@ -19,7 +19,7 @@ export (each ``mode=max`` export replaces the whole ref), so a shared ref is an 
 HCL strings are written with JSON escapes plus HCL's template escapes (``$${`` and
 ``%%{``), so no value can start an interpolation.
 
-May import: errors, profile (its reference pattern), fleet.adapter (TargetView).
+May import: errors, refs (the reference grammar), fleet.adapter (TargetView).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any
 from dockergen import __version__
 from dockergen.errors import Location, Problem, ProfileError
 from dockergen.fleet.adapter import TargetView
-from dockergen.profile import _PATTERNS
+from dockergen.refs import is_reference
 
 BAKE_FILE = "docker-bake.hcl"
 COMMON = "_common"
@@ -42,7 +42,6 @@ DOCKERFILE = "Dockerfile"
 FINAL_STAGE = "runtime"
 PLATFORMS = ("linux/amd64",)
 DEFAULT_CACHE_REF = "{image}:buildcache-{{name}}"
-_IMAGE_REF = _PATTERNS["image_ref"][0]
 _ATTEST = {"provenance": "type=provenance,mode=max", "sbom": "type=sbom"}
 
 
@@ -79,7 +78,7 @@ def target_from(v: TargetView, context: str, group: str | None = None,
                                     "use one of: " + ", ".join(
                                         "{" + k + "}" for k in sorted(v.tag_values)))])
     ref = _expand(template, v.tag_values)
-    if not _IMAGE_REF.fullmatch(ref) or "@" in ref or ref.rfind(":") <= ref.rfind("/"):
+    if not is_reference(ref, tag=True, digest=False):
         raise ProfileError([Problem(v.cache_ref_at, "image.cache_ref",
                                     f"{ref!r} is not an image reference with a tag",
                                     "write e.g. registry.example.com/cache/vllm:{name}")])

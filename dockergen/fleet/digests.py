@@ -15,7 +15,7 @@ src: distribution/distribution docs/spec/auth/token.md.
 Credentials never appear in messages or return values. HTTP goes through the standard
 library (urllib): the architecture rule gives ``requests`` one owner, the daemon adapter.
 
-May import: errors; the standard library's urllib for HTTP.
+May import: errors, refs (the reference grammar); the standard library's urllib for HTTP.
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dockergen import refs
 from dockergen.errors import DockergenError, ExitCode
+from dockergen.refs import DOCKER_HUB, Reference
 
 # urllib.request (with http.client, email and ssl) loads only when a registry is contacted:
 # every render reads locks through this module, and that import was 7 ms of
@@ -45,7 +47,6 @@ INDEX_TYPES = ("application/vnd.oci.image.index.v1+json",
 MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json",
                   "application/vnd.docker.distribution.manifest.v2+json")
 ACCEPT = ", ".join(INDEX_TYPES + MANIFEST_TYPES)
-DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"
 DOCKER_HUB_AUTH_KEY = "https://index.docker.io/v1/"  # the key `docker login` writes
 
@@ -56,38 +57,22 @@ class RegistryError(DockergenError):
     exit_code = ExitCode.MISSING_TOOL
 
 
-@dataclass(frozen=True)
-class Reference:
-    """A parsed image reference (``[registry/]repository[:tag][@digest]``)."""
-
-    registry: str  # "docker.io" for Docker Hub
-    repository: str  # "library/ubuntu" for official images
-    tag: str | None
-    digest: str | None
-
-    @property
-    def api_host(self) -> str:
-        return DOCKER_HUB_API if self.registry == DOCKER_HUB else self.registry
-
-
 def parse_reference(ref: str) -> Reference:
-    """Split a reference the way the docker CLI normalizes it."""
-    name, _, digest = ref.partition("@")
-    tag = None
-    slash = name.rfind("/")
-    colon = name.rfind(":")
-    if colon > slash:
-        name, tag = name[:colon], name[colon + 1:]
-    first, sep, rest = name.partition("/")
-    if sep and ("." in first or ":" in first or first == "localhost"):
-        registry, repository = first, rest
-    else:
-        registry, repository = DOCKER_HUB, name
-        if "/" not in repository:
-            repository = f"library/{repository}"
-    if not tag and not digest:
-        tag = "latest"
-    return Reference(registry, repository, tag, digest or None)
+    """``ref`` by the one reference grammar (dockergen/refs.py), or a RegistryError."""
+    try:
+        return refs.parse(ref)
+    except refs.InvalidReference as exc:
+        raise RegistryError(f"{ref!r} is not an image reference: {exc}") from None
+
+
+def _api_host(ref: Reference) -> str:
+    """Where the registry's HTTP API answers (Docker Hub's is not docker.io)."""
+    return DOCKER_HUB_API if ref.registry == DOCKER_HUB else ref.registry
+
+
+def _manifest_key(ref: Reference) -> str:
+    """What ``/manifests/<key>`` asks for: the digest, else the tag, else ``latest``."""
+    return ref.digest or ref.tag or "latest"
 
 
 @dataclass(frozen=True)
@@ -195,7 +180,7 @@ class RegistryClient:
 
     def _url(self, ref: Reference, path: str) -> str:
         scheme = "http" if _is_loopback(ref.registry) else "https"
-        return f"{scheme}://{ref.api_host}/v2/{ref.repository}/{path}"
+        return f"{scheme}://{_api_host(ref)}/v2/{ref.repository}/{path}"
 
     def _get(self, ref: Reference, path: str, accept: str) -> _Response:
         url = self._url(ref, path)
@@ -222,7 +207,8 @@ class RegistryClient:
                     f"(401); log in again: docker login {ref.registry}")
             self._auth[ref.registry] = auth
         if response.status == 404:
-            what = ref.tag if path.startswith("manifests/") else path.rsplit("/", 1)[-1]
+            what = (_manifest_key(ref) if path.startswith("manifests/")
+                    else path.rsplit("/", 1)[-1])
             raise RegistryError(f"{shown}:{what}: not found in the registry (404); check the "
                                 "image name and tag")
         if response.status == 403:
@@ -276,7 +262,7 @@ class RegistryClient:
     def resolve(self, image: str, platform: str = "linux/amd64") -> Resolution:
         """The digests ``image`` (a tag reference) points to now."""
         ref = parse_reference(image)
-        response = self._get(ref, f"manifests/{ref.digest or ref.tag}", ACCEPT)
+        response = self._get(ref, f"manifests/{_manifest_key(ref)}", ACCEPT)
         body = response.content
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
         announced = response.headers.get("Docker-Content-Digest")

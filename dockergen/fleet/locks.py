@@ -19,7 +19,10 @@ Other sections (a Python closure lock, say) can live beside ``images``; this mod
 any key it does not own. ``locked_at`` honours ``SOURCE_DATE_EPOCH`` (reproducible runs)
 and only changes when the digest does.
 
-May import: errors, fleet.digests.
+Reading a lock and pinning a profile's images with it is dockergen/pins.py's job (resolution
+applies the pins); this module resolves, writes and checks locks.
+
+May import: errors, fleet.digests, pins (the lock's reading side).
 """
 
 from __future__ import annotations
@@ -37,12 +40,12 @@ from dockergen.errors import (
     ExitCode,
     Location,
     OutputError,
-    Problem,
-    ProfileError,
 )
 from dockergen.fleet.digests import RegistryClient, Resolution
+from dockergen.pins import LOCK_SUFFIX as LOCK_SUFFIX  # the lock command names the file
+from dockergen.pins import lock_path as lock_path
+from dockergen.pins import read_lock
 
-LOCK_SUFFIX = ".lock.json"
 FORMAT = 1
 
 
@@ -59,11 +62,6 @@ class LockStaleError(DockergenError):
         return list(self._lines)
 
 
-def lock_path(profile: Path) -> Path:
-    """Where the lock of a profile file lives: beside it, ``NAME.lock.json``."""
-    return profile.with_name(profile.stem + LOCK_SUFFIX)
-
-
 @dataclass(frozen=True)
 class BaseImage:
     """A base image a profile asks for, and where the profile says so."""
@@ -71,27 +69,6 @@ class BaseImage:
     ref: str
     field: str  # cuda.devel_image / cuda.runtime_image
     location: Location
-
-
-def read_lock(path: Path) -> dict[str, Any] | None:
-    """The lock file's data, or None when there is none."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ProfileError([Problem(Location(str(path), exc.lineno, exc.colno), "",
-                                    "the lock file is not valid JSON",
-                                    "regenerate it: dockergen lock --update PROFILE")]) from None
-    if not isinstance(data, dict) or not isinstance(data.get("images", {}), dict):
-        raise ProfileError([Problem(Location(str(path), 1, 1), "images",
-                                    "expected a mapping of image references",
-                                    "regenerate it: dockergen lock --update PROFILE")])
-    return data
 
 
 def write_lock(path: Path, data: dict[str, Any]) -> None:
@@ -104,38 +81,6 @@ def write_lock(path: Path, data: dict[str, Any]) -> None:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise OutputError(f"{path}: cannot write: {exc.strerror}") from None
-
-
-def pinned(ref: str, entry: dict[str, Any]) -> str:
-    """The FROM reference of a locked image: ``repo:tag@sha256:...`` (mirror if set)."""
-    return f"{entry.get('mirror') or ref}@{entry['digest']}"
-
-
-def pin_overrides(lock_file: Path, images: list[BaseImage],
-                  profile: str) -> tuple[str, ...]:
-    """``--set`` overrides that pin each base image to its locked digest.
-
-    No lock file: no pins (the FROM lines keep their tags). A lock file that lacks an image
-    the profile asks for is an error: rendering it unpinned would silently drop the pin.
-    """
-    data = read_lock(lock_file)
-    if data is None:
-        return ()
-    entries = data.get("images", {})
-    problems, out = [], []
-    for image in images:
-        if "@" in image.ref:
-            continue  # the profile pins it itself
-        entry = entries.get(image.ref)
-        if entry is None:
-            problems.append(Problem(image.location, image.field,
-                                    f"{image.ref} is not in {lock_file.name}",
-                                    f"run: dockergen lock --update {profile}"))
-            continue
-        out.append(f"{image.field}={pinned(image.ref, entry)}")
-    if problems:
-        raise ProfileError(problems)
-    return tuple(out)
 
 
 def _now() -> str:

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from dockergen.errors import Location, Problem, ProfileError
+from dockergen.errors import Location, Problem, ProfileError, Severity
 from dockergen.fleet import adapter
 from dockergen.loader import LoadedProfile, apply_overrides, problems_from_validation
 from dockergen.model import Mode, Resolved
@@ -71,9 +71,9 @@ class Dropped:
     point: Point
     problems: list[Problem]
 
-    def lines(self) -> list[str]:
+    def lines(self, warnings: bool = True) -> list[str]:
         return [f"matrix point {self.point.name} ({self.point.describe()}) dropped:"] + [
-            f"  {p}" for p in self.problems]
+            f"  {p}" for p in self.problems if warnings or p.severity is not Severity.WARNING]
 
 
 @dataclass
@@ -94,9 +94,10 @@ class MatrixError(ProfileError):
         self.others = sorted(others or [], key=Problem.sort_key)
         super().__init__(self.others + [p for d in dropped for p in d.problems])
 
-    def lines(self) -> list[str]:
-        return [str(p) for p in self.others] + [
-            line for d in self.dropped for line in d.lines()]
+    def lines(self, warnings: bool = True) -> list[str]:
+        return [str(p) for p in self.others
+                if warnings or p.severity is not Severity.WARNING] + [
+            line for d in self.dropped for line in d.lines(warnings)]
 
 
 class _MatrixOnly(BaseModel):
@@ -195,11 +196,10 @@ MAX_POINTS = 1024
 
 
 def expand(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "buildkit",
-           pins: Any = None) -> Expansion:
+           pin: bool = True) -> Expansion:
     """Expand the matrix of ``path`` into validated variants (``--set`` applies to all).
 
-    ``pins`` (a callable ``(LoadedProfile, Resolved) -> overrides``) re-resolves a variant
-    with its base images pinned by the lock (see dockergen/fleet/locks.py).
+    ``pin=False`` resolves the variants without the base-image lock (see dockergen/pins.py).
     """
     raw = adapter.read_raw(path)
     data, pos = copy.deepcopy(raw.data), adapter.copy_positions(raw.positions)
@@ -254,13 +254,7 @@ def expand(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "buildkit",
         p_data["name"] = point.name
         try:
             loaded = adapter.load_data(raw, p_data, p_pos, ())
-            resolved = adapter.resolve_loaded(loaded, mode)
-            if pins is not None:
-                extra = pins(loaded, resolved)
-                if extra:
-                    loaded = adapter.load_data(raw, copy.deepcopy(p_data),
-                                               adapter.copy_positions(p_pos), extra)
-                    resolved = adapter.resolve_loaded(loaded, mode)
+            resolved = adapter.resolve_loaded(loaded, mode, pin)
         except ProfileError as exc:
             out.dropped.append(Dropped(point, exc.problems))
             continue

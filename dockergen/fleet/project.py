@@ -2,7 +2,7 @@
 
 This is what ``render``, ``validate`` and ``lock`` run: each profile file is either one
 target or, with ``matrix:``, one target per valid point; base images are pinned from the
-lock beside the profile; the bake file lists every target.
+lock beside the profile (by resolution itself); the bake file lists every target.
 
 May import: errors, loader, model, the other fleet modules.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from dockergen.errors import OutputError, Problem, ProfileError
 from dockergen.fleet import adapter, bake, locks
 from dockergen.fleet.matrix import Dropped, Point, expand
 from dockergen.loader import LoadedProfile
-from dockergen.model import Mode, Resolved
+from dockergen.model import Mode
 
 
 @dataclass
@@ -59,32 +58,13 @@ def base_images(loaded: LoadedProfile, v: adapter.TargetView) -> list[locks.Base
                             loaded.at("cuda", "runtime_image"))]
 
 
-def _pinner(raw: adapter.RawProfile) -> Callable[[LoadedProfile, Resolved], tuple[str, ...]]:
-    lock_file = locks.lock_path(raw.path)
-
-    def pins(loaded: LoadedProfile, resolved: Resolved) -> tuple[str, ...]:
-        return locks.pin_overrides(lock_file, base_images(loaded, adapter.view(loaded, resolved)),
-                                   raw.display)
-    return pins
-
-
-def lock_overrides(path: Path, overrides: tuple[str, ...] = (),
-                   mode: Mode = "buildkit") -> tuple[str, ...]:
-    """Overrides pinning a (matrix-free) profile's base images from its lock (or none)."""
-    raw = adapter.read_raw(path)
-    if adapter.is_matrix(raw, overrides):
-        return ()  # a matrix profile is refused by the loader with its own message
-    loaded = adapter.load_data(raw, copy.deepcopy(raw.data),
-                               adapter.copy_positions(raw.positions), overrides)
-    return _pinner(raw)(loaded, adapter.resolve_loaded(loaded, mode))
-
-
 def collect(paths: list[Path], overrides: tuple[str, ...] = (), mode: Mode = "buildkit",
             syntax: str | None = None, *, pin: bool = True, render: bool = True,
             strict: bool = False) -> Fleet:
     """Resolve (and render) every profile and matrix variant; every problem at once.
 
-    ``pin=False`` resolves without the lock (what ``lock`` itself needs: the unpinned refs).
+    ``pin=False`` resolves without the lock (what ``lock`` itself needs: the unpinned refs);
+    otherwise resolution pins the base images from it (dockergen/pins.py).
     """
     from dockergen.fleet.matrix import MatrixError
 
@@ -93,9 +73,8 @@ def collect(paths: list[Path], overrides: tuple[str, ...] = (), mode: Mode = "bu
     for path in paths:
         try:
             raw = adapter.read_raw(path)
-            pins = _pinner(raw) if pin else None
             if adapter.is_matrix(raw, overrides):
-                exp = expand(path, overrides, mode, pins=pins)
+                exp = expand(path, overrides, mode, pin=pin)
                 fleet.matrices[raw.display] = [v.point.name for v in exp.variants]
                 fleet.dropped += [(raw.display, d) for d in exp.dropped]
                 fleet.excluded += [(raw.display, p) for p in exp.excluded]
@@ -107,13 +86,7 @@ def collect(paths: list[Path], overrides: tuple[str, ...] = (), mode: Mode = "bu
                 continue
             loaded = adapter.load_data(raw, copy.deepcopy(raw.data),
                                        adapter.copy_positions(raw.positions), overrides)
-            resolved = adapter.resolve_loaded(loaded, mode)
-            extra = pins(loaded, resolved) if pins else ()
-            if extra:
-                loaded = adapter.load_data(raw, copy.deepcopy(raw.data),
-                                           adapter.copy_positions(raw.positions),
-                                           overrides + extra)
-                resolved = adapter.resolve_loaded(loaded, mode)
+            resolved = adapter.resolve_loaded(loaded, mode, pin)
             files = adapter.context_files(loaded, resolved, syntax) if render else {}
             view = adapter.view(loaded, resolved)
             fleet.targets.append(Target(loaded.profile.name, None, view, files, raw.display,

@@ -17,8 +17,11 @@ from __future__ import annotations
 from dockergen.observe.generate import (
     ObserveResult,
     observe_profile,
+    settings_problems,
+    source_of,
     write_output,
     write_outputs,
 )
 
-__all__ = ["ObserveResult", "observe_profile", "write_output", "write_outputs"]
+__all__ = ["ObserveResult", "observe_profile", "settings_problems", "source_of", "write_output",
+           "write_outputs"]

@@ -1,0 +1,92 @@
+"""Base-image pins: the digest lock beside a profile, read as a typed input of resolution.
+
+``PROFILE.lock.json`` (written by ``dockergen lock``, format in :mod:`dockergen.fleet.locks`)
+maps each base-image reference a profile derives to the digest it resolved to. This module
+reads it into :class:`BasePins`; :func:`dockergen.resolve.resolve` applies them, in that one
+place, so that every output (render and bake, build, deploy, explain, observe, plan) sees
+the same pinned ``FROM`` images and so the same ``dg-`` tag.
+
+May import: :mod:`dockergen.errors`, :mod:`dockergen.refs`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dockergen import refs
+from dockergen.errors import Location, OutputError, Problem, ProfileError
+
+LOCK_SUFFIX = ".lock.json"
+
+
+def lock_path(profile: Path) -> Path:
+    """Where the lock of a profile file lives: beside it, ``NAME.lock.json``."""
+    return profile.with_name(profile.stem + LOCK_SUFFIX)
+
+
+def read_lock(path: Path) -> dict[str, Any] | None:
+    """The lock file's data, or None when there is none."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ProfileError([Problem(Location(str(path), exc.lineno, exc.colno), "",
+                                    "the lock file is not valid JSON",
+                                    "regenerate it: dockergen lock --update PROFILE")]) from None
+    if not isinstance(data, dict) or not isinstance(data.get("images", {}), dict):
+        raise ProfileError([Problem(Location(str(path), 1, 1), "images",
+                                    "expected a mapping of image references",
+                                    "regenerate it: dockergen lock --update PROFILE")])
+    return data
+
+
+def pinned(ref: str, entry: Mapping[str, Any]) -> str:
+    """The FROM reference of a locked image: ``repo:tag@sha256:...`` (mirror if set)."""
+    return f"{entry.get('mirror') or ref}@{entry['digest']}"
+
+
+@dataclass(frozen=True)
+class BasePins:
+    """The pins of one lock file: unpinned reference -> pinned ``FROM`` reference."""
+
+    file: Path
+    images: Mapping[str, str]
+
+    def pin(self, ref: str) -> str | None:
+        """The pinned reference of ``ref``; None when the lock does not hold it."""
+        return self.images.get(ref)
+
+
+def read_pins(profile: Path) -> BasePins | None:
+    """The pins of the lock beside ``profile``; None when there is no lock.
+
+    Every pin is checked by the reference grammar: the file is anyone's to edit, and its
+    references become ``FROM`` lines.
+    """
+    file = lock_path(profile)
+    data = read_lock(file)
+    if data is None:
+        return None
+    images: dict[str, str] = {}
+    for ref, entry in data.get("images", {}).items():
+        ref_ok = isinstance(ref, str) and refs.is_reference(ref, digest=False)
+        value = (pinned(ref, entry) if ref_ok and isinstance(entry, dict)
+                 and isinstance(entry.get("digest"), str)
+                 and isinstance(entry.get("mirror") or "", str) else "")
+        if not refs.is_reference(value, digest=True):
+            # the key is anyone's text: JSON-quoted, so a newline in it cannot add a line
+            raise ProfileError([Problem(Location(str(file)), f"images[{json.dumps(ref)}]",
+                                        "not an image reference with its digest and an "
+                                        "optional mirror reference",
+                                        f"regenerate it: dockergen lock --update {profile}")])
+        images[ref] = value
+    return BasePins(file, images)
