@@ -16,12 +16,15 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from dockergen import __version__
 from dockergen.errors import DockergenError, ExitCode, OutputError, ProfileError, redact
+
+if TYPE_CHECKING:  # the loader (pydantic) is imported by the commands that need it
+    from dockergen.loader import Overrides
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -486,8 +489,8 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
         network=None if network == "default" else network, pull=pull, smoke=not no_smoke,
         gpus=gpus)
     # base images pinned from PROFILE.lock.json, exactly as `render` writes them
-    overrides = overrides + lock_overrides(Path(profile), overrides)
-    build_profile(Path(profile), overrides, options, output=Path(output) if output else None,
+    pinned: Overrides = (*overrides, *lock_overrides(Path(profile), overrides))
+    build_profile(Path(profile), pinned, options, output=Path(output) if output else None,
                   dry_run=dry_run, ca_certs=tuple(Path(c) for c in ca_certs), quiet=quiet,
                   echo=lambda text: click.echo(text, err=True), out=click.echo)
 

@@ -19,7 +19,7 @@ Other sections (a Python closure lock, say) can live beside ``images``; this mod
 any key it does not own. ``locked_at`` honours ``SOURCE_DATE_EPOCH`` (reproducible runs)
 and only changes when the digest does.
 
-May import: errors, fleet.digests.
+May import: errors, fleet.digests, loader (the overrides it pins with).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from dockergen.errors import (
+    LOCK,
     DockergenError,
     ExitCode,
     Location,
@@ -41,6 +42,7 @@ from dockergen.errors import (
     ProfileError,
 )
 from dockergen.fleet.digests import RegistryClient, Resolution
+from dockergen.loader import Override, display_path
 
 LOCK_SUFFIX = ".lock.json"
 FORMAT = 1
@@ -112,17 +114,20 @@ def pinned(ref: str, entry: dict[str, Any]) -> str:
 
 
 def pin_overrides(lock_file: Path, images: list[BaseImage],
-                  profile: str) -> tuple[str, ...]:
-    """``--set`` overrides that pin each base image to its locked digest.
+                  profile: str) -> tuple[Override, ...]:
+    """Overrides that pin each base image to its locked digest, with the lock as origin.
 
     No lock file: no pins (the FROM lines keep their tags). A lock file that lacks an image
     the profile asks for is an error: rendering it unpinned would silently drop the pin.
+    A problem with a pinned value (a hand-edited digest or mirror) names the lock file,
+    not a ``--set`` the user never typed.
     """
     data = read_lock(lock_file)
     if data is None:
         return ()
     entries = data.get("images", {})
     problems, out = [], []
+    origin = Location(display_path(lock_file), origin=LOCK)
     for image in images:
         if "@" in image.ref:
             continue  # the profile pins it itself
@@ -132,7 +137,7 @@ def pin_overrides(lock_file: Path, images: list[BaseImage],
                                     f"{image.ref} is not in {lock_file.name}",
                                     f"run: dockergen lock --update {profile}"))
             continue
-        out.append(f"{image.field}={pinned(image.ref, entry)}")
+        out.append(Override(image.field, pinned(image.ref, entry), origin))
     if problems:
         raise ProfileError(problems)
     return tuple(out)

@@ -18,7 +18,7 @@ from pathlib import Path
 from dockergen.errors import OutputError, Problem, ProfileError
 from dockergen.fleet import adapter, bake, locks
 from dockergen.fleet.matrix import Dropped, Point, expand
-from dockergen.loader import LoadedProfile
+from dockergen.loader import LoadedProfile, Override, Overrides
 from dockergen.model import Mode, Resolved
 
 
@@ -59,17 +59,17 @@ def base_images(loaded: LoadedProfile, v: adapter.TargetView) -> list[locks.Base
                             loaded.at("cuda", "runtime_image"))]
 
 
-def _pinner(raw: adapter.RawProfile) -> Callable[[LoadedProfile, Resolved], tuple[str, ...]]:
+def _pinner(raw: adapter.RawProfile) -> Callable[[LoadedProfile, Resolved], tuple[Override, ...]]:
     lock_file = locks.lock_path(raw.path)
 
-    def pins(loaded: LoadedProfile, resolved: Resolved) -> tuple[str, ...]:
+    def pins(loaded: LoadedProfile, resolved: Resolved) -> tuple[Override, ...]:
         return locks.pin_overrides(lock_file, base_images(loaded, adapter.view(loaded, resolved)),
                                    raw.display)
     return pins
 
 
-def lock_overrides(path: Path, overrides: tuple[str, ...] = (),
-                   mode: Mode = "buildkit") -> tuple[str, ...]:
+def lock_overrides(path: Path, overrides: Overrides = (),
+                   mode: Mode = "buildkit") -> tuple[Override, ...]:
     """Overrides pinning a (matrix-free) profile's base images from its lock (or none)."""
     raw = adapter.read_raw(path)
     if adapter.is_matrix(raw, overrides):
@@ -79,7 +79,7 @@ def lock_overrides(path: Path, overrides: tuple[str, ...] = (),
     return _pinner(raw)(loaded, adapter.resolve_loaded(loaded, mode))
 
 
-def collect(paths: list[Path], overrides: tuple[str, ...] = (), mode: Mode = "buildkit",
+def collect(paths: list[Path], overrides: Overrides = (), mode: Mode = "buildkit",
             syntax: str | None = None, *, pin: bool = True, render: bool = True,
             strict: bool = False) -> Fleet:
     """Resolve (and render) every profile and matrix variant; every problem at once.
