@@ -28,9 +28,18 @@ if TYPE_CHECKING:  # the loader (pydantic) is imported by the commands that need
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# How dockergen.loader.parse_set reads a --set value; the README says the same, and
+# tests/test_set_origins.py checks each kind against the parser.
+SET_HELP = ("Override a profile field before validation. A text field (python, cuda.version, "
+            "serving.model, ...) takes VALUE as it is, without quotes: python=3.10 is the text "
+            "\"3.10\". Any other field reads VALUE as YAML: numbers and true/false as such "
+            "(serving.max_model_len=16384), lists and mappings in flow style "
+            "(gpu.targets=[h100,l40s], serving.env={VLLM_LOGGING_LEVEL: INFO}), null to unset "
+            "(matrix=null). FIELD enters mappings (serving.env.NAME=VALUE); a list is "
+            "replaced whole.")
+
 _set_option = click.option(
-    "--set", "overrides", multiple=True, metavar="FIELD=VALUE",
-    help="Override a profile field before validation, e.g. --set serving.max_model_len=16384.")
+    "--set", "overrides", multiple=True, metavar="FIELD=VALUE", help=SET_HELP)
 _mode_option = click.option(
     "--mode", type=click.Choice(["buildkit", "classic"]), default="buildkit", show_default=True,
     help="classic: no BuildKit-only syntax (for engines without BuildKit).")

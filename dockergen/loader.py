@@ -215,16 +215,9 @@ class Override:
 
 Overrides = tuple["str | Override", ...]
 
-SET_HELP = ("--set FIELD=VALUE: a text field (python, cuda.version, serving.model, ...) "
-            "takes VALUE as it is, without quotes (python=3.10 is the text \"3.10\"); any "
-            "other field reads VALUE as YAML: numbers and true/false as such "
-            "(serving.max_model_len=16384), lists and mappings in flow style "
-            "(gpu.targets=[h100,l40s], serving.env={VLLM_LOGGING_LEVEL: INFO}), null to unset "
-            "(matrix=null). Only mappings can be entered (a.b.c); a list is replaced whole.")
-
-
 def parse_set(item: str) -> Override:
-    """One ``--set FIELD=VALUE`` item as an :class:`Override` (see :data:`SET_HELP`)."""
+    """One ``--set FIELD=VALUE`` item as an :class:`Override` (``dockergen.cli.SET_HELP``
+    documents the reading)."""
     key, sep, raw = item.partition("=")
     parts = tuple(key.split(".")) if key else ()
     if not sep or not parts or any(not p for p in parts):
