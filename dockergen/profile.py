@@ -315,6 +315,13 @@ WeightQuant = Literal["auto", "fp16", "bf16", "fp8", "int8", "int4-awq", "gptq"]
 KvQuant = Literal["auto", "fp8", "int8"]
 
 
+# The defaults fit the headline release, vLLM 0.33.0 (torch 2.14.0, CUDA 13 wheels,
+# Requires-Python >=3.10): a stand-alone profile that names only its GPUs, the engine
+# release, the model and the image validates (profiles/h100-standalone.yaml).
+HEADLINE_CUDA = "13.0.2"
+HEADLINE_PYTHON = "3.12"
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -331,7 +338,8 @@ class Gpu(_Section):
 class Cuda(_Section):
     """The CUDA toolkit of the base images."""
 
-    version: CudaVersion = Field(description="CUDA toolkit version; drives the nvidia/cuda tags.")
+    version: CudaVersion = Field(HEADLINE_CUDA, description="CUDA toolkit version; drives the "
+                                 "nvidia/cuda tags.")
     os: Literal["ubuntu20.04", "ubuntu22.04", "ubuntu24.04"] = "ubuntu22.04"
     devel_image: ImageRef | None = Field(
         None, description="Explicit build image (a mirror, NGC, or an @sha256 pin); "
@@ -383,7 +391,9 @@ class FlashAttnSource(_Section):
 class FlashAttn(_Section):
     """FlashAttention-2, compiled from source for exactly the target GPUs."""
 
-    build: Literal["source", "none"] = "source"
+    # none: the headline vLLM release's attention uses its bundled kernels, and every
+    # released flash-attn forces C++17, which its torch (2.14) refuses (rule fa2-cxx-std)
+    build: Literal["source", "none"] = "none"
     version: PackageVersion = "2.8.3.post2"
     source: FlashAttnSource | None = None
     max_jobs: MaxJobs = Field("auto", description="ninja jobs; auto = build.memory_gib / 9 GiB.")
@@ -592,8 +602,8 @@ class Profile(_Section):
     name: Name
     description: Text = ""
     gpu: Gpu
-    cuda: Cuda
-    python: PythonVersion
+    cuda: Cuda = Cuda()
+    python: PythonVersion = HEADLINE_PYTHON
     engine: Engine
     flash_attn: FlashAttn = FlashAttn()
     quantization: Quantization = Quantization()
