@@ -17,7 +17,7 @@ def test_profiles_lists_shipped_ones() -> None:
     assert result.rc == 0
     names = [line.split()[0] for line in result.out.splitlines()]
     assert names == ["a100-bf16", "a100-h100", "base", "fleet", "h100-fp8", "h100-sglang-fp8",
-                     "h100-trtllm-fp8", "l40s-awq"]
+                     "h100-standalone", "h100-trtllm-fp8", "l40s-awq"]
     assert "(abstract" in result.out
 
 
