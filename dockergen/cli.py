@@ -150,6 +150,10 @@ def cli() -> None:
     not written, 5 build failed, 6 smoke test failed, 7 push failed, 8 base-image lock
     stale, 124 timeout, 130 interrupted, 141 build output closed, 64 wrong usage, 1 a
     dockergen bug.
+
+    --set FIELD=VALUE (every command that reads a profile): a text field takes VALUE as it
+    is (python=3.10 is the text "3.10"); any other field reads it as YAML
+    (gpu.targets=[h100,l40s]). `dockergen render --help` says more.
     """
 
 

@@ -102,6 +102,8 @@ def test_set_reading_is_documented_in_help_and_readme() -> None:
 
     help_text = run_cli("render", "--help").out
     assert flat(SET_HELP) in flat(help_text)
+    assert 'a text field takes VALUE as it is (python=3.10 is the text "3.10")' in flat(
+        run_cli("--help").out)
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("How `--set` reads VALUE"):]
     for example in ("--set python=3.10", "--set serving.max_model_len=16384",
