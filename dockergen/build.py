@@ -362,6 +362,13 @@ def write_record(path: Path, record: dict[str, Any]) -> None:
     atomic.write_file(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
+def _shown(path: Path) -> str:
+    """A command-line path for a message: as typed, or quoted if it holds control
+    characters (a newline would start a line of its own)."""
+    text = str(path)
+    return text if text.isprintable() else repr(text)
+
+
 def build_profile(path: Path, overrides: Overrides, options: BuildOptions, *,
                   output: Path | None = None, dry_run: bool = False,
                   ca_certs: tuple[Path, ...] = (), quiet: bool = False,
@@ -388,7 +395,7 @@ def build_profile(path: Path, overrides: Overrides, options: BuildOptions, *,
     # the command line's certificates join the profile's (which stay relative to it); a
     # problem with one names its --ca-cert, not a field the user never set
     overrides = (*overrides, *(Override("build.ca_certificates", (str(c.resolve()),),
-                                        Location(f"--ca-cert {c}", origin=OPTION),
+                                        Location(f"--ca-cert {_shown(c)}", origin=OPTION),
                                         extend=True) for c in ca_certs))
     builder = options.builder
     if builder == "auto" and not dry_run:

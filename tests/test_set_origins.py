@@ -49,6 +49,15 @@ def test_a_ca_cert_option_problem_names_the_option(tmp_path: Path) -> None:
         "PEM certificate (-----BEGIN CERTIFICATE-----), never a key")
 
 
+def test_a_ca_cert_path_with_a_newline_stays_on_its_line(tmp_path: Path) -> None:
+    odd = tmp_path / "a\nb.pem"
+    odd.write_text("just text\n")
+    result = run_cli("build", "--dry-run", "-q", str(PROFILES / "h100-fp8.yaml"),
+                     "--ca-cert", str(odd), env=NO_ENGINE)
+    assert result.rc == 2, result.err
+    assert result.err.splitlines()[0].startswith(f"--ca-cert {str(odd)!r}: ")
+
+
 def _fix_of(err: str) -> list[str]:
     """The `--set ...` of a fix, as arguments."""
     shown = re.search(r"`(--set [^`]*)`", err)
