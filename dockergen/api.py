@@ -19,6 +19,7 @@ from dockergen.yamlsource import read_yaml_file
 # without them (benchmarks/startup_bench.py).
 if TYPE_CHECKING:
     from dockergen.errors import Problem
+    from dockergen.loader import Overrides
     from dockergen.model import Mode, Resolved
 
 
@@ -35,7 +36,7 @@ class RenderedContext:
         return list(self.resolved.warnings)
 
 
-def resolve_profile(path: Path, overrides: tuple[str, ...] = (),
+def resolve_profile(path: Path, overrides: Overrides = (),
                     mode: Mode = "buildkit") -> Resolved:
     """Load, check and resolve a profile file."""
     from dockergen.loader import load_profile
@@ -44,7 +45,7 @@ def resolve_profile(path: Path, overrides: tuple[str, ...] = (),
     return resolve(load_profile(path, overrides), mode)
 
 
-def render_profile(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "buildkit",
+def render_profile(path: Path, overrides: Overrides = (), mode: Mode = "buildkit",
                    syntax: str | None = None) -> tuple[Resolved, str]:
     """Resolve a profile and render its Dockerfile text."""
     from dockergen.render import render_dockerfile
@@ -53,7 +54,7 @@ def render_profile(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "bu
     return resolved, render_dockerfile(resolved, syntax)
 
 
-def render_context(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "buildkit",
+def render_context(path: Path, overrides: Overrides = (), mode: Mode = "buildkit",
                    syntax: str | None = None) -> RenderedContext:
     """Resolve a profile and assemble its whole build context in memory."""
     from dockergen.loader import load_profile
@@ -67,7 +68,7 @@ def render_context(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "bu
     return RenderedContext(resolved.profile.name, resolved, files)
 
 
-def immutable_tag(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "buildkit") -> str:
+def immutable_tag(path: Path, overrides: Overrides = (), mode: Mode = "buildkit") -> str:
     """The ``dg-<hash>`` tag ``dockergen build`` gives this profile with default options
     (no build args, the final stage, the daemon's platform); see :mod:`dockergen.buildid`."""
     from dockergen.buildid import content_tag

@@ -28,11 +28,12 @@ from typing import IO, TYPE_CHECKING, Any
 from dockergen import refs as image_refs  # `refs` names the tags of a build below
 from dockergen.buildid import content_tag
 from dockergen.buildrecord import Status
-from dockergen.errors import SECRET_NAME, DockergenError, ExitCode, redact
+from dockergen.errors import OPTION, SECRET_NAME, DockergenError, ExitCode, Location, redact
 from dockergen.progress import BuildTracker, StatusUpdate, decode_status, make_renderer
 
 if TYPE_CHECKING:
     from dockergen.daemon import ContainerDaemon
+    from dockergen.loader import Overrides
 
 LOG_TAIL = 30
 
@@ -352,7 +353,14 @@ def write_record(path: Path, record: dict[str, Any]) -> None:
     atomic.write_file(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
-def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions, *,
+def _shown(path: Path) -> str:
+    """A command-line path for a message: as typed, or quoted if it holds control
+    characters (a newline would start a line of its own)."""
+    text = str(path)
+    return text if text.isprintable() else repr(text)
+
+
+def build_profile(path: Path, overrides: Overrides, options: BuildOptions, *,
                   output: Path | None = None, dry_run: bool = False,
                   ca_certs: tuple[Path, ...] = (), quiet: bool = False,
                   echo: Callable[[str], None] = print,
@@ -365,7 +373,7 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
     """
     from dockergen.api import RenderedContext, render_context
     from dockergen.daemon import DaemonError, connect
-    from dockergen.loader import load_profile
+    from dockergen.loader import Override
     from dockergen.render import LOG_FILE, RECORD_FILE, write_context
 
     check_build_args(options.build_args)
@@ -375,13 +383,11 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
     for cert in ca_certs:
         if not cert.is_file():
             raise UnsafeInput(f"--ca-cert {str(cert)!r}: no such file; give a PEM certificate")
-    if ca_certs:  # the profile's certificates plus the command line's, as absolute paths
-        loaded = load_profile(path, overrides)
-        paths = [str((loaded.path.parent / c).resolve())
-                 for c in loaded.profile.build.ca_certificates]
-        paths += [str(c.resolve()) for c in ca_certs]
-        # a JSON list is YAML: each path quoted and escaped, spaces and all
-        overrides = (*overrides, f"build.ca_certificates={json.dumps(paths)}")
+    # the command line's certificates join the profile's (which stay relative to it); a
+    # problem with one names its --ca-cert, not a field the user never set
+    overrides = (*overrides, *(Override("build.ca_certificates", (str(c.resolve()),),
+                                        Location(f"--ca-cert {_shown(c)}", origin=OPTION),
+                                        extend=True) for c in ca_certs))
     builder = options.builder
     if builder == "auto" and not dry_run:
         daemon = daemon or connect()

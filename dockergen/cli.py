@@ -16,18 +16,30 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from dockergen import __version__
 from dockergen.errors import DockergenError, ExitCode, OutputError, ProfileError, redact
 
+if TYPE_CHECKING:  # the loader (pydantic) is imported by the commands that need it
+    pass
+
 F = TypeVar("F", bound=Callable[..., Any])
 
+# How dockergen.loader.parse_set reads a --set value; the README says the same, and
+# tests/test_set_origins.py checks each kind against the parser.
+SET_HELP = ("Override a profile field before validation. A text field (python, cuda.version, "
+            "serving.model, ...) takes VALUE as it is, without quotes: python=3.10 is the text "
+            "\"3.10\". Any other field reads VALUE as YAML: numbers and true/false as such "
+            "(serving.max_model_len=16384), lists and mappings in flow style "
+            "(gpu.targets=[h100,l40s], serving.env={VLLM_LOGGING_LEVEL: INFO}), null to unset "
+            "(matrix=null). FIELD enters mappings (serving.env.NAME=VALUE); a list is "
+            "replaced whole.")
+
 _set_option = click.option(
-    "--set", "overrides", multiple=True, metavar="FIELD=VALUE",
-    help="Override a profile field before validation, e.g. --set serving.max_model_len=16384.")
+    "--set", "overrides", multiple=True, metavar="FIELD=VALUE", help=SET_HELP)
 _mode_option = click.option(
     "--mode", type=click.Choice(["buildkit", "classic"]), default="buildkit", show_default=True,
     help="classic: no BuildKit-only syntax (for engines without BuildKit).")
@@ -138,6 +150,10 @@ def cli() -> None:
     not written, 5 build failed, 6 smoke test failed, 7 push failed, 8 base-image lock
     stale, 124 timeout, 130 interrupted, 141 build output closed, 64 wrong usage, 1 a
     dockergen bug.
+
+    --set FIELD=VALUE (every command that reads a profile): a text field takes VALUE as it
+    is (python=3.10 is the text "3.10"); any other field reads it as YAML
+    (gpu.targets=[h100,l40s]). `dockergen render --help` says more.
     """
 
 

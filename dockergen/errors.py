@@ -75,13 +75,27 @@ class ExitCode(IntEnum):
     USAGE = 64  # wrong command-line usage (click's own errors use 2; we remap)
 
 
+# Where a profile value came from; a problem's fix is written in the same form (YAML for a
+# file, `--set FIELD=VALUE` for an override, the option for an option, a new pin for a lock).
+FILE = "file"  # a profile file (or one it extends, or a file a field names)
+SET = "set"  # a `--set FIELD=VALUE` override
+OPTION = "option"  # a command option that sets a field, such as `build --ca-cert PATH`
+LOCK = "lock"  # a base-image lock beside the profile (PROFILE.lock.json)
+
+
 @dataclass(frozen=True, order=True)
 class Location:
-    """Where a value came from: a file position, or a command-line override."""
+    """Where a value came from: a file position, or a command-line override.
+
+    ``file`` is what the reader sees first: the file's name, `--set FIELD`, `--ca-cert
+    PATH`, or the lock file; ``origin`` says which of them it is (:data:`FILE`,
+    :data:`SET`, :data:`OPTION`, :data:`LOCK`), so a fix can be given in that form.
+    """
 
     file: str
     line: int = 0  # 1-based; 0 = unknown
     col: int = 0  # 1-based; 0 = unknown
+    origin: str = FILE
 
     def __str__(self) -> str:
         if self.line:

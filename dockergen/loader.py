@@ -10,9 +10,11 @@ May import: :mod:`dockergen.credentials`, :mod:`dockergen.errors`, :mod:`dockerg
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import os
 import re
+import shlex
 import types
 import typing
 from dataclasses import dataclass, field
@@ -22,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from dockergen import credentials, knowledge
-from dockergen.errors import Location, Problem, ProfileError, redact
+from dockergen.errors import LOCK, OPTION, SET, Location, Problem, ProfileError, redact
 from dockergen.profile import Profile
 from dockergen.resources import profiles_dir
 from dockergen.yamlsource import FieldPath, Positions, parse_yaml, read_yaml_file
@@ -39,7 +41,7 @@ class LoadedProfile:
     path: Path
     display: str
     chain: tuple[str, ...]  # the files it was built from, child first
-    overrides: tuple[str, ...] = field(default=())
+    overrides: Overrides = field(default=())
     # the profile's `knowledge:` files: {component: {table: {key: row}}}, rows marked
     user_facts: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
@@ -193,33 +195,69 @@ _READ_BEFORE_OVERRIDES = {
 }
 
 
+@dataclass(frozen=True)
+class Override:
+    """A field set from outside the profile file before validation, and where it came from.
+
+    ``--set FIELD=VALUE`` items are given as their text and read by :func:`parse_set`;
+    options that set a field (``build --ca-cert``) and base-image locks make these
+    directly, with their own ``origin``, so a problem with the value names its real source
+    and gives the fix in that form. ``extend`` adds the items to the list the profile
+    has (each keeps its own position) instead of replacing it.
+    """
+
+    field: str  # dotted path, e.g. cuda.devel_image
+    value: Any  # as the profile data would hold it
+    origin: Location
+    raw: str | None = None  # the text as typed (--set), to quote numbers back
+    extend: bool = False
+
+
+Overrides = tuple["str | Override", ...]
+
+def parse_set(item: str) -> Override:
+    """One ``--set FIELD=VALUE`` item as an :class:`Override` (``dockergen.cli.SET_HELP``
+    documents the reading)."""
+    key, sep, raw = item.partition("=")
+    parts = tuple(key.split(".")) if key else ()
+    if not sep or not parts or any(not p for p in parts):
+        raise ProfileError([Problem(Location(f"--set {item}", origin=SET), "",
+                                    "expected FIELD.PATH=VALUE",
+                                    "e.g. --set serving.max_model_len=16384")])
+    loc = Location(f"--set {key}", origin=SET)
+    value: Any
+    if _expects_text(parts):
+        value = raw  # `--set python=3.10` means the text "3.10", not a float
+    else:
+        try:
+            value, _ = parse_yaml(raw, str(loc))
+        except ProfileError:
+            value = raw
+    return Override(key, value, loc, raw)
+
+
+def _as_override(item: str | Override) -> Override:
+    return item if isinstance(item, Override) else parse_set(item)
+
+
 def apply_overrides(data: dict[str, Any], pos: Positions,
-                    overrides: tuple[str, ...]) -> dict[str, Any]:
-    """Apply ``--set a.b=value`` overrides (values parsed as YAML) before validation."""
+                    overrides: Overrides) -> dict[str, Any]:
+    """Apply overrides (``--set`` items, options, lock pins) to ``data`` before validation."""
     problems: list[Problem] = []
     for item in overrides:
-        loc = Location(f"--set {item.split('=', 1)[0]}")
-        key, sep, raw = item.partition("=")
-        parts = tuple(key.split(".")) if key else ()
-        if not sep or not parts or any(not p for p in parts):
-            problems.append(Problem(Location(f"--set {item}"), "",
-                                    "expected FIELD.PATH=VALUE",
-                                    "e.g. --set serving.max_model_len=16384"))
+        try:
+            override = _as_override(item)
+        except ProfileError as exc:
+            problems += exc.problems
             continue
+        parts = tuple(override.field.split("."))
+        loc = override.origin
         if parts[0] in _READ_BEFORE_OVERRIDES:
             # the chain is read before overrides apply: an override of it changed nothing
             what, fix = _READ_BEFORE_OVERRIDES[parts[0]]
             problems.append(Problem(loc, parts[0], f"{what}, read before --set applies",
                                     fix))
             continue
-        value: Any
-        if _expects_text(parts):
-            value = raw  # `--set python=3.10` means the text "3.10", not a float
-        else:
-            try:
-                value, _ = parse_yaml(raw, str(loc))
-            except ProfileError:
-                value = raw
         node = data
         for depth, part in enumerate(parts[:-1], 1):
             child = node.get(part)
@@ -231,12 +269,29 @@ def apply_overrides(data: dict[str, Any], pos: Positions,
                 pos.drop(parts[:depth])
                 pos.set(parts[:depth], loc, loc)
             node = child
-        node[parts[-1]] = value
-        pos.drop(parts)
-        pos.set(parts, loc, loc, raw)
+        _assign(node, parts, override, pos)
     if problems:
         raise ProfileError(problems)
     return data
+
+
+def _assign(node: dict[str, Any], parts: FieldPath, override: Override,
+            pos: Positions) -> None:
+    """Set the last field of ``parts`` in ``node``; record where each new value came from."""
+    loc, last = override.origin, str(parts[-1])
+    before = node.get(last)
+    if override.extend and isinstance(before, (list, tuple)):
+        items = tuple(override.value)
+        node[last] = (*before, *items)
+        for i in range(len(before), len(before) + len(items)):
+            pos.set((*parts, i), loc, loc)
+        return
+    node[last] = override.value
+    pos.drop(parts)
+    pos.set(parts, loc, loc, override.raw)
+    if override.extend:
+        for i in range(len(override.value)):
+            pos.set((*parts, i), loc, loc)
 
 
 # --- pydantic errors -> problems ------------------------------------------------------
@@ -271,132 +326,220 @@ def _kind(value: Any) -> str:
     return f"a YAML {type(value).__name__}"
 
 
-def _yaml_example(key: str, value: str) -> str:
-    return f'{key}: "{value}"'
+def _flow(value: str) -> str:
+    """``value`` as a YAML flow scalar: plain where YAML reads it back as that text."""
+    try:
+        back, _ = parse_yaml(f"[{value}]", "")
+    except ProfileError:
+        back = None
+    same = isinstance(back, (list, tuple)) and list(back) == [value]
+    return value if same else json.dumps(value)
 
 
-def _quoted_example(loc: FieldPath, raw: str, pos: Positions) -> str:
-    """A valid YAML line with the number quoted: ``python: "3.10"``, ``targets: [h100, "8.0"]``.
+def _text_of(flow: str) -> str:
+    """The text a YAML flow scalar stands for (``"3.10"`` -> ``3.10``)."""
+    try:
+        back, _ = parse_yaml(flow, "")
+    except ProfileError:
+        return flow
+    return back if isinstance(back, str) else flow
+
+
+_LOCK_FIX = ("{file} pins this image: correct its entry there, or delete the entry and "
+             "pin it again with `dockergen lock` on the profile beside the lock")
+
+
+def in_form(where: Location, loc: FieldPath, flow: str) -> str:
+    """``flow`` (YAML flow text) as the value of the field at ``loc``, written in the form
+    the wrong value was given in: a YAML line for a file, ``--set FIELD=VALUE`` for an
+    override (text fields take the text as it is, the others YAML), the option itself for
+    an option, the lock entry for a pin. A list item is shown as its whole list: YAML and
+    ``--set`` both replace a list whole."""
+    if where.origin == LOCK:
+        return _LOCK_FIX.format(file=where.file)
+    if where.origin == OPTION:
+        return f"{where.file.split(' ', 1)[0]} {shlex.quote(_text_of(flow))}"
+    if loc and isinstance(loc[-1], int):
+        loc, flow = loc[:-1], f"[{flow}]"
+    if where.origin == SET and loc and "." in str(loc[-1]):  # a key such as com.example.team
+        loc, flow = loc[:-1], f"{{{_flow(str(loc[-1]))}: {flow}}}"
+    if where.origin == SET:
+        text = _text_of(flow) if _expects_text(loc) else flow
+        return "--set " + shlex.quote(f"{_dotted(loc)}={text}")
+    return f"{loc[-1] if loc else 'value'}: {flow}"
+
+
+def _quoted_example(loc: FieldPath, raw: str, pos: Positions, where: Location) -> str:
+    """The value with the number quoted: ``python: "3.10"``, ``targets: [h100, "8.0"]``,
+    ``--set 'gpu.targets=[h100, "8.0"]'``.
 
     A list item has no key of its own, so the example is its whole list, each item as
     written and the numbers quoted.
     """
     if not loc or not isinstance(loc[-1], int) or len(loc) < 2:
-        return _yaml_example(str(loc[-1]) if loc else "value", raw)
+        return in_form(where, loc, json.dumps(raw))
     items = []
+    whole = pos.raw(loc[:-1])  # a --set list: its items' text is inside the override's
+    ipos = parse_yaml(whole, "")[1] if where.origin == SET and whole is not None else pos
+    prefix: FieldPath = () if ipos is not pos else loc[:-1]
     i = 0
-    while (text := pos.raw((*loc[:-1], i))) is not None:
+    while (text := ipos.raw((*prefix, i))) is not None:
         items.append(f'"{text}"' if _NUMBER.fullmatch(text) or i == loc[-1] else text)
         i += 1
-    return f"{loc[-2]}: [{', '.join(items) or chr(34) + raw + chr(34)}]"
+    listed = f"[{', '.join(items) or json.dumps(raw)}]"
+    return in_form(where, loc[:-1], listed)
 
 
 _NUMBER = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 
 
 def problems_from_validation(exc: ValidationError, pos: Positions) -> list[Problem]:
-    """Turn pydantic's errors into reader-facing problems with positions and fixes."""
+    """Turn pydantic's errors into reader-facing problems with positions and fixes.
+
+    A fix that shows a value is written in the form the wrong value came in
+    (:func:`in_form`): YAML for a profile file, ``--set FIELD=VALUE`` for an override.
+    """
     problems = []
     for err in exc.errors(include_url=False):
         loc: FieldPath = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
-        kind, value = err["type"], err.get("input")
-        field_name = _dotted(loc)
-        last = str(loc[-1]) if loc else ""
+        kind = err["type"]
+        if kind == "too_short" and err.get("input"):
+            continue  # its items were rejected (each reported); the list was not empty
         where = pos.of(loc)
-        fix = ""
         if kind == "extra_forbidden":
             where = pos.key_of(loc)
-            allowed = _fields_at(loc[:-1])
-            guess = difflib.get_close_matches(last, allowed, n=1, cutoff=0.6)
-            msg = f"unknown key {last!r}"
-            if guess:
-                msg += f" (did you mean {guess[0]!r}?)"
-            fix = "allowed keys here: " + ", ".join(allowed)
         elif kind == "missing":
-            msg = _MISSING
-            fix = f"add `{last}:` under `{_dotted(loc[:-1])}`" if len(loc) > 1 else (
-                f"add `{last}:` at the top level")
             where = pos.of(loc[:-1]) if len(loc) > 1 else pos.default
-        elif kind == "string_type" and isinstance(value, (int, float)) and not isinstance(
-                value, bool):
-            raw = pos.raw(loc) or str(value)
-            msg = f"{raw} is a number in YAML (read as {value!r}), not text"
-            wrong = _shape_problem(loc, raw)  # quoted, is it of the field's form?
-            fix = (f"quote it: {_quoted_example(loc, raw, pos)}" if wrong is None
-                   else f"write it as quoted text of the field's form ({wrong})")
-        elif kind == "string_type":
-            msg = f"expected text, got {_kind(value)}"
-            fix = "write a quoted string"
-        elif kind in ("int_type", "int_parsing", "int_from_float"):
-            got = repr(value) if isinstance(value, (int, float, str)) else _kind(value)
-            msg = f"expected a whole number, got {got}"
-            fix = "write a whole number without quotes"
-        elif kind in ("float_type", "float_parsing"):
-            got = repr(value) if isinstance(value, str) else _kind(value)
-            msg = f"expected a number, got {got}"
-            fix = "write a number without quotes, e.g. 0.9"
-        elif kind == "bool_type":
-            msg = f"expected true or false, got {_kind(value)}"
-            fix = f"write `{last}: true` or `{last}: false`"
-        elif kind == "literal_error":
-            expected = err.get("ctx", {}).get("expected", "")
-            choices = [c.strip().strip("'") for c in expected.replace(" or ", ",").split(",")]
-            choices = [c for c in choices if c]
-            shown = repr(value) if isinstance(value, str) else _kind(value)
-            msg = f"{shown} is not one of: {', '.join(choices)}"
-            guess = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.6)
-            fix = f"did you mean {guess[0]!r}?" if guess else f"use one of: {', '.join(choices)}"
-        elif kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
-            ctx = err.get("ctx", {})
-            op = {"greater_than": "> ", "greater_than_equal": ">= ", "less_than": "< ",
-                  "less_than_equal": "<= "}[kind]
-            bound = next(iter(ctx.values())) if ctx else "?"
-            if isinstance(value, float) and math.isnan(value):  # .nan compares as false
-                msg = "nan is not a number"
-                fix = f"write a number {op}{bound}"
-            else:
-                msg = f"{value!r} is out of range: must be {op}{bound}"
-                fix = f"use a value {op}{bound}"
-        elif kind == "too_short" and value:
-            continue  # its items were rejected (each reported); the list was not empty
-        elif kind == "too_short":
-            msg = "must not be empty"
-            fix = "list at least one entry" + (", e.g. [h100]" if last == "targets" else "")
-        elif kind in ("model_type", "dict_type", "model_attributes_type"):
-            msg = f"expected a mapping (indented `key: value` lines), got {_kind(value)}"
-            fix = f"write `{last}:` followed by indented keys"
-        elif kind in ("tuple_type", "list_type"):
-            msg = f"expected a list, got {_kind(value)}"
-            fix = f"write `{last}: [a, b]`"
-        elif kind == "value_error":
-            msg = str(err.get("ctx", {}).get("error", err["msg"]))
-            named = next((str(part) for part in reversed(loc) if isinstance(part, str)), "")
-            fix = _VALUE_FIX.get(_dotted(loc), _VALUE_FIX.get(
-                named, "see `dockergen schema` for the allowed form"))
-        else:  # pragma: no cover - any new pydantic error type still reads sensibly
-            msg = err["msg"]
-            fix = "see `dockergen schema`"
-        problems.append(Problem(where, field_name, msg, fix))
+        msg, fix = _describe(err, loc, pos, where)
+        if where.origin == LOCK:  # the user never typed it: the fix is in the lock
+            fix = in_form(where, loc, "")
+        problems.append(Problem(where, _dotted(loc), msg, fix))
     return problems
+
+
+def _describe(err: Any, loc: FieldPath, pos: Positions, where: Location) -> tuple[str, str]:
+    """The message and fix of one pydantic error at ``loc`` (value from ``where``)."""
+    kind, value = err["type"], err.get("input")
+    last = str(loc[-1]) if loc else ""
+    if kind == "extra_forbidden":
+        allowed = _fields_at(loc[:-1])
+        guess = difflib.get_close_matches(last, allowed, n=1, cutoff=0.6)
+        return (f"unknown key {last!r}" + (f" (did you mean {guess[0]!r}?)" if guess else ""),
+                "allowed keys here: " + ", ".join(allowed))
+    if kind == "missing":
+        return _MISSING, (f"add `{last}:` under `{_dotted(loc[:-1])}`" if len(loc) > 1
+                          else f"add `{last}:` at the top level")
+    if kind == "string_type" and isinstance(value, (int, float)) and not isinstance(
+            value, bool):
+        raw = pos.raw(loc) or str(value)
+        wrong = _shape_problem(loc, raw)  # quoted, is it of the field's form?
+        return (f"{raw} is a number in YAML (read as {value!r}), not text",
+                f"quote it: {_quoted_example(loc, raw, pos, where)}" if wrong is None
+                else f"write it as quoted text of the field's form ({wrong})")
+    if kind in _TYPE_PROBLEMS:
+        what, fix = _TYPE_PROBLEMS[kind]
+        shown = (repr(value) if isinstance(value, (int, float, str)) and not isinstance(
+            value, bool) and kind.startswith(("int", "float")) else _kind(value))
+        return f"expected {what}, got {shown}", fix
+    if kind == "bool_type":
+        return (f"expected true or false, got {_kind(value)}",
+                f"write `{in_form(where, loc, 'true')}` or `{in_form(where, loc, 'false')}`")
+    if kind == "literal_error":
+        return _literal(err, value)
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        return _out_of_range(kind, err, value)
+    if kind == "too_short":
+        return "must not be empty", "list at least one entry" + (
+            f", e.g. {in_form(where, loc, '[h100]')}" if last == "targets" else "")
+    if kind in ("model_type", "dict_type", "model_attributes_type"):
+        return (f"expected a mapping (indented `key: value` lines), got {_kind(value)}",
+                f"write `{last}:` followed by indented keys" if where.origin != SET else
+                f"set its keys one by one ({in_form(where, (*loc, 'KEY'), 'VALUE')}) or "
+                f"as a flow mapping ({in_form(where, loc, '{KEY: VALUE}')})")
+    if kind in ("tuple_type", "list_type"):
+        items = _flow(value) if isinstance(value, str) and value else "a, b"
+        return (f"expected a list, got {_kind(value)}",
+                f"write `{in_form(where, loc, f'[{items}]')}`")
+    if kind == "value_error":
+        return _value_problem(err, loc, where)
+    return err["msg"], "see `dockergen schema`"  # a new pydantic error type still reads
+
+
+_TYPE_PROBLEMS = {
+    "string_type": ("text", "write a quoted string"),
+    "int_type": ("a whole number", "write a whole number without quotes"),
+    "int_parsing": ("a whole number", "write a whole number without quotes"),
+    "int_from_float": ("a whole number", "write a whole number without quotes"),
+    "float_type": ("a number", "write a number without quotes, e.g. 0.9"),
+    "float_parsing": ("a number", "write a number without quotes, e.g. 0.9"),
+}
+
+
+def _literal(err: Any, value: Any) -> tuple[str, str]:
+    expected = err.get("ctx", {}).get("expected", "")
+    choices = [c.strip().strip("'") for c in expected.replace(" or ", ",").split(",")]
+    choices = [c for c in choices if c]
+    shown = repr(value) if isinstance(value, str) else _kind(value)
+    guess = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.6)
+    return (f"{shown} is not one of: {', '.join(choices)}",
+            f"did you mean {guess[0]!r}?" if guess else f"use one of: {', '.join(choices)}")
+
+
+def _out_of_range(kind: str, err: Any, value: Any) -> tuple[str, str]:
+    ctx = err.get("ctx", {})
+    op = {"greater_than": "> ", "greater_than_equal": ">= ", "less_than": "< ",
+          "less_than_equal": "<= "}[kind]
+    bound = next(iter(ctx.values())) if ctx else "?"
+    if isinstance(value, float) and math.isnan(value):  # .nan compares as false
+        return "nan is not a number", f"write a number {op}{bound}"
+    return f"{value!r} is out of range: must be {op}{bound}", f"use a value {op}{bound}"
+
+
+SCHEMA_POINTER = "the allowed form is the {part} of {field} in `dockergen schema`"
+
+
+def _value_problem(err: Any, loc: FieldPath, where: Location) -> tuple[str, str]:
+    """A value the model's own check refused: a text field of the wrong shape gets an
+    example in the form it was given in and a pointer to the schema's pattern; model-wide
+    checks (a smoke section without checks, ...) get their own fix."""
+    error = err.get("ctx", {}).get("error")
+    msg = str(error if error is not None else err["msg"])
+    named = next((str(part) for part in reversed(loc) if isinstance(part, str)), "")
+    fix = _VALUE_FIX.get(_dotted(loc), _VALUE_FIX.get(named))
+    example = None if fix else getattr(error, "example", None)
+    if isinstance(example, str) and loc and loc[-1] == "[key]":  # a mapping's key
+        field_name = _dotted(loc[:-2])
+        return msg, (f"use a key of that form, e.g. {example} ("
+                     + SCHEMA_POINTER.format(part="propertyNames pattern", field=field_name)
+                     + ")")
+    if isinstance(example, str):
+        field_name = _dotted(_schema_field(loc))
+        return msg, (f"write it in that form, e.g. `{in_form(where, loc, _flow(example))}` ("
+                     + SCHEMA_POINTER.format(part="pattern", field=field_name) + ")")
+    return msg, fix or "see `dockergen schema`"
+
+
+def _schema_field(loc: FieldPath) -> FieldPath:
+    """The profile field whose schema entry describes ``loc``: a list item or a mapping's
+    entry is described by its list's or mapping's entry."""
+    names = tuple(part for part in loc if isinstance(part, str))
+    while names and _field_annotation(names) is None:
+        names = names[:-1]
+    return names
 
 
 _MISSING = "required field is missing"
 
+# fixes of the model-wide checks (a shape error carries its own example instead)
 _VALUE_FIX = {
     "expected_output": "write a Python regular expression; escape ( [ { * + ? . with a backslash",
     "excluded_output": "write a Python regular expression; escape ( [ { * + ? . with a backslash",
     "smoke": "keep `defaults: true`, or add `commands:` or `files:`",
-    "version": 'quote a version like "13.0.2" or "0.33.0"',
-    "python": 'write e.g. python: "3.12"',
-    "model": "use a path like /models/llama-3-8b-instruct",
-    "name": "e.g. h100-fp8",
-    # a more specific fix for a field whose last name is shared (dotted path first)
-    "image.name": "write a repository without a tag, e.g. "
-                  "image.name: registry.example.com/llm/vllm",
+    "source": "e.g. `source: {git: https://github.com/Dao-AILab/flash-attention, "
+              "commit: <40 hex>}`",
     "max_jobs": "write max_jobs: auto or a number such as 4",
-    "python_mirror": "write an http(s) URL without credentials or query, e.g. "
-                     "python_mirror: https://mirror.example.com/python-build-standalone "
-                     "(reachable from the build without login), or file:///srv/pbs",
+    "axes": "give each axis a list of values, e.g. `quantization.weights: [bf16, fp8]`, or "
+            "a mapping NAME: VALUE",
 }
 
 
@@ -431,7 +574,7 @@ def locate_profile(path: Path) -> Path:
                                 "that name", f"give a path, or one of: {names}")])
 
 
-def _merged(path: str | Path, overrides: tuple[str, ...]
+def _merged(path: str | Path, overrides: Overrides
             ) -> tuple[Path, dict[str, Any], Positions, tuple[str, ...], bool]:
     """The profile's data merged with its parents and the overrides; and its abstractness."""
     resolved = locate_profile(Path(path)).resolve()
@@ -464,7 +607,7 @@ def _validate(data: dict[str, Any], pos: Positions, *, partial: bool = False) ->
     return profile
 
 
-def check_abstract(path: str | Path, overrides: tuple[str, ...] = ()) -> bool:
+def check_abstract(path: str | Path, overrides: Overrides = ()) -> bool:
     """Check an abstract profile as far as it goes; False if the profile is not abstract.
 
     Its fields are checked for shape, type, unknown keys and secrets; the compatibility
@@ -476,7 +619,7 @@ def check_abstract(path: str | Path, overrides: tuple[str, ...] = ()) -> bool:
     return abstract
 
 
-def load_profile(path: str | Path, overrides: tuple[str, ...] = ()) -> LoadedProfile:
+def load_profile(path: str | Path, overrides: Overrides = ()) -> LoadedProfile:
     """Read, merge and validate a profile file; raise :class:`ProfileError` on any problem."""
     resolved, data, pos, chain, abstract = _merged(path, overrides)
     if abstract:

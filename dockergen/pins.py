@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dockergen import refs
-from dockergen.errors import Location, OutputError, Problem, ProfileError
+from dockergen.errors import LOCK, Location, OutputError, Problem, ProfileError
 
 LOCK_SUFFIX = ".lock.json"
 
@@ -84,7 +84,8 @@ def read_pins(profile: Path) -> BasePins | None:
                  and isinstance(entry.get("mirror") or "", str) else "")
         if not refs.is_reference(value, digest=True):
             # the key is anyone's text: JSON-quoted, so a newline in it cannot add a line
-            raise ProfileError([Problem(Location(str(file)), f"images[{json.dumps(ref)}]",
+            where = Location(str(file), origin=LOCK)
+            raise ProfileError([Problem(where, f"images[{json.dumps(ref)}]",
                                         "not an image reference with its digest and an "
                                         "optional mirror reference",
                                         f"regenerate it: dockergen lock --update {profile}")])

@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
     PlainValidator,
     WithJsonSchema,
     model_validator,
 )
+from pydantic_core import core_schema
 
 from dockergen import refs
 
@@ -46,7 +50,7 @@ _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
               "an absolute path in the image or a Hugging Face id like \"org/model\""),
     "host": (re.compile(r"(\d{1,3}(\.\d{1,3}){3}|::|\[?[0-9a-fA-F:]+\]?|localhost)"),
              "an IP address like \"0.0.0.0\""),
-    "extra_arg": (re.compile(r"--[a-z0-9][a-z0-9-_]*(=[A-Za-z0-9._/:,@+-]*)?"
+    "extra_arg": (re.compile(r"--[a-z0-9][a-z0-9_-]*(=[A-Za-z0-9._/:,@+-]*)?"
                              r"|[A-Za-z0-9._/:,@+-]+"),
                   "a flag like \"--enforce-eager\" or \"--seed=0\", or a plain value"),
     "env_name": (re.compile(r"[A-Z_][A-Z0-9_]{0,127}"),
@@ -89,7 +93,67 @@ _PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
 _TEXT_MAX = 300
 
 
-def _shaped(kind: str) -> Any:
+# A valid value of each shape: the example a problem's fix gives (in the form the bad value
+# was written in), checked against the schema by tests/test_schema.py.
+_EXAMPLES: dict[str, str] = {
+    "name": "h100-fp8", "cuda_version": "13.0.2", "python_version": "3.12",
+    "package_version": "0.33.0", "image_ref": "registry.example.com/llm/cuda-base:1.0",
+    "image_repo": "registry.example.com/llm/vllm", "model": "/models/llama-3-8b-instruct",
+    "host": "0.0.0.0", "extra_arg": "--enforce-eager", "env_name": "VLLM_LOGGING_LEVEL",
+    "env_value": "INFO", "label_key": "com.example.team",
+    "tag_template": "{engine.version}-cu{cuda.major_minor}-{name}",
+    "url": "https://mirror.example.com/simple", "sha256": "e3b0c44298fc1c149afbf4c8996fb924"
+    "27ae41e4649b934ca495991b7852b855", "git_commit": "0123456789abcdef0123456789abcdef01234567",
+    "file_path": "config.json", "pip_pin": "transformers==4.57.1", "apt_name": "libnuma1",
+    "host_path": "certs/proxy.crt", "ref_template": "registry.example.com/cache/vllm:{name}",
+    "field_path": "quantization.weights", "duration": "5m",
+    "scrape_target": "vllm-0.example.internal:8000",
+}
+
+
+class ShapeError(ValueError):
+    """A text value of the wrong shape; ``example`` is a valid value of the same field."""
+
+    def __init__(self, message: str, example: str) -> None:
+        super().__init__(message)
+        self.example = example
+
+
+@dataclass(frozen=True)
+class _Form:
+    """Annotation of a text field with a narrow form: the check the model runs, the same
+    form in the JSON Schema (``pattern``, ``format``, ``maxLength``: what editors and
+    ``dockergen schema`` show), and an example for the fix of a problem."""
+
+    check: Callable[[str], str]
+    schema: tuple[tuple[str, Any], ...]
+    example: str
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> Any:
+        def validate(value: str) -> str:
+            try:
+                return self.check(value)
+            except ShapeError:
+                raise
+            except ValueError as exc:
+                raise ShapeError(str(exc), self.example) from None
+
+        return core_schema.no_info_after_validator_function(validate, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: Any,
+                                     handler: GetJsonSchemaHandler) -> dict[str, Any]:
+        out = handler(schema)
+        out.update(self.schema)
+        return dict(out)
+
+
+def json_pattern(regex: re.Pattern[str]) -> str:
+    """A whole-value ``fullmatch`` pattern as a JSON Schema (ECMA-262) ``pattern``, which
+    matches anywhere unless anchored."""
+    return f"^(?:{regex.pattern})$"
+
+
+def _shaped(kind: str) -> _Form:
     regex, what = _PATTERNS[kind]
 
     def check(value: str) -> str:
@@ -97,7 +161,7 @@ def _shaped(kind: str) -> Any:
             raise ValueError(f"{_show(value)} is not {what}")
         return value
 
-    return AfterValidator(check)
+    return _Form(check, (("pattern", json_pattern(regex)),), _EXAMPLES[kind])
 
 
 def _show(value: str) -> str:
@@ -106,8 +170,16 @@ def _show(value: str) -> str:
     return repr(shown)
 
 
+# What JSON Schema can say of printable text: no C0/C1 control characters, soft hyphen,
+# bidi and zero-width format characters, line/paragraph separators or BOM. The model's
+# check (str.isprintable) is stricter still: any format, separator or unassigned character.
+_UNPRINTABLE = ("\\x00-\\x1f\\x7f-\\xa0\\xad\\u061c\\u180e\\u1680\\u2000-\\u200f\\u2028-\\u202f"
+                "\\u205f-\\u206f\\u3000\\ufeff")
+_PRINTABLE = re.compile(f"[^{_UNPRINTABLE}]{{0,{_TEXT_MAX}}}")
+
+
 def _text(value: str) -> str:
-    if len(value) > _TEXT_MAX or not value.isprintable():
+    if len(value) > _TEXT_MAX or not value.isprintable() or not _PRINTABLE.fullmatch(value):
         raise ValueError("must be one line of at most 300 printable characters")
     return value
 
@@ -135,8 +207,16 @@ def check_reference(kind: str, value: str) -> str:
     return value
 
 
-ImageRef = Annotated[str, AfterValidator(lambda v: check_reference("image_ref", v))]
-ImageRepo = Annotated[str, AfterValidator(lambda v: check_reference("image_repo", v))]
+def _reference_form(kind: str) -> _Form:
+    want = REFERENCE_SHAPES[kind][0]
+    pattern = refs.schema_pattern(tag=want.get("tag") is not False,
+                                  digest=want.get("digest") is not False)
+    return _Form(lambda v: check_reference(kind, v), (("pattern", f"^(?:{pattern})$"),),
+                 _EXAMPLES[kind])
+
+
+ImageRef = Annotated[str, _reference_form("image_ref")]
+ImageRepo = Annotated[str, _reference_form("image_repo")]
 ModelPath = Annotated[str, _shaped("model")]
 Host = Annotated[str, _shaped("host")]
 def _extra_arg(value: str) -> str:
@@ -161,7 +241,12 @@ def _extra_arg(value: str) -> str:
                      "(e.g. '{\"method\": \"ngram\"}')")
 
 
-ExtraArg = Annotated[str, AfterValidator(_extra_arg)]
+# the schema's form of an extra argument: a flag or plain value, or a JSON object or array
+# (as the whole value or after `--flag=`), which the model parses (JSON is no regex)
+_EXTRA_ARG_JSON = ("^(?:" + _PATTERNS["extra_arg"][0].pattern
+                   + r"|(?:--[a-z0-9][a-z0-9_-]*=)?[\[{][^\x00-\x1f\x7f]{0,2046})$")
+ExtraArg = Annotated[str, _Form(_extra_arg, (("pattern", _EXTRA_ARG_JSON),),
+                                _EXAMPLES["extra_arg"])]
 EnvName = Annotated[str, _shaped("env_name")]
 EnvValue = Annotated[str, _shaped("env_value")]
 LabelKey = Annotated[str, _shaped("label_key")]
@@ -175,7 +260,8 @@ RefTemplate = Annotated[str, _shaped("ref_template")]
 FieldPathText = Annotated[str, _shaped("field_path")]
 Duration = Annotated[str, _shaped("duration")]
 ScrapeTarget = Annotated[str, _shaped("scrape_target")]
-Text = Annotated[str, AfterValidator(_text)]
+Text = Annotated[str, _Form(_text, (("pattern", json_pattern(_PRINTABLE)),
+                                   ("maxLength", _TEXT_MAX)), "one line of text")]
 
 
 def _mirror_url(value: str) -> str:
@@ -205,7 +291,9 @@ def _mirror_url(value: str) -> str:
 
 
 _MIRROR_FILE = re.compile(r"file:///[A-Za-z0-9._~/-]*")
-MirrorUrl = Annotated[str, AfterValidator(_mirror_url)]
+MirrorUrl = Annotated[str, _Form(_mirror_url, (("pattern", "^(?:" + _PATTERNS["url"][0].pattern
+                                                 + "|" + _MIRROR_FILE.pattern + ")$"),),
+                                 "https://mirror.example.com/python-build-standalone")]
 
 
 def _max_jobs(value: Any) -> int | str:
@@ -246,6 +334,13 @@ WeightQuant = Literal["auto", "fp16", "bf16", "fp8", "int8", "int4-awq", "gptq"]
 KvQuant = Literal["auto", "fp8", "int8"]
 
 
+# The defaults fit the headline release, vLLM 0.33.0 (torch 2.14.0, CUDA 13 wheels,
+# Requires-Python >=3.10): a stand-alone profile that names only its GPUs, the engine
+# release, the model and the image validates (profiles/h100-standalone.yaml).
+HEADLINE_CUDA = "13.0.2"
+HEADLINE_PYTHON = "3.12"
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -262,7 +357,8 @@ class Gpu(_Section):
 class Cuda(_Section):
     """The CUDA toolkit of the base images."""
 
-    version: CudaVersion = Field(description="CUDA toolkit version; drives the nvidia/cuda tags.")
+    version: CudaVersion = Field(HEADLINE_CUDA, description="CUDA toolkit version; drives the "
+                                 "nvidia/cuda tags.")
     os: Literal["ubuntu20.04", "ubuntu22.04", "ubuntu24.04"] = "ubuntu22.04"
     devel_image: ImageRef | None = Field(
         None, description="Explicit build image (a mirror, NGC, or an @sha256 pin); "
@@ -318,7 +414,9 @@ class FlashAttnSource(_Section):
 class FlashAttn(_Section):
     """FlashAttention-2, compiled from source for exactly the target GPUs."""
 
-    build: Literal["source", "none"] = "source"
+    # none: the headline vLLM release's attention uses its bundled kernels, and every
+    # released flash-attn forces C++17, which its torch (2.14) refuses (rule fa2-cxx-std)
+    build: Literal["source", "none"] = "none"
     version: PackageVersion = "2.8.3.post2"
     source: FlashAttnSource | None = None
     max_jobs: MaxJobs = Field("auto", description="ninja jobs; auto = build.memory_gib / 9 GiB.")
@@ -446,7 +544,7 @@ def _regex(value: str) -> str:
     return value
 
 
-Regex = Annotated[Text, AfterValidator(_regex)]
+Regex = Annotated[Text, _Form(_regex, (("format", "regex"),), "^vllm [0-9.]+$")]
 
 
 class CommandTest(_Section):
@@ -538,8 +636,8 @@ class Profile(_Section):
     name: Name
     description: Text = ""
     gpu: Gpu
-    cuda: Cuda
-    python: PythonVersion
+    cuda: Cuda = Cuda()
+    python: PythonVersion = HEADLINE_PYTHON
     engine: Engine
     flash_attn: FlashAttn = FlashAttn()
     quantization: Quantization = Quantization()

@@ -50,6 +50,14 @@ _HEX = re.compile(r"[a-f0-9]+")
 EXAMPLE = "registry.example.com/llm/vllm:0.11.0"
 
 
+def schema_pattern(tag: bool = True, digest: bool = True) -> str:
+    """The grammar as one regular expression, for a JSON Schema ``pattern``: it accepts a
+    superset of :func:`is_reference` (the name length and the digest algorithms are checked
+    in code)."""
+    return (rf"(?:{_DOMAIN.pattern}/)?{_PATH}" + (rf"(?::{_TAG})?" if tag else "")
+            + (rf"(?:@{_DIGEST})?" if digest else ""))
+
+
 class InvalidReference(ValueError):
     """Not an image reference; the message says why, for a reader."""
 

@@ -47,9 +47,27 @@ def _item_models(node: Any, found: set[str]) -> set[str]:
     return found
 
 
+def _closed_keys(node: Any) -> Any:
+    """A mapping whose keys have a form (``serving.env``, ``image.labels``): pydantic writes
+    ``patternProperties``, which lets any other key through; the model refuses them, so
+    the schema says ``propertyNames`` (the key's pattern) and ``additionalProperties``."""
+    if isinstance(node, list):
+        return [_closed_keys(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _closed_keys(v) for k, v in node.items()}
+    keyed = out.get("patternProperties")
+    if isinstance(keyed, dict) and len(keyed) == 1 and "additionalProperties" not in out:
+        ((pattern, value),) = keyed.items()
+        del out["patternProperties"]
+        out["propertyNames"] = {"pattern": pattern}
+        out["additionalProperties"] = value
+    return out
+
+
 def profile_schema() -> dict[str, Any]:
     """The schema document: relaxed for extending/abstract profiles, complete otherwise."""
-    model = Profile.model_json_schema()
+    model = _closed_keys(Profile.model_json_schema())
     defs: dict[str, Any] = model.pop("$defs")
     whole = _item_models(model, _item_models(defs, set()))
 

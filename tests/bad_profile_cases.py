@@ -158,7 +158,9 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
  'yaml-control-char': ['profile.yaml:1:10: character U+007F is not allowed in YAML; remove it '
                        'or write it as an escape in a double-quoted string'],
  'text-bidi-override': ['profile.yaml:2:14: description: must be one line of at most 300 '
-                        'printable characters; see `dockergen schema` for the allowed form'],
+                        'printable characters; write it in that form, e.g. `description: one '
+                        'line of text` (the allowed form is the pattern of description in '
+                        '`dockergen schema`)'],
  'yaml-not-mapping': ['profile.yaml:1:1: a profile must be a mapping of keys to values; write '
                       '`key: value` lines, e.g. `name: h100-fp8`'],
  'yaml-empty': ['profile.yaml:1:1: the profile is empty; start from a shipped profile: '
@@ -179,13 +181,14 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                          'false, got text; write `enable_chunked_prefill: true` or '
                          '`enable_chunked_prefill: false`'],
  'wrong-type-targets-scalar': ['profile.yaml:3:12: gpu.targets: expected a list, got text; '
-                               'write `targets: [a, b]`'],
+                               'write `targets: [h100]`'],
  'wrong-type-section': ['profile.yaml:22:8: build: expected a mapping (indented `key: value` '
                         'lines), got text; write `build:` followed by indented keys'],
  'wrong-type-float-int': ['profile.yaml:19:18: serving.max_model_len: expected a whole number, '
                           'got 8192.5; write a whole number without quotes'],
- 'date-as-version': ["profile.yaml:10:12: engine.version: '2024-01-01' is not a release "
-                     'version like "0.33.0"; quote a version like "13.0.2" or "0.33.0"'],
+ 'date-as-version': ["profile.yaml:10:12: engine.version: '2024-01-01' is not a release version "
+                     'like "0.33.0"; write it in that form, e.g. `version: 0.33.0` (the allowed '
+                     'form is the pattern of engine.version in `dockergen schema`)'],
  'unknown-key-typo': ["profile.yaml:13:3: flash_attn.verison: unknown key 'verison' (did you "
                       "mean 'version'?); allowed keys here: build, version, source, max_jobs, "
                       'nvcc_threads, purpose'],
@@ -199,22 +202,26 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                      'top level'],
  'unknown-choice': ["profile.yaml:9:9: engine.name: 'vlm' is not one of: vllm, tensorrt-llm, "
                     "sglang; did you mean 'vllm'?"],
- 'empty-targets': ['profile.yaml:3:12: gpu.targets: must not be empty; list at least one '
-                   'entry, e.g. [h100]'],
+ 'empty-targets': ['profile.yaml:3:12: gpu.targets: must not be empty; list at least one entry, '
+                   'e.g. targets: [h100]'],
  'gpu-mem-util-range': ['profile.yaml:20:27: serving.gpu_memory_utilization: 1.5 is out of '
                         'range: must be <= 1.0; use a value <= 1.0'],
  'port-range': ['profile.yaml:20:9: serving.port: 70000 is out of range: must be <= 65535; use '
                 'a value <= 65535'],
  'name-shape': ["profile.yaml:1:7: name: 'Test Profile' is not lowercase letters, digits and "
-                "'-', starting with a letter or digit; e.g. h100-fp8"],
+                "'-', starting with a letter or digit; write it in that form, e.g. `name: "
+                'h100-fp8` (the allowed form is the pattern of name in `dockergen schema`)'],
  'image-ref-shape': ["profile.yaml:7:16: cuda.devel_image: 'nvidia/cuda:13 ; rm -rf /' is not "
                      'an image reference like '
                      '"registry.example.com/cuda:13.0.2-devel-ubuntu22.04@sha256:<64 hex>"; '
-                     'see `dockergen schema` for the allowed form'],
+                     'write it in that form, e.g. `devel_image: '
+                     'registry.example.com/llm/cuda-base:1.0` (the allowed form is the pattern '
+                     'of cuda.devel_image in `dockergen schema`)'],
  'pip-index-credentials': ['profile.yaml:24:18: build.pip_index_url: '
                            "'<redacted>pypi.example.com/simple' is not an http(s) URL without "
-                           'credentials, query or spaces; see `dockergen schema` for the '
-                           'allowed form'],
+                           'credentials, query or spaces; write it in that form, e.g. '
+                           '`pip_index_url: https://mirror.example.com/simple` (the allowed '
+                           'form is the pattern of build.pip_index_url in `dockergen schema`)'],
  'max-jobs-bad': ['profile.yaml:14:13: flash_attn.max_jobs: expected "auto" or a whole number '
                   "from 1 to 256, got 'lots'; write max_jobs: auto or a number such as 4"],
  'gpu-unknown': ["profile.yaml:3:13: gpu.targets[0]: unknown GPU 'h10'; did you mean 'h100'? "
@@ -299,8 +306,8 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                             'the last release): flash_attn.source with url + sha256 (an sdist '
                             'archive) or git + commit, and cxx_std: 20'],
  'fa2-source-two-kinds': ['profile.yaml:14:11: flash_attn.source: give either url + sha256 (an '
-                          'archive) or git + commit; see `dockergen schema` for the allowed '
-                          'form'],
+                          'archive) or git + commit; e.g. `source: {git: '
+                          'https://github.com/Dao-AILab/flash-attention, commit: <40 hex>}`'],
  'fa2-memory': ['profile.yaml:14:13: flash_attn.max_jobs: 16 jobs need about 144 GiB (9 GiB '
                 'per flash-attn compile job at NVCC_THREADS=4), but build.memory_gib is 64; '
                 'use max_jobs: auto (= 7) or raise build.memory_gib'],

@@ -83,13 +83,17 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 # --- the engine is left as the session found it ------------------------------------------
 # A full run writes about 5 GB of images and build cache (measured 2026-12-01); kept, they
-# filled a shared disk within a few runs and CI died on ENOSPC. Images the session made are
-# removed at its end, the build cache pruned. The stand-in base images (``local/*``) stay:
-# fixed in size, and rebuilding them costs minutes. DOCKERGEN_TEST_KEEP_IMAGES=1 keeps all.
-# Only a session that ran daemon tests cleans up, so a quick `-m "not daemon"` run beside a
-# build-test run on the same engine never removes that run's images (two concurrent daemon
-# runs on one engine still can: set DOCKERGEN_TEST_KEEP_IMAGES=1 for one of them).
+# filled a shared disk within a few runs and CI died on ENOSPC. At its end the session
+# removes what it created and nothing else: the images and build-cache records that were
+# not there when it started (both listed at the start), never a blanket prune, which took
+# the build cache of whatever engine DOCKER_HOST pointed at. The stand-in base images
+# (``local/*``) stay: fixed in size, and rebuilding them costs minutes.
+# DOCKERGEN_TEST_KEEP_IMAGES=1 keeps all. Only a session that ran daemon tests cleans up, so
+# a quick `-m "not daemon"` run beside a build-test run on the same engine never removes
+# that run's images; what another client builds on the same engine *during* a daemon run is
+# new to it too (set DOCKERGEN_TEST_KEEP_IMAGES=1 for such a run).
 _images_before: set[str] | None = None
+_cache_before: set[str] | None = None
 _built = False
 
 
@@ -129,30 +133,44 @@ def _engine_quietly() -> Any:
         return None
 
 
+def _cache_ids(client: Any) -> set[str]:
+    """The engine's build-cache records (``docker system df -v``)."""
+    return {record["ID"] for record in client.api.df().get("BuildCache") or ()}
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
-    global _images_before
+    global _images_before, _cache_before
     client = _engine_quietly()
     if client is not None:
         try:
             _images_before = {image.id for image in client.images.list(all=True)}
+            _cache_before = _cache_ids(client)
         finally:
             client.close()
 
 
-def _remove_session_images() -> None:
+def remove_session_leftovers(client: Any, images_before: set[str],
+                             cache_before: set[str]) -> None:
+    """Remove the images and build-cache records that are not in the ``before`` lists."""
     import docker.errors
 
+    for image in client.images.list(all=True):
+        if image.id in images_before or any(t.startswith("local/") for t in image.tags):
+            continue
+        # already gone with another of its tags, or the parent of a kept image
+        with contextlib.suppress(docker.errors.APIError):
+            client.images.remove(image.id, force=True)
+    new = sorted(_cache_ids(client) - cache_before)
+    if new:  # only these records: the filter takes ids (moby's build-prune filters)
+        client.api.prune_builds(filters={"id": new})
+
+
+def _remove_session_images() -> None:
     client = _engine_quietly()
-    if client is None or _images_before is None:
+    if client is None or _images_before is None or _cache_before is None:
         return
     try:
-        for image in client.images.list(all=True):
-            if image.id in _images_before or any(t.startswith("local/") for t in image.tags):
-                continue
-            # already gone with another of its tags, or the parent of a kept image
-            with contextlib.suppress(docker.errors.APIError):
-                client.images.remove(image.id, force=True)
-        client.api.prune_builds()
+        remove_session_leftovers(client, _images_before, _cache_before)
     finally:
         client.close()
 

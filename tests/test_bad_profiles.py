@@ -143,9 +143,9 @@ def test_token_counts_stop_at_int32(field: str) -> None:
 
 
 @pytest.mark.parametrize(("override", "expected", "valid"), [
-    # the fix for the profile's name was given for image.name too
-    ("image.name=BAD", "write a repository without a tag, e.g. image.name: "
-                       "registry.example.com/llm/vllm", "image.name=registry.example.com/llm/vllm"),
+    # the fix for the profile's name was given for image.name too; a --set gets a --set
+    ("image.name=BAD", "e.g. `--set image.name=registry.example.com/llm/vllm`",
+     "image.name=registry.example.com/llm/vllm"),
     # nan compares as false with every bound: "use a value <= 1.0" did not say what was wrong
     ("serving.gpu_memory_utilization=.nan", "nan is not a number; write a number <= 1.0",
      "serving.gpu_memory_utilization=0.9"),

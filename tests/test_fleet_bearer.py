@@ -136,21 +136,18 @@ def _config(tmp_path: Path, registry: str, password: str | None) -> dict[str, st
     return {"DOCKER_CONFIG": str(folder), "SOURCE_DATE_EPOCH": "1764543600"}
 
 
-def test_lock_through_a_token_service(token_registry: str, tmp_path: Path) -> None:
-    import docker
-
+def test_lock_through_a_token_service(docker_client, token_registry: str,  # type: ignore[no-untyped-def]
+                                      tmp_path: Path) -> None:
+    # docker_client (conftest) skips without an engine, before the registry starts
     ref = f"{token_registry}/private/cuda:runtime"
-    client = docker.from_env(timeout=300)
-    try:
-        client.api.tag(BASE, *ref.rsplit(":", 1))
-        for chunk in client.api.push(ref.rsplit(":", 1)[0], tag="runtime", stream=True,
-                                     decode=True, auth_config={"username": USER,
-                                                               "password": PASSWORD}):
-            assert "error" not in chunk, chunk
-        digest = next(d.split("@")[1] for d in client.api.inspect_image(ref)["RepoDigests"]
-                      if d.startswith(token_registry))
-    finally:
-        client.close()  # an unclosed client's socket would warn in some later test
+    client = docker_client
+    client.api.tag(BASE, *ref.rsplit(":", 1))
+    for chunk in client.api.push(ref.rsplit(":", 1)[0], tag="runtime", stream=True,
+                                 decode=True, auth_config={"username": USER,
+                                                           "password": PASSWORD}):
+        assert "error" not in chunk, chunk
+    digest = next(d.split("@")[1] for d in client.api.inspect_image(ref)["RepoDigests"]
+                  if d.startswith(token_registry))
     profile = tmp_path / "tok.yaml"
     profile.write_text(f"extends: h100-fp8\nname: tok\ncuda:\n  devel_image: {ref}\n"
                        f"  runtime_image: {ref}\n")

@@ -31,16 +31,10 @@ STAMP = "2025-11-30T23:00:00Z"
 
 
 @pytest.fixture(scope="module")
-def client():  # type: ignore[no-untyped-def]
-    import docker
-
-    try:
-        c = docker.from_env(timeout=300)
-        c.ping()
-    except Exception as exc:  # noqa: BLE001 - any failure means "no engine here"
-        pytest.skip(f"no Docker engine: {exc} (run tests/infra/provision.sh)")
-    yield c
-    c.close()  # an unclosed client's socket would warn in some later test
+def client(docker_client):  # type: ignore[no-untyped-def]
+    """The session's engine (conftest): skips without one, and leaves no socket open (a
+    failed docker.from_env here dropped its socket, an ERROR at some test's teardown)."""
+    return docker_client
 
 
 def _push(client, ref: str, auth: dict[str, str] | None = None) -> str:  # type: ignore[no-untyped-def]

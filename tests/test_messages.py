@@ -58,4 +58,4 @@ def test_rejected_list_items_are_not_also_an_empty_list() -> None:
     result = run_cli("render", "profiles/h100-fp8.yaml", "--set", "gpu.targets=[8.0]")
     assert result.rc == 2
     assert "must not be empty" not in result.err
-    assert 'quote it: targets: ["8.0"]' in result.err
+    assert "quote it: --set 'gpu.targets=[\"8.0\"]'" in result.err

@@ -117,9 +117,8 @@ def test_other_schemes_are_refused_with_a_valid_fix(tmp_path: Path) -> None:
     assert result.err.splitlines()[0] == (
         "profile.yaml:24:18: build.python_mirror: 'ftp://mirror.example.com/pbs' is not an "
         "http(s) URL without credentials, query or spaces, nor a file:///absolute/path; write "
-        "an http(s) URL without credentials or query, e.g. python_mirror: "
-        "https://mirror.example.com/python-build-standalone (reachable from the build "
-        "without login), or file:///srv/pbs")
+        "it in that form, e.g. `python_mirror: https://mirror.example.com/python-build-standalone`"
+        " (the allowed form is the pattern of build.python_mirror in `dockergen schema`)")
     for fixed in ("https://mirror.example.com/python-build-standalone", "file:///srv/pbs"):
         _profile(tmp_path, f"  python_mirror: {fixed}")
         assert run_cli("validate", "profile.yaml", cwd=tmp_path).rc == 0

@@ -124,8 +124,8 @@ def _standin_package(tmp_path: Path) -> Path:
 
 def _serve(root: Path, *args: str, env: dict[str, str] | None = None
            ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from sglang.cli_impl import main; main()", "serve",
-                           *args], cwd=root, capture_output=True, text=True, timeout=60,
+    return subprocess.run([sys.executable, "-c", "from sglang.cli_impl import main; main()",
+                           "serve", *args], cwd=root, capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(root),
                                "TRITON_CACHE_DIR": str(root / "triton"), **(env or {})},
                           check=False)

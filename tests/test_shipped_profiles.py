@@ -17,7 +17,27 @@ STAGES = ["build-base", "flash-attn", "engine", "runtime"]
 
 
 def test_required_profiles_are_shipped() -> None:
-    assert {"h100-fp8", "a100-bf16", "a100-h100", "l40s-awq", "h100-trtllm-fp8"} <= set(NAMES)
+    assert {"h100-fp8", "a100-bf16", "a100-h100", "l40s-awq", "h100-trtllm-fp8",
+            "h100-standalone"} <= set(NAMES)
+
+
+def test_a_standalone_profile_needs_only_what_it_deploys(tmp_path: Path) -> None:
+    """The only example used `extends: base`, which hid that a profile naming the headline
+    vLLM release without it failed on the `flash_attn.build: source` default (and had to
+    repeat cuda.version and python)."""
+    shipped = PROFILES / "h100-standalone.yaml"
+    text = shipped.read_text()
+    assert "\nextends:" not in text and not text.startswith("extends:")
+    assert run_cli("validate", str(shipped)).rc == 0
+    (tmp_path / "least.yaml").write_text(
+        "name: least\ngpu: {targets: [h100]}\nengine: {name: vllm, version: \"0.33.0\"}\n"
+        "serving: {model: /models/m}\nimage: {name: registry.example.com/llm/vllm}\n")
+    result = run_cli("render", "-q", "least.yaml", cwd=tmp_path)
+    assert result.rc == 0, result.err
+    assert "flash-attn" not in [line.split()[-1] for line in result.out.splitlines()
+                                if line.startswith("FROM ")]
+    readme = (ROOT / "README.md").read_text()
+    assert "\n".join(line for line in text.splitlines() if not line.startswith("#")) in readme
 
 
 @pytest.mark.parametrize("mode", ["buildkit", "classic"])

@@ -23,6 +23,7 @@ from dockergen.buildid import content_tag
 from dockergen.errors import Location, Problem, ProfileError
 from dockergen.loader import (
     LoadedProfile,
+    Overrides,
     _field_annotation,
     _load_raw,
     _strip,
@@ -67,7 +68,7 @@ def read_raw(path: Path) -> RawProfile:
     return RawProfile(resolved, data, pos, chain)
 
 
-def is_matrix(raw: RawProfile, overrides: tuple[str, ...]) -> bool:
+def is_matrix(raw: RawProfile, overrides: Overrides) -> bool:
     """Whether the profile, after ``--set`` overrides, declares a matrix."""
     data = apply_overrides(copy.deepcopy(raw.data), copy_positions(raw.positions), overrides)
     return bool(data.get("matrix"))
@@ -103,7 +104,7 @@ def move_positions(pos: Positions, source: FieldPath, target: FieldPath) -> None
 
 
 def load_data(raw: RawProfile, data: dict[str, Any], pos: Positions,
-              overrides: tuple[str, ...]) -> LoadedProfile:
+              overrides: Overrides) -> LoadedProfile:
     """Validate profile data (``--set`` overrides applied first) like ``load_profile``."""
     if data.get("abstract") is True:  # the same refusal as loader.load_profile
         raise ProfileError([Problem(pos.of(("abstract",)), "abstract",

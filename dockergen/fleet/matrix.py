@@ -25,7 +25,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dockergen.errors import Location, Problem, ProfileError, Severity
 from dockergen.fleet import adapter
-from dockergen.loader import LoadedProfile, apply_overrides, problems_from_validation
+from dockergen.loader import (
+    LoadedProfile,
+    Overrides,
+    apply_overrides,
+    problems_from_validation,
+)
 from dockergen.model import Mode, Resolved
 from dockergen.profile import Matrix
 
@@ -195,7 +200,7 @@ def has_matrix(path: Path) -> bool:
 MAX_POINTS = 1024
 
 
-def expand(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "buildkit",
+def expand(path: Path, overrides: Overrides = (), mode: Mode = "buildkit",
            pin: bool = True) -> Expansion:
     """Expand the matrix of ``path`` into validated variants (``--set`` applies to all).
 

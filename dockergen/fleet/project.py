@@ -17,7 +17,7 @@ from pathlib import Path
 from dockergen.errors import OutputError, Problem, ProfileError
 from dockergen.fleet import adapter, bake, locks
 from dockergen.fleet.matrix import Dropped, Point, expand
-from dockergen.loader import LoadedProfile
+from dockergen.loader import LoadedProfile, Overrides
 from dockergen.model import Mode
 
 
@@ -58,7 +58,7 @@ def base_images(loaded: LoadedProfile, v: adapter.TargetView) -> list[locks.Base
                             loaded.at("cuda", "runtime_image"))]
 
 
-def collect(paths: list[Path], overrides: tuple[str, ...] = (), mode: Mode = "buildkit",
+def collect(paths: list[Path], overrides: Overrides = (), mode: Mode = "buildkit",
             syntax: str | None = None, *, pin: bool = True, render: bool = True,
             strict: bool = False) -> Fleet:
     """Resolve (and render) every profile and matrix variant; every problem at once.

@@ -1,0 +1,63 @@
+"""The test session's clean-up removes what the session created, nothing else.
+
+It pruned the whole build cache and could take any image of whatever engine DOCKER_HOST
+pointed at (a developer's own). The engine here belongs to others, so the clean-up runs
+against a recording stand-in of docker-py's client surface it uses (images.list/remove,
+api.df, api.prune_builds), with the engine's answers shaped as docker-py returns them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.conftest import remove_session_leftovers
+
+
+@dataclass
+class _Image:
+    id: str
+    tags: list[str]
+
+
+@dataclass
+class _Engine:
+    images_now: list[_Image]
+    cache_now: list[str]
+    removed: list[str] = field(default_factory=list)
+    pruned: list[Any] = field(default_factory=list)
+
+    @property
+    def images(self) -> _Engine:
+        return self
+
+    @property
+    def api(self) -> _Engine:
+        return self
+
+    def list(self, all: bool = False) -> list[_Image]:  # noqa: A002 - docker-py's name
+        return list(self.images_now)
+
+    def remove(self, image: str, force: bool = False) -> None:
+        self.removed.append(image)
+
+    def df(self) -> dict[str, Any]:
+        return {"BuildCache": [{"ID": i, "InUse": False} for i in self.cache_now]}
+
+    def prune_builds(self, filters: dict[str, Any] | None = None, **kw: Any) -> None:
+        self.pruned.append(filters)
+
+
+def test_only_what_the_session_created_is_removed() -> None:
+    engine = _Engine([_Image("sha256:mine", ["me/app:1"]), _Image("sha256:base", ["local/x:1"]),
+                      _Image("sha256:new", ["dockergen-test/a:dg-1"])],
+                     ["old-cache", "new-cache"])
+    remove_session_leftovers(engine, images_before={"sha256:mine"}, cache_before={"old-cache"})
+    assert engine.removed == ["sha256:new"]
+    assert engine.pruned == [{"id": ["new-cache"]}]  # never a prune without a filter
+
+
+def test_nothing_new_prunes_nothing() -> None:
+    engine = _Engine([_Image("sha256:mine", [])], ["old-cache"])
+    remove_session_leftovers(engine, images_before={"sha256:mine"}, cache_before={"old-cache"})
+    assert engine.removed == [] and engine.pruned == []
