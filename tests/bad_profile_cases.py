@@ -339,8 +339,8 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                      'next to profile.yaml; give a path relative to the profile file'],
  'extends-missing': ["profile.yaml:1:10: extends: no profile named 'nothere' next to "
                      'profile.yaml or among the shipped profiles; use one of: a100-bf16, '
-                     'a100-h100, base, fleet, h100-fp8, h100-sglang-fp8, h100-trtllm-fp8, '
-                     'l40s-awq'],
+                     'a100-h100, base, fleet, h100-fp8, h100-sglang-fp8, h100-standalone, '
+                     'h100-trtllm-fp8, l40s-awq'],
  'abstract-base': ['profile.yaml:1:11: abstract: this profile only provides defaults for '
                    'others; render a profile that says `extends: profile`'],
  'many-at-once': ['profile.yaml:7:9: python: 3.10 is a number in YAML (read as 3.1), not text; '

@@ -15,7 +15,7 @@ from pathlib import Path
 from tests.conftest import run_cli
 
 DEVEL = "nvidia/cuda:13.0.2-devel-ubuntu22.04"
-RUNTIME = "nvidia/cuda:13.0.2-runtime-ubuntu22.04"
+RUNTIME = "nvidia/cuda:13.0.2-base-ubuntu22.04"  # cuda.runtime_flavor: base (the default)
 DEVEL_DIGEST = "sha256:" + "1" * 64
 RUNTIME_DIGEST = "sha256:" + "2" * 64
 PINNED = [f"{DEVEL}@{DEVEL_DIGEST}", f"{RUNTIME}@{RUNTIME_DIGEST}"]

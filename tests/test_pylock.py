@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from dockergen import pylock
+from dockergen.components import cuda
 from dockergen.api import shipped_single_images
 from tests.conftest import PROFILES, ROOT, run_cli
 from tests.twoindex import Indexes, two_indexes
@@ -67,9 +68,14 @@ def test_the_engine_stage_resolves_on_two_indexes(tmp_path: Path) -> None:
         assert "--index-strategy unsafe-best-match" in " ".join(argv)
         env = _uv_env(tmp_path, ix)
 
+        # the constraints file the engine stage COPYs into the image (the build context's)
+        constraints = tmp_path / "constraints.txt"
+        constraints.write_text("".join(f"{c}\n" for c in cuda.major_constraints("13.0.2")))
+
         def run(args: list[str], where: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
             python = _venv(where)
             args = [pylock.uv() if a == "uv" else str(python) if a == "/opt/venv/bin/python"
+                    else str(constraints) if a == "/opt/dockergen/constraints.txt"
                     else a for a in args]
             return subprocess.run(args, capture_output=True, text=True, env=env,
                                   check=False), python

@@ -26,16 +26,18 @@ def test_a_lock_pin_problem_names_the_lock_file(tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text((PROFILES / "h100-fp8.yaml").read_text())
     (tmp_path / "p.lock.json").write_text(json.dumps({"lockfile": 1, "images": {
         "nvidia/cuda:13.0.2-devel-ubuntu22.04": {"digest": "sha256:NOT-HEX"},
-        "nvidia/cuda:13.0.2-runtime-ubuntu22.04": {"digest": "sha256:" + "0" * 64}}}))
+        "nvidia/cuda:13.0.2-base-ubuntu22.04": {"digest": "sha256:" + "0" * 64}}}))
     for command in (("render", "-q", "p.yaml"), ("build", "--dry-run", "-q", "p.yaml")):
         result = run_cli(*command, cwd=tmp_path, env=NO_ENGINE)
         assert result.rc == 2, result.err
         first = result.err.splitlines()[0]
-        assert first.startswith("p.lock.json: cuda.devel_image: "), first
+        # the lock file and its entry, never a --set the user did not type
+        assert first.split(": ", 1)[0].endswith("p.lock.json"), first
+        assert ': images["nvidia/cuda:13.0.2-devel-ubuntu22.04"]: not an image reference' \
+            in first
         assert "--set" not in result.err
-        assert first.endswith("p.lock.json pins this image: correct its entry there, or delete "
-                              "the entry and pin it again with `dockergen lock` on the profile "
-                              "beside the lock")
+        assert first.endswith("regenerate it: dockergen lock --update "
+                              f"{tmp_path / 'p.yaml'}"), first
 
 
 def test_a_ca_cert_option_problem_names_the_option(tmp_path: Path) -> None:
