@@ -23,6 +23,8 @@ from pydantic import (
     model_validator,
 )
 
+from dockergen.errors import holds_secret
+
 # --- string shapes ------------------------------------------------------------------
 # Each pattern is deliberately narrow: these values end up in Dockerfile instructions,
 # shell commands and labels, so nothing outside them may pass (no quotes, spaces,
@@ -109,7 +111,10 @@ def _shaped(kind: str) -> Any:
 
 
 def _show(value: str) -> str:
-    """Quote a rejected value for a message, short and without control characters."""
+    """Quote a rejected value for a message, short and without control characters, and
+    never a credential (cut short, a token would escape the redaction of the message)."""
+    if holds_secret(value):
+        return "(a value shaped like a credential, not shown)"
     shown = value if len(value) <= 60 else value[:57] + "..."
     return repr(shown)
 
@@ -117,6 +122,16 @@ def _show(value: str) -> str:
 def _text(value: str) -> str:
     if len(value) > _TEXT_MAX or not value.isprintable():
         raise ValueError("must be one line of at most 300 printable characters")
+    return value
+
+
+def _label_text(value: str) -> str:
+    """A label value (``description`` is one too): rendered as ``"..."`` with ``\\``
+    escaped, a value ending in a backslash ends in ``\\"``, which Docker reads right but
+    hadolint's parser (language-docker) takes for an escaped quote and rejects the file."""
+    if value.endswith("\\"):
+        raise ValueError("must not end with a backslash (the Dockerfile label would end in "
+                         "\\\\\", which hadolint rejects)")
     return value
 
 
@@ -165,6 +180,7 @@ FieldPathText = Annotated[str, _shaped("field_path")]
 Duration = Annotated[str, _shaped("duration")]
 ScrapeTarget = Annotated[str, _shaped("scrape_target")]
 Text = Annotated[str, AfterValidator(_text)]
+LabelText = Annotated[Text, AfterValidator(_label_text)]
 
 
 def _mirror_url(value: str) -> str:
@@ -352,7 +368,7 @@ class Image(_Section):
 
     name: ImageRepo
     tags: tuple[TagTemplate, ...] = ("{engine.version}-cu{cuda.major_minor}-{name}",)
-    labels: dict[LabelKey, Text] = Field(default_factory=dict)
+    labels: dict[LabelKey, LabelText] = Field(default_factory=dict)
     cache_ref: RefTemplate | None = Field(
         None, description="Registry build-cache ref of the bake target (cache-from/cache-to, "
                           "mode=max); placeholders as in tags. Default: "
@@ -510,7 +526,7 @@ class Profile(_Section):
                         "dockergen's facts, e.g. a vLLM release it does not know yet; each "
                         "added fact needs its src and is shown as the user's in explain.")
     name: Name
-    description: Text = ""
+    description: LabelText = ""
     gpu: Gpu
     cuda: Cuda
     python: PythonVersion
