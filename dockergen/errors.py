@@ -7,6 +7,7 @@ May import: nothing of dockergen.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -52,12 +53,18 @@ class _Rule:
     does), then kept only above its entropy and outside its allowlists."""
 
     id: str
-    regex: re.Pattern[str]
+    pattern: str
     group: int
     entropy: float
     keywords: tuple[str, ...]
     lead: int  # identifier characters gitleaks' match may start with before the pattern's
-    allowlists: tuple[tuple[str, str, tuple[re.Pattern[str], ...], tuple[str, ...]], ...]
+    allowlists: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...]
+
+    @functools.cached_property
+    def regex(self) -> re.Pattern[str]:
+        """Compiled on first use: a scan runs only the rules whose keywords it meets, and
+        compiling all 200 would cost every command a few hundred milliseconds."""
+        return re.compile(self.pattern, re.ASCII)
 
 
 def _entropy(text: str) -> float:
@@ -68,13 +75,13 @@ def _entropy(text: str) -> float:
     return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
 
 
-def _allowed(allow: tuple[str, str, tuple[re.Pattern[str], ...], tuple[str, ...]],
+def _allowed(allow: tuple[str, str, tuple[str, ...], tuple[str, ...]],
              secret: str, match: str, line: str) -> bool:
     target, condition, regexes, stopwords = allow
     text = {"match": match, "line": line}.get(target, secret)
     checks = []
     if regexes:
-        checks.append(any(r.search(text) for r in regexes))
+        checks.append(any(re.search(r, text, re.ASCII) for r in regexes))  # re's cache
     if stopwords:
         checks.append(any(w in secret.lower() for w in stopwords))
     return bool(checks) and (all(checks) if condition == "AND" else any(checks))
@@ -92,7 +99,7 @@ class SecretScan:
         self._own = own
         self._file = rules_file
         self._rules: list[_Rule] | None = None
-        self._global: tuple[str, str, tuple[re.Pattern[str], ...], tuple[str, ...]] | None = None
+        self._global: tuple[str, str, tuple[str, ...], tuple[str, ...]] | None = None
         self._by_keyword: dict[str, list[int]] = {}  # keyword -> the rules that need it
         self._keywords: tuple[str, ...] = ()
         self._always: set[int] = set()  # rules without keywords
@@ -102,14 +109,12 @@ class SecretScan:
         if self._rules is None:
             data = json.loads(self._file.read_text(encoding="utf-8"))
 
-            def allow(a: dict[str, Any]) -> tuple[str, str, tuple[re.Pattern[str], ...],
-                                                  tuple[str, ...]]:
+            def allow(a: dict[str, Any]) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
                 return (a.get("target", "secret"), a.get("condition", "OR"),
-                        tuple(re.compile(r, re.ASCII) for r in a.get("regexes", [])),
-                        tuple(a.get("stopwords", [])))
+                        tuple(a.get("regexes", [])), tuple(a.get("stopwords", [])))
 
             self._global = allow(data["global_allowlist"])
-            self._rules = [_Rule(r["id"], re.compile(r["regex"], re.ASCII), r["group"],
+            self._rules = [_Rule(r["id"], r["regex"], r["group"],
                                  r["entropy"], tuple(r["keywords"]), r["lead"],
                                  tuple(allow(a) for a in r["allowlists"]))
                            for r in data["rules"]]
