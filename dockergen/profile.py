@@ -131,7 +131,7 @@ def _label_text(value: str) -> str:
     hadolint's parser (language-docker) takes for an escaped quote and rejects the file."""
     if value.endswith("\\"):
         raise ValueError("must not end with a backslash (the Dockerfile label would end in "
-                         "\\\\\", which hadolint rejects)")
+                         "\\\\\", which hadolint rejects): remove the trailing backslash")
     return value
 
 

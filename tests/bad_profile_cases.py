@@ -364,8 +364,8 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                        'model in a folder of its own, e.g. serving.model: /models/etc'],
  'label-trailing-backslash': ['profile.yaml:2:14: description: must not end with a '
                               'backslash (the Dockerfile label would end in \\\\", which '
-                              'hadolint rejects); see `dockergen schema` for the allowed '
-                              'form'],
+                              'hadolint rejects): remove the trailing backslash; see '
+                              '`dockergen schema` for the allowed form'],
  'tag-placeholder': ['profile.yaml:22:10: image.tags[0]: unknown placeholder '
                      "'{engine.versoin}'; use {name}, {engine.name}, {engine.version}, "
                      '{cuda.version}, {cuda.major_minor}, {python}, {quantization.weights}, '
