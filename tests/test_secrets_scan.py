@@ -217,15 +217,20 @@ def test_each_leaked_format_is_refused_at_validate(tmp_path: Path, fmt: str,
 
 
 @pytest.mark.parametrize("fmt", sorted(LEAKS))
-def test_each_leaked_format_is_refused_on_the_command_line(fmt: str) -> None:
+def test_each_leaked_format_is_refused_on_the_command_line(fmt: str, tmp_path: Path) -> None:
+    # an nvapi- or glpat- key is a valid host name: `observe --target KEY:80` wrote it into
+    # prometheus.yml
     secret, part = LEAKS[fmt]
     for args, rc in ((("render", "h100-fp8", "--set", f"description={secret}"), 2),
                      (("build", "--dry-run", "h100-fp8", "--build-arg",
-                       f"HTTP_PROXY={secret}"), 64)):
+                       f"HTTP_PROXY={secret}"), 64),
+                     (("observe", "h100-fp8", "-o", str(tmp_path / "obs"), "--target",
+                       f"{secret}:80"), 64)):
         result = run_cli(*args)
         assert result.rc == rc, result.out + result.err
         assert "Traceback" not in result.err
         assert part not in result.out + result.err
+    assert not (tmp_path / "obs").exists()
 
 
 def test_a_url_taken_for_a_path_is_redacted() -> None:
@@ -288,13 +293,13 @@ def test_the_rule_set_names_its_source_version_and_licence() -> None:
 def test_the_rules_are_derived_by_the_maintainer_script() -> None:
     """Each kept rule is the script's conversion of the gitleaks pattern it records, and
     none has a nested quantifier; skipped rules say why."""
-    from dockergen.maint.secret_rules import nested_quantifier, strip_lead, to_python
+    from dockergen.maint.secret_rules import nested_quantifier, python_pattern
 
     data = _rule_data()
     for rule in data["rules"]:  # type: ignore[attr-defined]
         if "gitleaks_regex" in rule:
-            assert strip_lead(to_python(rule["gitleaks_regex"])) == (rule["regex"],
-                                                                      rule["lead"]), rule["id"]
+            assert python_pattern(rule["gitleaks_regex"]) == (rule["regex"],
+                                                              rule["lead"]), rule["id"]
         assert not nested_quantifier(rule["regex"]), rule["id"]
     assert all(s["why"] for s in data["skipped"])  # type: ignore[attr-defined]
 
@@ -323,6 +328,14 @@ def test_the_lazy_lead_is_stripped_without_changing_what_is_found() -> None:
 
         assert ([m.group(1) for m in re.finditer(go, text)]
                 == [m.group(1) for m in re.finditer(stripped, text)])
+
+
+def test_a_secret_also_ends_at_a_port_a_list_or_a_url() -> None:
+    """gitleaks ends a secret at a quote, a space or ';': `npm_<36>:80` in a message was not
+    redacted."""
+    npm = LEAKS["npm"][0]
+    for text in (f"{npm}:80", f"({npm})", f"[{npm}, x]", f"https://x/{npm}/y", f"a={npm}&b"):
+        assert LEAKS["npm"][1] not in redact(text), text
 
 
 def test_nested_quantifiers_are_found() -> None:

@@ -38,7 +38,7 @@ SUPPLEMENT: list[dict[str, Any]] = [
             "pkg/detectors/nvapi keyPat); any length from 20 here, the prefix is the key's "
             "own, and a key cut or extended by a paste is still one"},
     {"id": "aws-secret-access-key-option",
-     "regex": r"(?i)\baws_secret_access_key[ \t]{1,8}([A-Za-z0-9/+]{40})(?:[\x60'\"\s;]|$)",
+     "regex": r"(?i)\baws_secret_access_key[ \t]{1,8}([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
      "keywords": ["aws_secret_access_key"],
      "src": "AWS CLI `aws configure set aws_secret_access_key VALUE` (docs.aws.amazon.com "
             "cli/latest/reference/configure/set.html): a 40-character secret after a space, "
@@ -129,6 +129,13 @@ def to_python(go: str) -> str:
 _LEAD = r"[\w.-]{0,50}?"
 
 
+# gitleaks ends a secret at a quote, a space, ';', an escaped line break or the end; in a
+# message or a log line a token is as often followed by ':' (a port), ',' or ')' (a list),
+# '/' or '&' (a URL), so those end one too.
+_END = r"""(?:[\x60'"\s;]|\\[nr]|$)"""
+_END_HERE = r"""(?:[\x60'"\s;:,)\]}&/|<>]|\\[nr]|$)"""
+
+
 def strip_lead(pattern: str) -> tuple[str, int]:
     """(the pattern without its leading lazy identifier run, that run's longest length)."""
     flags = "(?i)" if pattern.startswith("(?i)") else ""
@@ -141,6 +148,13 @@ def strip_lead(pattern: str) -> tuple[str, int]:
             body, lead = "(?i:" + body[len("(?i:" + _LEAD):], 50
         else:
             return flags + body, lead
+
+
+def python_pattern(go: str) -> tuple[str, int]:
+    """(the Python pattern of a gitleaks rule, its stripped lead): :func:`to_python`, then
+    :func:`strip_lead`, then a secret's end widened (``_END_HERE``)."""
+    pattern, lead = strip_lead(to_python(go))
+    return pattern.replace(_END, _END_HERE), lead
 
 
 def nested_quantifier(pattern: str) -> bool:
@@ -208,7 +222,7 @@ def convert(config: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str
         if rule.get("path") or rule.get("required"):
             skipped.append({"id": rid, "why": "applies to file paths or needs another rule"})
             continue
-        pattern, lead = strip_lead(to_python(rule["regex"]))
+        pattern, lead = python_pattern(rule["regex"])
         try:
             compiled = re.compile(pattern, re.ASCII)
         except re.error as exc:
