@@ -28,7 +28,15 @@ from typing import IO, TYPE_CHECKING, Any
 from dockergen import refs as image_refs  # `refs` names the tags of a build below
 from dockergen.buildid import content_tag
 from dockergen.buildrecord import Status
-from dockergen.errors import OPTION, SECRET_NAME, DockergenError, ExitCode, Location, redact
+from dockergen.errors import (
+    OPTION,
+    SECRET_NAME,
+    DockergenError,
+    ExitCode,
+    Location,
+    holds_secret,
+    redact,
+)
 from dockergen.progress import BuildTracker, StatusUpdate, decode_status, make_renderer
 
 if TYPE_CHECKING:
@@ -103,12 +111,62 @@ class BuildPlan:
         return out
 
 
+# Build args Docker and BuildKit take without an ARG in the Dockerfile (src: Docker docs,
+# "Dockerfile reference", Predefined ARGs and BuildKit built-in build args).
+PREDEFINED_ARGS = frozenset({
+    "HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "FTP_PROXY", "ftp_proxy",
+    "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "BUILDKIT_CACHE_MOUNT_NS",
+    "BUILDKIT_CONTEXT_KEEP_GIT_DIR", "BUILDKIT_INLINE_CACHE", "BUILDKIT_MULTI_PLATFORM",
+    "BUILDKIT_SANDBOX_HOSTNAME", "SOURCE_DATE_EPOCH"})
+_ARG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# OS/ARCH[/VARIANT] as containerd's platforms package parses it (lowercase names)
+_PLATFORM = re.compile(r"[a-z0-9]{1,32}/[a-z0-9_]{1,32}(?:/[a-z0-9]{1,32})?")
+
+
 def check_build_args(args: dict[str, str]) -> None:
-    """Refuse build args that look like secrets: they land in the image history."""
+    """Refuse build args that look like secrets (they land in the image history), that are
+    not ARG names, or whose values hold control characters (a newline printed raw by
+    ``--dry-run``, and cut in the build record)."""
     for name, value in args.items():
-        if SECRET_NAME.search(name) or redact(value) != value:
-            raise UnsafeInput(f"--build-arg {name}: looks like a secret; build args are "
-                              "recorded in the image history; pass secrets at run time")
+        if SECRET_NAME.search(name) or redact(value) != value or holds_secret(name):
+            raise UnsafeInput(f"--build-arg {_shown(name)}: looks like a secret; build args "
+                              "are recorded in the image history; pass secrets at run time")
+        if not _ARG_NAME.fullmatch(name):
+            raise UnsafeInput(f"--build-arg {_shown(name)}: not an ARG name; write "
+                              "NAME=VALUE with NAME of letters, digits and '_' (e.g. "
+                              "--build-arg HTTP_PROXY=http://proxy.example.com:3128)")
+        if _CONTROL.search(value):
+            raise UnsafeInput(f"--build-arg {name}: the value {_shown(value)} holds a control "
+                              "character (a newline or tab); give it on one line")
+
+
+def check_declared_args(args: dict[str, str], dockerfile: str) -> None:
+    """Every build arg is one the rendered Dockerfile declares (or Docker predefines): an
+    undeclared one reaches no instruction and would only change the immutable tag."""
+    declared = set(re.findall(r"^ARG\s+([A-Za-z_][A-Za-z0-9_]*)", dockerfile, re.MULTILINE))
+    for name in sorted(args):
+        if name not in declared | PREDEFINED_ARGS:
+            raise UnsafeInput(f"--build-arg {name}: the rendered Dockerfile declares no ARG "
+                              f"{name}, so it would change nothing but the tag; remove it "
+                              f"(declared: {', '.join(sorted(declared)) or 'none'}; Docker "
+                              "also takes HTTP_PROXY, HTTPS_PROXY, NO_PROXY and the other "
+                              "predefined proxy args)")
+
+
+def check_platform(platform: str | None) -> None:
+    """``--platform`` is one OS/ARCH[/VARIANT], as the engine parses it."""
+    if platform is not None and not _PLATFORM.fullmatch(platform):
+        raise UnsafeInput(f"--platform {_shown(platform)}: not a platform; write "
+                          "OS/ARCH[/VARIANT] in lowercase, e.g. linux/amd64 or linux/arm64/v8")
+
+
+def _shown(value: str) -> str:
+    """A refused value for a message: quoted with control characters escaped, short, and
+    never a credential."""
+    if holds_secret(value):
+        return "(a value shaped like a credential, not shown)"
+    return repr(value if len(value) <= 60 else value[:57] + "...")
 
 
 def check_tags(tags: tuple[str, ...]) -> None:
@@ -353,7 +411,7 @@ def write_record(path: Path, record: dict[str, Any]) -> None:
     atomic.write_file(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
-def _shown(path: Path) -> str:
+def _shown_path(path: Path) -> str:
     """A command-line path for a message: as typed, or quoted if it holds control
     characters (a newline would start a line of its own)."""
     text = str(path)
@@ -377,6 +435,7 @@ def build_profile(path: Path, overrides: Overrides, options: BuildOptions, *,
     from dockergen.render import LOG_FILE, RECORD_FILE, write_context
 
     check_build_args(options.build_args)
+    check_platform(options.platform)
     check_tags(options.tags)
     if options.push and not options.smoke:
         raise UnsafeInput("--push needs the smoke tests: drop --no-smoke")
@@ -386,15 +445,19 @@ def build_profile(path: Path, overrides: Overrides, options: BuildOptions, *,
     # the command line's certificates join the profile's (which stay relative to it); a
     # problem with one names its --ca-cert, not a field the user never set
     overrides = (*overrides, *(Override("build.ca_certificates", (str(c.resolve()),),
-                                        Location(f"--ca-cert {_shown(c)}", origin=OPTION),
+                                        Location(f"--ca-cert {_shown_path(c)}", origin=OPTION),
                                         extend=True) for c in ca_certs))
     builder = options.builder
     if builder == "auto" and not dry_run:
+        if options.build_args:  # refused before the engine is asked anything
+            check_declared_args(options.build_args, render_context(
+                path, overrides, "buildkit").files["Dockerfile"].decode())
         daemon = daemon or connect()
         builder = "buildkit" if daemon.has_buildkit() else "classic"
     builder = "buildkit" if builder == "auto" else builder
     ctx: RenderedContext = render_context(path, overrides, builder)  # type: ignore[arg-type]
     check_target(options.target, ctx.files["Dockerfile"].decode())
+    check_declared_args(options.build_args, ctx.files["Dockerfile"].decode())
     if not quiet:
         for warning in ctx.warnings:
             echo(str(warning))

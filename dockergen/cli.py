@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from dockergen import __version__
-from dockergen.errors import DockergenError, ExitCode, OutputError, ProfileError, redact
+from dockergen.errors import (
+    DockergenError,
+    ExitCode,
+    OutputError,
+    ProfileError,
+    holds_secret,
+    redact,
+)
 
 if TYPE_CHECKING:  # the loader (pydantic) is imported by the commands that need it
     pass
@@ -697,6 +704,9 @@ def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monit
                                "like http or metrics (at most 15 of a-z, 0-9 and '-')")
     shape, what = _PATTERNS["scrape_target"]
     for target in targets:
+        if holds_secret(target):  # a key is a valid host name: it would be written out
+            raise click.UsageError(f"--target: a value shaped like a credential (not shown); "
+                                   f"expected {what}")
         if not shape.fullmatch(target):
             raise click.UsageError(f"--target {target!r}: expected {what}")
     # one image per profile: a matrix profile's variants are not observed yet

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -57,9 +58,13 @@ DEFAULT_OVERHEAD_GIB = 2.0
 # Bytes per element of the weight and KV-cache precisions (int4: 0.5, scales ignored).
 WEIGHT_BYTES = {"fp32": 4.0, "float32": 4.0, "bf16": 2.0, "bfloat16": 2.0, "fp16": 2.0,
                 "float16": 2.0, "fp8": 1.0, "int8": 1.0, "int4-awq": 0.5, "gptq": 0.5}
-SAFETENSORS_DTYPE_BYTES = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1,
-                           "F8_E5M2": 1, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
-                           "BOOL": 1}
+# Bits per element of each safetensors dtype (src: huggingface/safetensors
+# safetensors/src/tensor.rs Dtype::bitsize; F4 and F6 are packed, so a tensor's bits must
+# make whole bytes).
+SAFETENSORS_DTYPE_BITS = {"BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8,
+                          "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "I16": 16, "U16": 16,
+                          "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "C64": 64,
+                          "F64": 64, "I64": 64, "U64": 64}
 
 
 class PlanError(DockergenError):
@@ -106,9 +111,24 @@ class ModelShape:
         return "mha" if self.kv_heads == self.heads else "gqa"
 
 
+# The largest value of each config.json count that dockergen plans with (documented in
+# the README, "Running what was built"). Published models stay far below them (Llama 3.1
+# 405B: 126 layers, hidden 16384, 128 heads; DeepSeek-V3: 256 experts; Llama 4 Scout:
+# 10M positions); a count beyond them is a damaged or hand-made file, and the per-layer
+# loops and products below must never run on it (1e23 layers ran at 100% CPU forever).
+CONFIG_LIMITS = {"num_hidden_layers": 1024, "hidden_size": 131_072,
+                 "num_attention_heads": 4096, "num_key_value_heads": 4096, "head_dim": 4096,
+                 "intermediate_size": 1_048_576, "moe_intermediate_size": 1_048_576,
+                 "shared_expert_intermediate_size": 1_048_576, "vocab_size": 16_777_216,
+                 "max_position_embeddings": 1 << 28, "sliding_window": 1 << 28,
+                 "n_routed_experts": 65_536, "num_local_experts": 65_536,
+                 "num_experts": 65_536, "n_shared_experts": 65_536}
+DEFAULT_LIMIT = 1 << 20  # every other count (ranks, head dims of MLA, steps, k-dense)
+
+
 def _int(cfg: dict[str, Any], key: str, where: str, default: int | None = None,
          minimum: int = 1) -> int:
-    """A whole number >= ``minimum`` from the config; absent or null: ``default``.
+    """A whole number from ``minimum`` to the key's limit; absent or null: ``default``.
 
     null counts as absent where there is a default, as in transformers and vLLM (configs
     write ``"head_dim": null`` or ``"q_lora_rank": null`` for "not used"). The formulas
@@ -118,11 +138,22 @@ def _int(cfg: dict[str, Any], key: str, where: str, default: int | None = None,
     value = cfg.get(key)
     if value is None and default is not None:
         return default
+    limit = CONFIG_LIMITS.get(key, DEFAULT_LIMIT)
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise PlanError(f"{where}: {key}: expected a whole number >= {minimum}, got "
-                        f"{json.dumps(value)}; set {key} to the model's own value (a whole "
+                        f"{_shown(value)}; set {key} to the model's own value (a whole "
                         f"number >= {minimum}) from its published config.json")
+    if value > limit:
+        raise PlanError(f"{where}: {key}: {_shown(value)} is more than {limit}, the largest "
+                        f"{key} dockergen plans with; set {key} to the model's own value "
+                        f"(from {minimum} to {limit}) from its published config.json")
     return value
+
+
+def _shown(value: object) -> str:
+    """A config value as JSON, cut short: a hostile file may hold a 4000-digit number."""
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _sliding_window(cfg: dict[str, Any], where: str) -> int:
@@ -155,13 +186,7 @@ def shape_from_config(cfg: dict[str, Any], name: str, where: str) -> ModelShape:
     hidden = _int(cfg, "hidden_size", where)
     heads = _int(cfg, "num_attention_heads", where)
     kv_heads = _int(cfg, "num_key_value_heads", where, heads)
-    # head_dim from the config when present (Gemma: 256 != hidden/heads), else hidden/heads
-    # (src: vllm/config/model.py ModelConfig.get_head_size).
-    head_dim = _int(cfg, "head_dim", where, 0) or hidden // heads
-    if head_dim < 1:
-        raise PlanError(f"{where}: hidden_size {hidden} / num_attention_heads {heads} gives "
-                        "head_dim 0; set head_dim to the model's value (a whole number >= 1) "
-                        "from its published config.json")
+    head_dim = _head_dim(cfg, where, hidden, heads, kv_heads)
     sliding = _sliding_window(cfg, where)
     sliding_layers = 0
     layer_types = cfg.get("layer_types")
@@ -229,6 +254,39 @@ def shape_from_config(cfg: dict[str, Any], name: str, where: str) -> ModelShape:
     )
 
 
+def _head_dim(cfg: dict[str, Any], where: str, hidden: int, heads: int,
+              kv_heads: int) -> int:
+    """The head size, after checking that the head counts and sizes agree.
+
+    Without ``head_dim`` the engines take ``hidden_size // num_attention_heads`` (src:
+    vllm/config/model.py ModelConfig.get_head_size), so a hidden size that heads do not
+    divide was floored silently (4097 / 32 -> 128). Each KV head serves a whole group of
+    query heads (GQA: transformers repeat_kv; vLLM splits heads by KV heads), so the KV
+    heads must divide the attention heads and cannot outnumber them.
+    """
+    if kv_heads > heads:
+        raise PlanError(f"{where}: num_key_value_heads {kv_heads} is more than "
+                        f"num_attention_heads {heads} (each KV head serves a group of query "
+                        "heads); set num_key_value_heads and num_attention_heads to the "
+                        "model's own values from its published config.json")
+    if heads % kv_heads:
+        raise PlanError(f"{where}: num_attention_heads {heads} is not divisible by "
+                        f"num_key_value_heads {kv_heads} (each KV head serves a whole group "
+                        "of query heads); set both to the model's own values from its "
+                        "published config.json")
+    given = _int(cfg, "head_dim", where, 0)
+    if given:
+        return given
+    if hidden % heads:
+        lower = hidden // heads * heads
+        raise PlanError(f"{where}: hidden_size {hidden} is not divisible by "
+                        f"num_attention_heads {heads} and head_dim is not given; set "
+                        f"hidden_size to a multiple of {heads} (e.g. "
+                        f"{lower or heads}), or head_dim to the model's value, from its "
+                        "published config.json")
+    return hidden // heads
+
+
 def builtin_models() -> dict[str, dict[str, Any]]:
     """The built-in model table (name -> {src, verified, config})."""
     data = yaml.safe_load(DATA.read_text(encoding="utf-8"))
@@ -256,7 +314,7 @@ def load_shape(model_config: str | None = None, model_dir: Path | None = None) -
     except FileNotFoundError:
         raise PlanError(f"{path}: no such file; give a Hugging Face config.json or one of "
                         f"{', '.join(sorted(builtin_models()))}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: a 5000-digit int
         raise PlanError(f"{path}: not a readable JSON config: {exc}; give the model's "
                         "config.json") from None
     if not isinstance(cfg, dict):
@@ -275,57 +333,99 @@ def safetensors_bytes(model_dir: Path) -> int:
     if not files:
         raise PlanError(f"{model_dir}: no *.safetensors files; give the model folder "
                         "(with config.json and its safetensors shards) or use --model-config")
-    total = 0
-    for f in files:
-        try:
-            with open(f, "rb") as fh:
-                head = fh.read(8)
-                if len(head) != 8:
-                    raise ValueError("shorter than the 8-byte header length")
-                (n,) = struct.unpack("<Q", head)
-                if n > 100_000_000:
-                    raise ValueError(f"header length {n} is implausible")
-                header = json.loads(fh.read(n))
-        except (OSError, ValueError, RecursionError) as exc:
-            raise PlanError(f"{f}: not a safetensors file: {exc}; re-download the "
-                            "checkpoint") from None
-        total += _header_bytes(f, header)
-    return total
+    return sum(_shard_bytes(f) for f in files)
+
+
+def _shard_bytes(f: Path) -> int:
+    """The tensor bytes of one shard, after checking its header against the file."""
+    try:
+        with open(f, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            head = fh.read(8)
+            if len(head) != 8:
+                raise ValueError("shorter than the 8-byte header length")
+            (n,) = struct.unpack("<Q", head)
+            if n > min(100_000_000, size - 8):
+                raise ValueError(f"header length {n} is implausible for a file of {size} "
+                                 "bytes")
+            header = json.loads(fh.read(n))
+    except (OSError, ValueError, RecursionError) as exc:
+        raise PlanError(f"{f}: not a safetensors file: {exc}; re-download the "
+                        "checkpoint") from None
+    return _header_bytes(f, header, size - 8 - n)
 
 
 def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _header_bytes(f: Path, header: object) -> int:
-    """The tensor bytes a parsed safetensors header declares, after checking its shape.
+def _header_bytes(f: Path, header: object, buffer: int) -> int:
+    """The tensor bytes a parsed safetensors header declares, after checking it.
 
     A damaged or hand-made header must not reach the sum: ``end < begin`` would subtract
-    weights and print a plan that fits, a float offset (``1e400``) would crash.
+    weights and print a plan that fits, a float offset (``1e400``) would crash, and offsets
+    past the file (``[0, 1e15]`` in a 1 KB shard) or shapes the offsets do not hold
+    (``[1e30, 1e30]`` in 2 bytes) would plan a model that is not there. As the safetensors
+    library itself checks (src: safetensors/src/tensor.rs Metadata::validate): each tensor's
+    span is its shape x its dtype's size, the spans are contiguous from 0, and the last one
+    ends where the file does (``buffer``: the bytes after the header).
     """
     if not isinstance(header, dict):
         raise PlanError(f"{f}: not a safetensors file: the header is a JSON "
                         f"{type(header).__name__}, not an object of tensors; re-download "
                         "the checkpoint")
-    total = 0
+    spans = []
     for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        offsets = info.get("data_offsets") if isinstance(info, dict) else None
-        if not (isinstance(info, dict) and isinstance(info.get("dtype"), str)
-                and isinstance(info.get("shape"), list)
-                and all(_is_count(d) for d in info["shape"])):
-            problem = f"expected {{dtype, shape, data_offsets}}, got {json.dumps(info)[:200]}"
-        elif not (isinstance(offsets, list) and len(offsets) == 2
-                  and all(_is_count(o) for o in offsets) and offsets[0] <= offsets[1]):
-            problem = (f"data_offsets {json.dumps(offsets)[:200]}: expected [begin, end], "
-                       "whole numbers with 0 <= begin <= end")
-        else:
-            total += offsets[1] - offsets[0]
-            continue
-        raise PlanError(f"{f}: tensor {name!r}: {problem}; the header is damaged: "
-                        "re-download the checkpoint")
-    return total
+        if name != "__metadata__":
+            spans.append((*_span(f, name, info, buffer), name))
+    at = 0
+    for begin, end, name in sorted(spans):
+        if begin != at:
+            _damaged(f, name, f"data_offsets begin at {begin}, but the tensors before it end "
+                              f"at {at} (tensors are stored back to back from 0)")
+        at = end
+    if at != buffer:
+        _damaged(f, None, f"the tensors end at byte {at} of the data, but the file holds "
+                          f"{buffer} bytes after its header")
+    return at
+
+
+def _span(f: Path, name: str, info: object, buffer: int) -> tuple[int, int]:
+    """(begin, end) of one tensor, checked against its dtype, shape and the file."""
+    offsets = info.get("data_offsets") if isinstance(info, dict) else None
+    if not (isinstance(info, dict) and isinstance(info.get("dtype"), str)
+            and isinstance(info.get("shape"), list)
+            and all(_is_count(d) for d in info["shape"])):
+        _damaged(f, name, f"expected {{dtype, shape, data_offsets}}, got {json.dumps(info)[:200]}")
+    if not (isinstance(offsets, list) and len(offsets) == 2
+            and all(_is_count(o) for o in offsets) and offsets[0] <= offsets[1]):
+        _damaged(f, name, f"data_offsets {json.dumps(offsets)[:200]}: expected [begin, end], "
+                          "whole numbers with 0 <= begin <= end")
+    begin, end = offsets
+    if end > buffer:
+        _damaged(f, name, f"data_offsets end {end} is past the end of the file, which holds "
+                          f"{buffer} bytes after its header")
+    bits = SAFETENSORS_DTYPE_BITS.get(info["dtype"])
+    if bits is None:
+        _damaged(f, name, f"dtype {info['dtype'][:40]!r} is not a safetensors dtype "
+                          f"({', '.join(SAFETENSORS_DTYPE_BITS)})")
+    elements = 1
+    for dim in info["shape"]:
+        elements *= dim
+        if elements * bits > 8 * buffer:  # stop before a product of huge dimensions grows
+            break
+    if elements * bits != 8 * (end - begin):
+        need = ("more than the file holds" if elements * bits > 8 * buffer
+                else f"{elements * bits / 8:g} bytes")
+        _damaged(f, name, f"shape {_shown(info['shape'])} of {info['dtype']} needs "
+                          f"{need}, but data_offsets [{begin}, {end}] span {end - begin} bytes")
+    return begin, end
+
+
+def _damaged(f: Path, name: str | None, problem: str) -> NoReturn:
+    tensor = f"tensor {name!r}: " if name is not None else ""
+    raise PlanError(f"{f}: {tensor}{problem}; the header is damaged: re-download the "
+                    "checkpoint")
 
 
 def count_params(m: ModelShape) -> int:

@@ -28,6 +28,7 @@ from pydantic import (
 from pydantic_core import core_schema
 
 from dockergen import refs
+from dockergen.errors import holds_secret
 
 # --- string shapes ------------------------------------------------------------------
 # Each pattern is deliberately narrow: these values end up in Dockerfile instructions,
@@ -165,7 +166,10 @@ def _shaped(kind: str) -> _Form:
 
 
 def _show(value: str) -> str:
-    """Quote a rejected value for a message, short and without control characters."""
+    """Quote a rejected value for a message, short and without control characters, and
+    never a credential (cut short, a token would escape the redaction of the message)."""
+    if holds_secret(value):
+        return "(a value shaped like a credential, not shown)"
     shown = value if len(value) <= 60 else value[:57] + "..."
     return repr(shown)
 
@@ -181,6 +185,16 @@ _PRINTABLE = re.compile(f"[^{_UNPRINTABLE}]{{0,{_TEXT_MAX}}}")
 def _text(value: str) -> str:
     if len(value) > _TEXT_MAX or not value.isprintable() or not _PRINTABLE.fullmatch(value):
         raise ValueError("must be one line of at most 300 printable characters")
+    return value
+
+
+def _label_text(value: str) -> str:
+    """A label value (``description`` is one too): rendered as ``"..."`` with ``\\``
+    escaped, a value ending in a backslash ends in ``\\"``, which Docker reads right but
+    hadolint's parser (language-docker) takes for an escaped quote and rejects the file."""
+    if value.endswith("\\"):
+        raise ValueError("must not end with a backslash (the Dockerfile label would end in "
+                         "\\\\\", which hadolint rejects): remove the trailing backslash")
     return value
 
 
@@ -262,6 +276,11 @@ Duration = Annotated[str, _shaped("duration")]
 ScrapeTarget = Annotated[str, _shaped("scrape_target")]
 Text = Annotated[str, _Form(_text, (("pattern", json_pattern(_PRINTABLE)),
                                    ("maxLength", _TEXT_MAX)), "one line of text")]
+# a label value: printable text that does not end in a backslash (see _label_text)
+_LABEL = re.compile(f"(?:[^{_UNPRINTABLE}]{{0,{_TEXT_MAX - 1}}}[^{_UNPRINTABLE}\\\\])?")
+LabelText = Annotated[str, _Form(lambda v: _label_text(_text(v)),
+                                 (("pattern", json_pattern(_LABEL)), ("maxLength", _TEXT_MAX)),
+                                 "one line of text")]
 
 
 def _mirror_url(value: str) -> str:
@@ -465,7 +484,7 @@ class Image(_Section):
 
     name: ImageRepo
     tags: tuple[TagTemplate, ...] = ("{engine.version}-cu{cuda.major_minor}-{name}",)
-    labels: dict[LabelKey, Text] = Field(default_factory=dict)
+    labels: dict[LabelKey, LabelText] = Field(default_factory=dict)
     cache_ref: RefTemplate | None = Field(
         None, description="Registry build-cache ref of the bake target (cache-from/cache-to, "
                           "mode=max); placeholders as in tags. Default: "
@@ -634,7 +653,7 @@ class Profile(_Section):
                         "dockergen's facts, e.g. a vLLM release it does not know yet; each "
                         "added fact needs its src and is shown as the user's in explain.")
     name: Name
-    description: Text = ""
+    description: LabelText = ""
     gpu: Gpu
     cuda: Cuda = Cuda()
     python: PythonVersion = HEADLINE_PYTHON

@@ -48,8 +48,9 @@ def checks(loaded: LoadedProfile, python_lock: bool = True) -> list[Callable[[Co
     engine = engine_for(loaded.profile.engine.name)
     return [cuda.check_gpus, cuda.check_cuda, cuda.check_locked, engine.check_release, torch.check,
             python.check_python_source, flash_attn.check, engine.check_quantization,
-            engine.check_scheduler, engine.check_server_args, engine.check_extra_args,
-            engine.check_packages, image.check_tags, cuda.check_ca_certificates,
+            engine.check_scheduler, engine.check_server_args, engine.check_model_path,
+            engine.check_extra_args, engine.check_packages, image.check_tags,
+            cuda.check_ca_certificates,
             *([engine.check_python_lock] if python_lock else [])]
 
 

@@ -122,6 +122,21 @@ CASES: list[tuple[str, list[tuple[str, str]], list[str]]] = [
                           "    HF_TOKEN: abc")], []),
     ("secret-env-value", [("  max_model_len: 8192", "  max_model_len: 8192\n  env:\n"
                            "    LOG_SINK: hf_abcdefghijklmnopqrstuvwx")], []),
+    # the formats people really leak (gitleaks' rules), in a label and in the environment
+    ("secret-nvapi-description", [("name: test", "name: test\ndescription: key nvapi-"
+                                   "Q7x2Lm9Kp4Rt8Vw1Zs6Yb3Nc5Hd0JfGa7Ue2Io9Pl4Mk1Nj8Bh5Vg3Cf6X")],
+     []),
+    ("secret-glpat-label", [("  name: registry.example.com/llm/vllm",
+                             "  name: registry.example.com/llm/vllm\n  labels:\n"
+                             "    com.example.ci: glpat-Xy7Kq2Lm9Np4Rs8Tv1W3")], []),
+    ("secret-password-env", [("  max_model_len: 8192", "  max_model_len: 8192\n  env:\n"
+                              "    DB_URL: password=hunter2")], []),
+    # the model mount must not cover a folder of the image
+    ("model-mount-opt", [("model: /models/m", "model: /opt/m")], []),
+    ("model-mount-root", [("model: /models/m", "model: /m")], []),
+    ("model-path-dotdot", [("model: /models/m", "model: /models/../etc")], []),
+    # a label ending in a backslash renders a line hadolint rejects
+    ("label-trailing-backslash", [("name: test", "name: test\ndescription: 'a\\'")], []),
     ("tag-placeholder", [("  name: registry.example.com/llm/vllm",
                           '  name: registry.example.com/llm/vllm\n  tags: ["{engine.versoin}"]')],
      []),
@@ -218,7 +233,7 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                      'registry.example.com/llm/cuda-base:1.0` (the allowed form is the pattern '
                      'of cuda.devel_image in `dockergen schema`)'],
  'pip-index-credentials': ['profile.yaml:24:18: build.pip_index_url: '
-                           "'<redacted>pypi.example.com/simple' is not an http(s) URL without "
+                           "(a value shaped like a credential, not shown) is not an http(s) URL without "
                            'credentials, query or spaces; write it in that form, e.g. '
                            '`pip_index_url: https://mirror.example.com/simple` (the allowed '
                            'form is the pattern of build.pip_index_url in `dockergen schema`)'],
@@ -331,6 +346,34 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
  'secret-env-value': ['profile.yaml:21:15: serving.env.LOG_SINK: the value looks like a '
                       'credential and would be readable by anyone who pulls the image; pass it '
                       'when the container starts (docker run -e LOG_SINK) instead'],
+ 'secret-nvapi-description': ['profile.yaml:2:14: description: the value looks like a '
+                              'credential and would be readable by anyone who pulls the '
+                              'image (it becomes a label); never put credentials in '
+                              'labels or the description'],
+ 'secret-glpat-label': ['profile.yaml:23:21: image.labels.com.example.ci: the value looks'
+                        ' like a credential and would be readable by anyone who pulls the'
+                        ' image (it becomes a label); never put credentials in labels or '
+                        'the description'],
+ 'secret-password-env': ['profile.yaml:21:13: serving.env.DB_URL: the value looks like a '
+                         'credential and would be readable by anyone who pulls the image;'
+                         ' pass it when the container starts (docker run -e DB_URL) '
+                         'instead'],
+ 'model-mount-opt': ['profile.yaml:18:10: serving.model: the model is mounted read-only '
+                     'at its parent folder /opt, which covers /opt/venv of the image (the'
+                     ' entrypoint needs what is there); put the model in a folder of its '
+                     'own, e.g. serving.model: /models/m'],
+ 'model-mount-root': ['profile.yaml:18:10: serving.model: the model is mounted read-only '
+                      'at its parent folder, here / (the whole image, which the '
+                      'entrypoint needs); put the model in a folder of its own, e.g. '
+                      'serving.model: /models/m'],
+ 'model-path-dotdot': ["profile.yaml:18:10: serving.model: '/models/../etc' is not a "
+                       "normalised path (no '..', '.', '//' or trailing '/'); put the "
+                       'model in a folder of its own, e.g. serving.model: /models/etc'],
+ 'label-trailing-backslash': ['profile.yaml:2:14: description: must not end with a '
+                              'backslash (the Dockerfile label would end in \\\\", which '
+                              'hadolint rejects): remove the trailing backslash; write it in '
+                              'that form, e.g. `description: one line of text` (the allowed '
+                              'form is the pattern of description in `dockergen schema`)'],
  'tag-placeholder': ['profile.yaml:22:10: image.tags[0]: unknown placeholder '
                      "'{engine.versoin}'; use {name}, {engine.name}, {engine.version}, "
                      '{cuda.version}, {cuda.major_minor}, {python}, {quantization.weights}, '

@@ -55,3 +55,54 @@ def test_good_tags_and_targets_pass(tmp_path: Path) -> None:
                      "localhost:5000/team/vllm:candidate-1", "--target", "flash-attn")
     assert result.rc == 0, result.err
     assert "  localhost:5000/team/vllm:candidate-1" in result.out.splitlines()
+
+
+@pytest.mark.parametrize(("option", "message"), [
+    (("--platform", "linux/amd64;rm -rf /"),
+     "--platform 'linux/amd64;rm -rf /': not a platform; write OS/ARCH[/VARIANT] in lowercase, "
+     "e.g. linux/amd64 or linux/arm64/v8"),
+    (("--platform", "linux"), "--platform 'linux': not a platform"),
+    (("--platform", "Linux/AMD64"), "--platform 'Linux/AMD64': not a platform"),
+    (("--platform", "linux/arm64/v8/x"), "--platform 'linux/arm64/v8/x': not a platform"),
+    (("--platform", "linux/amd64\nx"), "--platform 'linux/amd64\\nx': not a platform"),
+    (("--build-arg", "FOO=a\nb"), "--build-arg FOO: the value 'a\\nb' holds a control character "
+                                  "(a newline or tab); give it on one line"),
+    (("--build-arg", "HTTP_PROXY=a\tb"), "--build-arg HTTP_PROXY: the value 'a\\tb' holds a "
+                                         "control character"),
+    (("--build-arg", "FOO=1"), "--build-arg FOO: the rendered Dockerfile declares no ARG FOO, "
+                               "so it would change nothing but the tag; remove it (declared: "
+                               "DEBIAN_FRONTEND; Docker also takes HTTP_PROXY"),
+    (("--build-arg", "A B=1"), "--build-arg 'A B': not an ARG name; write NAME=VALUE"),
+    (("--build-arg", "X\nRUN=1"), "--build-arg 'X\\nRUN': not an ARG name"),
+], ids=["platform-injection", "platform-no-arch", "platform-case", "platform-too-long",
+        "platform-newline", "arg-newline", "arg-tab", "arg-undeclared", "arg-name-space",
+        "arg-name-newline"])
+def test_platform_and_build_args_are_checked_in_dry_run(option: tuple[str, str],
+                                                        message: str) -> None:
+    """--dry-run accepted these and printed the newline raw; an undeclared build arg changed
+    only the immutable tag."""
+    result = run_cli("build", str(PROFILE), "--dry-run", "-q", *option)
+    assert result.rc == 64, result.out + result.err
+    assert message in result.err and "Traceback" not in result.err
+    assert result.out == ""
+
+
+@pytest.mark.parametrize("options", [BuildOptions(platform="linux/amd64;rm -rf /"),
+                                     BuildOptions(build_args={"FOO": "1"}),
+                                     BuildOptions(build_args={"FOO": "a\nb"})])
+def test_platform_and_build_args_are_checked_before_the_build(options: BuildOptions,
+                                                              tmp_path: Path) -> None:
+    with pytest.raises(UnsafeInput) as exc:
+        build_profile(PROFILE, (), options, output=tmp_path / "ctx", echo=lambda _: None,
+                      out=lambda _: None, daemon=_NoBuild())
+    assert exc.value.exit_code == ExitCode.USAGE
+    assert not (tmp_path / "ctx").exists()
+
+
+def test_good_platforms_and_declared_build_args_pass() -> None:
+    for option in (("--platform", "linux/amd64"), ("--platform", "linux/arm64/v8"),
+                   ("--build-arg", "DEBIAN_FRONTEND=noninteractive"),
+                   ("--build-arg", "HTTPS_PROXY=http://proxy.example.com:3128"),
+                   ("--build-arg", "no_proxy=localhost,127.0.0.1")):
+        result = run_cli("build", str(PROFILE), "--dry-run", "-q", *option)
+        assert result.rc == 0, (option, result.err)

@@ -230,3 +230,50 @@ def test_a_record_of_what_build_writes_still_pins(tmp_path: Path) -> None:
     assert run.rc == 0, run.err
     image = yaml.safe_load(run.out)["services"]["h100-fp8"]["image"]
     assert image == f"localhost:5000/dockergen-test/standin@{DIGEST}"
+
+
+# --- the model mount never covers what the image needs ---------------------------------------
+
+@pytest.mark.parametrize(("model", "problem", "fix"), [
+    ("/opt/m", "parent folder /opt, which covers /opt/venv of the image", "/models/m"),
+    ("/usr/m", "parent folder /usr, which covers /usr of the image", "/models/m"),
+    ("/home/app/m", "parent folder /home/app, which covers /home/app of the image",
+     "/models/m"),
+    ("/m", "parent folder, here / (the whole image", "/models/m"),
+    ("/models/../etc", "'/models/../etc' is not a normalised path", "/models/etc"),
+    ("/models//m", "'/models//m' is not a normalised path", "/models/m"),
+    ("/models/m/", "'/models/m/' is not a normalised path", "/models/m"),
+    ("/etc/dockergen/m", "parent folder /etc/dockergen, which lies in /etc of the image",
+     "/models/m"),
+    ("/home/app/.cache/m", "parent folder /home/app/.cache, which lies in /home/app of the "
+                           "image", "/models/m"),
+    ("/tmp/m", "parent folder /tmp, which covers /tmp of the image", "/models/m"),
+], ids=["opt", "usr", "home", "root", "dotdot", "double-slash", "trailing-slash", "etc",
+        "cache", "tmp"])
+def test_a_model_mount_may_not_cover_the_image(tmp_path: Path, model: str, problem: str,
+                                               fix: str) -> None:
+    """deploy mounted the model's parent read-only: /opt/m hid the venv and Python the
+    entrypoint runs, /m mounted over /, /models/../etc at /models/.."""
+    profile = tmp_path / "p.yaml"
+    profile.write_text(f"extends: h100-fp8\nname: p\nserving:\n  model: {json.dumps(model)}\n")
+    for args in (("validate", "p.yaml"), ("deploy", "p.yaml", "--format", "compose"),
+                 ("deploy", "p.yaml", "--format", "k8s", "-o", "out"),
+                 ("render", "p.yaml", "-o", "ctx")):
+        run = run_cli(*args, cwd=tmp_path)
+        _refused(run, 2, "p.yaml:4:10: serving.model: ", problem,
+                 f"put the model in a folder of its own, e.g. serving.model: {fix}")
+        assert run.out == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml"]
+    # the fix is valid, and its mount is the folder of its own
+    ok = run_cli("deploy", "p.yaml", "--format", "compose", "-q", "--set",
+                 f"serving.model={fix}", cwd=tmp_path)
+    assert ok.rc == 0, ok.err
+    mounts = yaml.safe_load(ok.out)["services"]["p"]["volumes"]
+    assert [m["target"] for m in mounts if m.get("type") == "bind"] == ["/models"]
+
+
+def test_models_in_a_folder_of_their_own_are_accepted(tmp_path: Path) -> None:
+    for model in ("/models/llama", "/data/models/llama", "/opt/models/llama", "/srv/m",
+                  "/mnt/weights/x", "meta-llama/Llama-3.1-8B"):
+        run = run_cli("validate", PROFILE, "--set", f"serving.model={model}")
+        assert run.rc == 0, (model, run.err)

@@ -212,7 +212,7 @@ def test_matrix_variants_parse_and_lint_clean(hadolint: str) -> None:
 def test_validate_runs_the_bake_checks_render_runs(tmp_path: Path) -> None:
     """validate said ok, then render -o refused the cache ref; and matrix variants could
     share a fixed tag with nothing catching it (the last push took it)."""
-    base = "extends: base\nname: t\nserving: {model: /m}\n"
+    base = "extends: base\nname: t\nserving: {model: /models/m}\n"
     cases = {
         "cache-is-tag": (base + "gpu: {targets: [h100]}\n"
                          "image: {cache_ref: 'registry.example.com/llm/vllm:0.33.0-cu130-t'}\n",

@@ -161,3 +161,34 @@ def test_quoting_refuses_control_characters(value: str) -> None:
         dockerfile_quote(value)
     with pytest.raises(ValueError):
         shell_quote(value)
+
+
+@pytest.mark.parametrize("field", ["description", "image.labels"])
+@pytest.mark.parametrize("value", ["ends with a backslash \\", "a\\\\", "\\"])
+def test_a_label_ending_in_a_backslash_is_refused(tmp_path: Path, field: str,
+                                                  value: str) -> None:
+    """It rendered `LABEL k="...\\\\"`, which Docker reads but hadolint rejects
+    ("unexpected '\"'"); now the profile says so, at the field."""
+    from tests.conftest import run_cli
+
+    (tmp_path / "profile.yaml").write_text(_profile_text(field, value), encoding="utf-8")
+    result = run_cli("validate", "profile.yaml", cwd=tmp_path)
+    assert result.rc == 2 and "Traceback" not in result.err
+    shown = "description" if field == "description" else "image.labels.com.x.y"
+    assert f": {shown}: must not end with a backslash" in result.err, result.err
+
+
+@pytest.mark.parametrize("field", ["description", "image.labels"])
+@pytest.mark.parametrize("value", ["a\\b", "trailing space \\ ", "C:\\models\\x", "\\\\n"])
+def test_backslashes_inside_a_label_pass_hadolint(tmp_path: Path, field: str, value: str,
+                                                  hadolint: str) -> None:
+    from tests.conftest import lint
+
+    text = _render(tmp_path, field, value)
+    assert text is not None
+    result = lint(hadolint, text)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    commands = dockerfile.parse_string(text)
+    labels = next(c for c in reversed(commands) if c.cmd == "LABEL").value
+    key = "org.opencontainers.image.description" if field == "description" else "com.x.y"
+    assert _unquote(labels[labels.index(key) + 1]) == value

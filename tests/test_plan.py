@@ -329,7 +329,9 @@ def test_plan_rejects_an_empty_model_config_as_usage() -> None:
                             'tokens >= 1, got "x"; set sliding_window to the model\'s window'),
     ("sliding_window", -1, "sliding_window: expected null (no window) or a whole number of "
                            "tokens >= 1, got -1"),
-    ("hidden_size", 4, "hidden_size 4 / num_attention_heads 32 gives head_dim 0; set head_dim"),
+    ("hidden_size", 4, "hidden_size 4 is not divisible by num_attention_heads 32 and head_dim "
+                       "is not given; set hidden_size to a multiple of 32 (e.g. 32), or "
+                       "head_dim"),
     ("layer_types", ["sliding_attention"] * 3, "layer_types: 3 entries for num_hidden_layers "
                                                "32; give one entry per layer"),
     ("layer_types", ["sliding_attention"] * 32, "layer_types: 32 sliding_attention layers but "
@@ -413,3 +415,115 @@ def test_tensor_parallel_must_divide_the_attention_heads(tmp_path: Path) -> None
     assert "set serving.tensor_parallel_size to 32 (a divisor of 32)" in out.err
     assert run_cli("validate", profile.name, "--set", "serving.tensor_parallel_size=32",
                    cwd=tmp_path).rc == 0
+
+
+# --- huge and inconsistent numbers: bounded, cross-checked, named with a valid fix ---------
+
+def _plan_bounded(*args: str, timeout: float = 60) -> Run:
+    """``dockergen plan``, killed after ``timeout`` s (1e23 layers looped forever)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    proc = subprocess.run([sys.executable, "-m", "dockergen", "plan", *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=timeout,
+                          check=False)
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('"num_hidden_layers": 100000000000000000000000',
+     "num_hidden_layers: 100000000000000000000000 is more than 1024, the largest "
+     "num_hidden_layers dockergen plans with; set num_hidden_layers to the model's own value "
+     "(from 1 to 1024)"),
+    ('"num_hidden_layers": 1e23', "num_hidden_layers: expected a whole number >= 1, got 1e+23"),
+    ('"hidden_size": ' + "4" * 5000, "not a readable JSON config"),  # past int()'s digit limit
+    ('"hidden_size": 4096' + "0" * 50,  # shown cut short
+     "hidden_size: " + ("4096" + "0" * 50)[:37] + "... is more than 131072"),
+    ('"vocab_size": 10000000000000', "vocab_size: 10000000000000 is more than 16777216"),
+    ('"max_position_embeddings": 1000000000000000',
+     "max_position_embeddings: 1000000000000000 is more than 268435456"),
+    ('"n_routed_experts": 100000000000', "n_routed_experts: 100000000000 is more than 65536"),
+    ('"num_attention_heads": 3', "num_key_value_heads 8 is more than num_attention_heads 3 "
+                                 "(each KV head serves a group of query heads); set "
+                                 "num_key_value_heads and num_attention_heads"),
+    ('"num_attention_heads": 12', "num_attention_heads 12 is not divisible by "
+                                  "num_key_value_heads 8"),
+    ('"hidden_size": 4097', "hidden_size 4097 is not divisible by num_attention_heads 32 and "
+                            "head_dim is not given; set hidden_size to a multiple of 32 (e.g. "
+                            "4096), or head_dim to the model's value"),
+], ids=["layers-1e23", "layers-float", "digits-5000", "hidden-1e30", "vocab", "positions",
+        "experts", "heads-3-kv-8", "heads-not-multiple-of-kv", "hidden-4097"])
+def test_huge_and_inconsistent_config_numbers_are_refused(tmp_path: Path, text: str,
+                                                          expected: str) -> None:
+    # before: 1e23 layers ran at 100% CPU until killed; 3 heads with 8 KV heads planned a
+    # head size of 1365 that "fits"; hidden_size 4097 was floored to head_dim 128
+    key = text.split('"')[1]
+    body = json.dumps({k: v for k, v in LLAMA3_8B.items() if k != key})
+    cfg = tmp_path / "config.json"
+    cfg.write_text(body[:-1] + ", " + text + "}")
+    _refused(_plan_bounded(H100, "--model-config", str(cfg)), 2, f"{cfg}: ", expected)
+    _refused(run_cli("validate", H100, "--set", f"serving.hf_config={cfg}"), 2,
+             f"serving.hf_config: {cfg}: ", expected)
+
+
+def test_head_dim_given_needs_no_divisible_hidden_size() -> None:
+    # Gemma-style configs give head_dim; hidden_size / heads is then not the head size
+    m = shape_from_config({**LLAMA3_8B, "hidden_size": 4097, "head_dim": 128}, "x", "x")
+    assert m.head_dim == 128
+    # the suggested multiple is itself a valid config
+    assert shape_from_config({**LLAMA3_8B, "hidden_size": 4096}, "x", "x").head_dim == 128
+
+
+def _shard(path: Path, header: dict[str, object], data: int) -> None:
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * data)
+
+
+@pytest.mark.parametrize(("header", "data", "expected"), [
+    ({"w": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 1_000_000_000_000_000]}}, 4,
+     "tensor 'w': data_offsets end 1000000000000000 is past the end of the file, which holds "
+     "4 bytes after its header"),
+    ({"w": {"dtype": "BF16", "shape": [10**30, 10**30], "data_offsets": [0, 2]}}, 2,
+     f"tensor 'w': shape {json.dumps([10**30, 10**30])[:37]}... of BF16 needs more than the "
+     "file holds, but data_offsets [0, 2] span 2 bytes"),
+    ({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 16]}}, 16,
+     "tensor 'w': shape [3] of F32 needs 12 bytes, but data_offsets [0, 16] span 16 bytes"),
+    ({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
+      "b": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}}, 8,
+     "tensor 'b': data_offsets begin at 0, but the tensors before it end at 4"),
+    ({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
+      "b": {"dtype": "U8", "shape": [2], "data_offsets": [6, 8]}}, 8,
+     "tensor 'b': data_offsets begin at 6, but the tensors before it end at 4"),
+    ({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}}, 100,
+     "the tensors end at byte 4 of the data, but the file holds 100 bytes after its header"),
+    ({"a": {"dtype": "Q7", "shape": [4], "data_offsets": [0, 4]}}, 4,
+     "tensor 'a': dtype 'Q7' is not a safetensors dtype"),
+    ({"a": {"dtype": "F4", "shape": [3], "data_offsets": [0, 2]}}, 2,
+     "tensor 'a': shape [3] of F4 needs 1.5 bytes, but data_offsets [0, 2] span 2 bytes"),
+], ids=["end-past-file", "shape-1e30", "shape-vs-offsets", "overlap", "gap", "short-of-file",
+        "unknown-dtype", "half-byte"])
+def test_safetensors_offsets_agree_with_shapes_and_the_file(
+        tmp_path: Path, header: dict[str, object], data: int, expected: str) -> None:
+    # before: a 0.9 KB shard claiming [0, 1e15] planned "931322 GiB exact" and blamed
+    # max_model_len; [1e30, 1e30] in 2 bytes was "2 B, fits"
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(LLAMA3_8B))
+    shard = model / "model.safetensors"
+    _shard(shard, header, data)
+    out = _plan_bounded(H100, "--model-dir", str(model))
+    _refused(out, 2, f"{shard}: {expected}", "the header is damaged: re-download the checkpoint")
+    assert "max_model_len" not in out.err
+
+
+def test_a_header_longer_than_its_file_is_refused(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(LLAMA3_8B))
+    shard = model / "model.safetensors"
+    shard.write_bytes(struct.pack("<Q", 5000) + b"{}")
+    _refused(_plan_bounded(H100, "--model-dir", str(model)), 2,
+             f"{shard}: not a safetensors file: header length 5000 is implausible for a file "
+             "of 10 bytes")

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from dockergen import pylock
-from dockergen.components import cuda
 from dockergen.api import shipped_single_images
+from dockergen.components import cuda
 from tests.conftest import PROFILES, ROOT, run_cli
 from tests.twoindex import Indexes, two_indexes
 

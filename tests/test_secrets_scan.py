@@ -155,3 +155,236 @@ def test_no_shape_makes_the_scan_quadratic(text: str) -> None:
     start = time.perf_counter()
     SECRET_VALUE.search(text)
     assert time.perf_counter() - start < 2.0
+
+
+# --- the formats people really leak: gitleaks' rules (vendored) and the few it lacks --------
+
+JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ."
+       "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
+LEAKS = {  # format -> (the credential, a part of it that must never be printed)
+    "nvidia-ngc": ("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",
+                   "Q7x2Lm9Kp4Rt8Vw1"),
+    "gitlab-pat": ("glpat-Xy7Kq2Lm9Np4Rs8Tv1W3", "Xy7Kq2Lm9Np4"),
+    "stripe-live": ("sk_live_4eC39HqLyjWDarjtT1zdp7dc", "4eC39HqLyjWD"),
+    "npm": ("npm_Ab3De6Gh9Jk2Mn5Pq8St1Vw4Yz7Bc0Ef3Hi6", "Ab3De6Gh9Jk2"),
+    "jwt": (JWT, "SflKxwRJSMeKKF2QT4fw"),
+    "openssh-private-key": ("-----BEGIN OPENSSH PRIVATE KEY-----", "BEGIN OPENSSH PRIVATE"),
+    "aws-secret-option": ("aws_secret_access_key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                          "wJalrXUtnFEMI"),
+    "password-assignment": ("password=hunter2", "hunter2"),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(LEAKS))
+def test_each_leaked_format_is_redacted(fmt: str) -> None:
+    secret, part = LEAKS[fmt]
+    shown = redact(f"log: {secret} end")
+    assert "<redacted>" in shown and part not in shown, shown
+
+
+# where a value reaches the image: a label (description, image.labels), an ENV, the server
+# command, a smoke command (logs and build records)
+_PLACES = {
+    "description": ("name: test", "name: test\ndescription: {v}", "description"),
+    "label": ("  name: registry.example.com/llm/vllm",
+              "  name: registry.example.com/llm/vllm\n  labels:\n    com.example.note: {v}",
+              "image.labels.com.example.note"),
+    "env": ("  max_model_len: 8192", "  max_model_len: 8192\n  env:\n    LOG_NOTE: {v}",
+            "serving.env.LOG_NOTE"),
+    "extra-args": ("  max_model_len: 8192", "  max_model_len: 8192\n  extra_args: [{v}]",
+                   "serving.extra_args[0]"),
+}
+
+
+@pytest.mark.parametrize("place", sorted(_PLACES))
+@pytest.mark.parametrize("fmt", sorted(LEAKS))
+def test_each_leaked_format_is_refused_at_validate(tmp_path: Path, fmt: str,
+                                                   place: str) -> None:
+    """Before, each of these rendered into a LABEL or an ENV line (exit 0)."""
+    import json
+
+    secret, part = LEAKS[fmt]
+    anchor, replacement, field = _PLACES[place]
+    (tmp_path / "profile.yaml").write_text(
+        VALID.replace(anchor, replacement.format(v=json.dumps(secret)), 1))
+    for args in (("validate", "profile.yaml"), ("render", "profile.yaml", "-o", "out")):
+        result = run_cli(*args, cwd=tmp_path)
+        assert result.rc == 2, result.out + result.err
+        assert "Traceback" not in result.err
+        assert f": {field}: " in result.err and "credential" in result.err, result.err
+        assert part not in result.out + result.err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("fmt", sorted(LEAKS))
+def test_each_leaked_format_is_refused_on_the_command_line(fmt: str, tmp_path: Path) -> None:
+    # an nvapi- or glpat- key is a valid host name: `observe --target KEY:80` wrote it into
+    # prometheus.yml
+    secret, part = LEAKS[fmt]
+    for args, rc in ((("render", "h100-fp8", "--set", f"description={secret}"), 2),
+                     (("build", "--dry-run", "h100-fp8", "--build-arg",
+                       f"HTTP_PROXY={secret}"), 64),
+                     (("observe", "h100-fp8", "-o", str(tmp_path / "obs"), "--target",
+                       f"{secret}:80"), 64)):
+        result = run_cli(*args)
+        assert result.rc == rc, result.out + result.err
+        assert "Traceback" not in result.err
+        assert part not in result.out + result.err
+    assert not (tmp_path / "obs").exists()
+
+
+def test_a_url_taken_for_a_path_is_redacted() -> None:
+    """The path's '//' collapsed (https:/alice:s3cret@...), which defeated the redaction."""
+    for command in (("validate",), ("render",), ("plan",), ("deploy", "--format", "compose"),
+                    ("explain",)):
+        result = run_cli(*command, "https://alice:s3cret@example.com/p.yaml")
+        assert result.rc == 2, result.err
+        assert "Traceback" not in result.err
+        assert "s3cret" not in result.out + result.err
+    assert "s3cret" not in redact("https:/alice:s3cret@example.com/p.yaml")
+
+
+def test_the_shipped_files_hold_nothing_the_rules_flag() -> None:
+    """The vendored rules must not refuse dockergen's own output: every line of the shipped
+    profiles, templates and examples (Dockerfiles, bake, Compose, k8s, observe files)."""
+    from dockergen.errors import SECRET_VALUE
+    from tests.conftest import ROOT
+
+    hits = []
+    for folder in ("examples", "profiles", "templates"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.is_file() and path.suffix not in (".png",):
+                for line in path.read_text(encoding="utf-8").splitlines():
+                    hits += [(str(path), rule, line[:120])
+                             for _, _, rule in SECRET_VALUE.spans(line)]
+    assert hits == []
+
+
+# --- the vendored rule set: where it came from, and that every rule scans in linear time ---
+
+def _rule_data() -> dict[str, object]:
+    import json
+
+    from tests.conftest import ROOT
+
+    data = json.loads((ROOT / "dockergen" / "data" / "secret_rules.json").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def test_the_rule_set_names_its_source_version_and_licence() -> None:
+    from tests.conftest import ROOT
+
+    data = _rule_data()
+    assert str(data["source"]).startswith("https://github.com/gitleaks/gitleaks/blob/")
+    assert str(data["commit"]) in str(data["source"]) and data["version"]
+    assert "MIT" in str(data["licence"])
+    licence = (ROOT / "dockergen" / "data" / "secret_rules.LICENSE").read_text()
+    assert licence.startswith("MIT License") and "Zachary Rice" in licence
+    rules = data["rules"]
+    assert isinstance(rules, list) and len(rules) > 200
+    # the formats above each come from a rule of gitleaks or a supplement with its source
+    ids = {r["id"] for r in rules}
+    assert {"gitlab-pat", "stripe-access-token", "npm-access-token", "jwt", "private-key",
+            "generic-api-key", "nvidia-api-key", "aws-secret-access-key-option"} <= ids
+    assert all(r.get("gitleaks_regex") or r.get("src") for r in rules)
+
+
+def test_the_rules_are_derived_by_the_maintainer_script() -> None:
+    """Each kept rule is the script's conversion of the gitleaks pattern it records, and
+    none has a nested quantifier; skipped rules say why."""
+    from dockergen.maint.secret_rules import nested_quantifier, python_pattern
+
+    data = _rule_data()
+    for rule in data["rules"]:  # type: ignore[attr-defined]
+        if "gitleaks_regex" in rule:
+            assert python_pattern(rule["gitleaks_regex"]) == (rule["regex"],
+                                                              rule["lead"]), rule["id"]
+        assert not nested_quantifier(rule["regex"]), rule["id"]
+    assert all(s["why"] for s in data["skipped"])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("go", "python"), [
+    (r"\b(p8e-(?i)[a-z0-9]{32})\b", r"\b(p8e-(?i:[a-z0-9]{32}))\b"),  # flags to group end
+    (r"(?i)abc", r"(?i)abc"),  # at the start Python takes them as they are
+    (r"\b(pat[[:alnum:]]{14})", r"\b(pat[a-zA-Z0-9]{14})"),
+    (r"x\z", r"x\Z"),
+    (r"[a-z--]", r"[a-z-\-]"),  # '--' in a class is a set operation to Python
+])
+def test_go_patterns_become_python_patterns(go: str, python: str) -> None:
+    from dockergen.maint.secret_rules import to_python
+
+    assert to_python(go) == python
+
+
+def test_the_lazy_lead_is_stripped_without_changing_what_is_found() -> None:
+    from dockergen.maint.secret_rules import strip_lead
+
+    go = r"(?i)[\w.-]{0,50}?(?:adobe)(?:[ \t\w.-]{0,20})[=:]([a-f0-9]{8})"
+    stripped, lead = strip_lead(go)
+    assert stripped == r"(?i)(?:adobe)(?:[ \t\w.-]{0,20})[=:]([a-f0-9]{8})" and lead == 50
+    for text in ("my_adobe_key=0123abcd", "adobe:deadbeef", "x adobe = 12345678 y", "adobe"):
+        import re
+
+        assert ([m.group(1) for m in re.finditer(go, text)]
+                == [m.group(1) for m in re.finditer(stripped, text)])
+
+
+def test_a_secret_also_ends_at_a_port_a_list_or_a_url() -> None:
+    """gitleaks ends a secret at a quote, a space or ';': `npm_<36>:80` in a message was not
+    redacted."""
+    npm = LEAKS["npm"][0]
+    for text in (f"{npm}:80", f"({npm})", f"[{npm}, x]", f"https://x/{npm}/y", f"a={npm}&b"):
+        assert LEAKS["npm"][1] not in redact(text), text
+
+
+def test_nested_quantifiers_are_found() -> None:
+    from dockergen.maint.secret_rules import nested_quantifier
+
+    assert nested_quantifier(r"(a+)+b") and nested_quantifier(r"(?:x[a-z]{2,})*")
+    assert not nested_quantifier(r"[a-z]{32}(?:-[a-z]{4}){3}") and not nested_quantifier("a+b")
+
+
+def _hostile(rule_keywords: tuple[str, ...], size: int = 40_000) -> list[str]:
+    """Texts that make a backtracking pattern restart at every keyword and run far."""
+    out = []
+    for k in rule_keywords or ("a",):
+        out += [k * (size // len(k)), (k + "a") * (size // (len(k) + 1)), k + "a" * size,
+                (k + "=") * (size // (len(k) + 1)), (k + " = a") * (size // (len(k) + 4)),
+                ("-" + k + "_") * (size // (len(k) + 2)), (k + ".ey") * (size // (len(k) + 3))]
+    return out
+
+
+def _vendored() -> list[object]:
+    from dockergen.errors import SECRET_VALUE
+
+    return list(SECRET_VALUE.rules())
+
+
+@pytest.mark.parametrize("rule", _vendored(), ids=lambda r: r.id)  # type: ignore[attr-defined]
+def test_no_vendored_rule_is_quadratic(rule: object) -> None:
+    """A hang guard per rule: 40 kB of its own keywords, repeated, each well under a second
+    in linear time; a pattern that restarts and runs to the end takes minutes."""
+    import time
+
+    for text in _hostile(rule.keywords):  # type: ignore[attr-defined]
+        start = time.perf_counter()
+        for _ in rule.regex.finditer(text):  # type: ignore[attr-defined]
+            pass
+        assert time.perf_counter() - start < 2.0, (rule.id, text[:40])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("text", ["password=" * 25_000, "ey" * 100_000,
+                                  "-----BEGIN PRIVATE KEY-----" * 8_000, "nvapi-" * 35_000,
+                                  "aws_secret_access_key " * 10_000, "LICENSE token=" * 15_000,
+                                  "api_key = " * 20_000 + "x" * 20, "token:" * 35_000])
+def test_no_shape_makes_the_whole_scan_quadratic(text: str) -> None:
+    """Every rule whose keywords are in the text runs, with its allowlists: the same guard
+    as test_no_shape_makes_the_scan_quadratic for the whole scan."""
+    import time
+
+    from dockergen.errors import SECRET_VALUE
+
+    start = time.perf_counter()
+    SECRET_VALUE.sub("<redacted>", text)
+    assert time.perf_counter() - start < 4.0

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from dockergen.knowledge import COMPONENTS_DIR, in_range, is_unverified, load_fa
 from dockergen.model import (
     APP_HOME,
     MAIN_INDEX,
+    PYTHON_HOME,
     VENV,
     Derivation,
     EngineStage,
@@ -83,6 +85,38 @@ class ServingPart:
     arch_scopes: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # templates/context script that runs the release's own server parser (facts serve_parser)
     serve_parser: str = ""
+
+
+# Folders of the image a read-only model mount must neither cover nor enter: the base
+# system (FHS top folders of the CUDA images), the tmpfs/emptyDir mounts of the run
+# configurations (/tmp, /dev/shm), and what dockergen installs (the venv and Python the
+# entrypoint runs, the app user's HOME with its cache mounts, dockergen's own files).
+IMAGE_FOLDERS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32",
+                 "/proc", "/root", "/run", "/sbin", "/sys", "/tmp", "/usr", "/var",
+                 VENV, PYTHON_HOME, APP_HOME, "/opt/dockergen", OPTIONS_DIR)
+MODEL_FOLDER_EXAMPLE = "/models/{name}"
+
+
+def model_mount_problem(model: str) -> str | None:
+    """Why the read-only mount of a local ``serving.model`` would break the image, or None.
+
+    ``deploy`` mounts the model's parent folder (``/models/x`` -> ``/models``): a model at
+    ``/opt/m`` mounted over ``/opt`` and hid the venv and Python the entrypoint needs. A
+    path that is not in normal form (``..``, ``.``, ``//``, a trailing ``/``) would be
+    mounted somewhere else than it reads.
+    """
+    if posixpath.normpath(model) != model or "//" in model:
+        return f"{model!r} is not a normalised path (no '..', '.', '//' or trailing '/')"
+    mount = posixpath.dirname(model)
+    if mount == "/":
+        return ("the model is mounted read-only at its parent folder, here / (the whole "
+                "image, which the entrypoint needs)")
+    for folder in IMAGE_FOLDERS:
+        if mount == folder or folder.startswith(mount + "/") or mount.startswith(folder + "/"):
+            where = "covers" if folder.startswith(mount) else "lies in"
+            return (f"the model is mounted read-only at its parent folder {mount}, which "
+                    f"{where} {folder} of the image (the entrypoint needs what is there)")
+    return None
 
 
 LOCK_SUFFIX = ".python.lock"  # beside the profile, written by `dockergen lock --python`
@@ -265,6 +299,19 @@ class ServingEngine:
 
     def check_server_args(self, c: Context) -> None:
         """Engine-specific checks of the server arguments (none by default)."""
+
+    def check_model_path(self, c: Context) -> None:
+        """A local ``serving.model`` is a normalised path whose mount hides nothing."""
+        model = c.p.serving.model
+        if not model.startswith("/"):
+            return  # a Hugging Face id: downloaded, not mounted
+        problem = model_mount_problem(model)
+        if problem:
+            name = next((part for part in reversed(model.split("/"))
+                         if part not in ("", ".", "..")), "model")
+            fix = MODEL_FOLDER_EXAMPLE.format(name=name)
+            c.error(("serving", "model"), problem, "put the model in a folder of its own, "
+                    f"e.g. serving.model: {fix}")
 
     def check_packages(self, c: Context) -> None:
         """packages.pip/apt go through the same pins and checks as dockergen's own.
