@@ -14,6 +14,7 @@ May import: :mod:`dockergen.api`, :mod:`dockergen.daemon` (never docker-py itsel
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import threading
@@ -358,7 +359,17 @@ def write_record(path: Path, record: dict[str, Any]) -> None:
     """Write the build record atomically (no temporary file is left on failure)."""
     from dockergen import atomic
 
-    atomic.write_file(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    atomic.write_file(path, json.dumps(record, indent=2, sort_keys=True) + "\n",
+                      ours=is_record)
+
+
+def is_record(head: bytes) -> bool:
+    """``head`` (the start of a file) is a build record dockergen wrote."""
+    try:
+        data = json.loads(head)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and {"profile_hash", "immutable_tag", "status"} <= data.keys()
 
 
 def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions, *,
@@ -381,8 +392,8 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
     check_tags(options.tags)
     if options.push and not options.smoke:
         raise UnsafeInput("--push needs the smoke tests: drop --no-smoke")
-    for cert in ca_certs:
-        if not cert.is_file():
+    for cert in ca_certs:  # a FIFO, device or loop is named by the certificate check
+        if not os.path.lexists(cert):
             raise UnsafeInput(f"--ca-cert {str(cert)!r}: no such file; give a PEM certificate")
     if ca_certs:  # the profile's certificates plus the command line's, as absolute paths
         loaded = load_profile(path, overrides)
@@ -429,7 +440,9 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
                               "builder": builder, "tags": refs, "immutable_tag": immutable,
                               "target": target or "(final stage)", "status": "started"}
     record_path = folder / RECORD_FILE
-    with open(folder / LOG_FILE, "w", encoding="utf-8") as log:
+    from dockergen import atomic
+
+    with atomic.open_new(folder / LOG_FILE) as log:  # the context was just swapped in
         try:
             result = run_build(daemon, ctx.files, plan, options, log, sys.stderr)
         except DockergenError as exc:

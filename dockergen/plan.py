@@ -18,7 +18,8 @@ max_memory_usage_bytes`` grows with ``max_model_len``.
 
 Library code: raises :class:`PlanError` / :class:`ProfileError`, never prints.
 May import: :mod:`dockergen.api` and :mod:`dockergen.loader` (the profile),
-:mod:`dockergen.components.cuda` (GPU memory sizes), :mod:`dockergen.errors`.
+:mod:`dockergen.components.cuda` (GPU memory sizes), :mod:`dockergen.errors`,
+:mod:`dockergen.inputs` (the bounded reader).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from dockergen import inputs
 from dockergen.errors import DockergenError, ExitCode, Location, Problem, ProfileError
 
 GIB = 1 << 30
@@ -252,10 +254,12 @@ def load_shape(model_config: str | None = None, model_dir: Path | None = None) -
                                      f"built-in {model_config} ({entry['src']})")
         path = Path(model_config)
     try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
+        cfg = json.loads(inputs.read_bytes(path, "model-config"))
     except FileNotFoundError:
         raise PlanError(f"{path}: no such file; give a Hugging Face config.json or one of "
                         f"{', '.join(sorted(builtin_models()))}") from None
+    except inputs.InputError as exc:  # a device, FIFO, link loop, huge file
+        raise PlanError(str(exc)) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise PlanError(f"{path}: not a readable JSON config: {exc}; give the model's "
                         "config.json") from None
@@ -278,14 +282,16 @@ def safetensors_bytes(model_dir: Path) -> int:
     total = 0
     for f in files:
         try:
-            with open(f, "rb") as fh:
+            with inputs.open_input(f, "safetensors-header") as (fh, _):
                 head = fh.read(8)
                 if len(head) != 8:
                     raise ValueError("shorter than the 8-byte header length")
                 (n,) = struct.unpack("<Q", head)
-                if n > 100_000_000:
+                if n > inputs.LIMITS["safetensors-header"][0] - 8:  # the format's bound
                     raise ValueError(f"header length {n} is implausible")
                 header = json.loads(fh.read(n))
+        except inputs.InputError as exc:
+            raise PlanError(str(exc)) from None
         except (OSError, ValueError, RecursionError) as exc:
             raise PlanError(f"{f}: not a safetensors file: {exc}; re-download the "
                             "checkpoint") from None

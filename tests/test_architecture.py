@@ -17,13 +17,14 @@ PACKAGE = ROOT / "dockergen"
 
 # module (or package prefix ending in ".") -> what it may import from dockergen.
 # "dockergen" alone is the package's __init__ (the version string).
-_BASE = {"dockergen", "dockergen.atomic", "dockergen.errors"}
+_BASE = {"dockergen", "dockergen.atomic", "dockergen.errors", "dockergen.inputs"}
 _COMPONENT = _BASE | {"dockergen.knowledge", "dockergen.loader", "dockergen.model",
                       "dockergen.profile", "dockergen.components", "dockergen.components.base"}
 ALLOWED: dict[str, set[str]] = {
     "dockergen": set(),
     "dockergen.errors": set(),
-    "dockergen.atomic": {"dockergen.errors"},
+    "dockergen.inputs": {"dockergen.errors"},
+    "dockergen.atomic": {"dockergen.errors", "dockergen.inputs"},
     "dockergen.knowledge": set(),
     "dockergen.resources": set(),
     "dockergen.yamlsource": _BASE,

@@ -16,6 +16,11 @@ from dockergen.render import LOCK_FILE, write_context
 from tests.conftest import Run, run_cli
 
 OLD = {"Dockerfile": b"FROM old\n", LOCK_FILE: b"{}\n"}
+
+
+def _ANY(head: bytes) -> bool:  # a writer that takes every existing file as its own
+    return True
+
 NEW = {"Dockerfile": b"FROM new\n", LOCK_FILE: b"{}\n", "extra.txt": b"new\n"}
 
 
@@ -116,13 +121,13 @@ def test_write_file_replaces_whole_files_and_leaves_no_temporary(tmp_path: Path)
     from dockergen.atomic import write_file
 
     target = tmp_path / "a" / "b.json"
-    write_file(target, "one\n")
-    write_file(target, "two\n")
+    write_file(target, "one\n", ours=_ANY)
+    write_file(target, "two\n", ours=_ANY)
     assert target.read_text() == "two\n"
     assert oct(target.stat().st_mode & 0o777) == "0o644"
     assert [p.name for p in target.parent.iterdir()] == ["b.json"]
     with pytest.raises(OutputError, match="is a folder"):
-        write_file(tmp_path / "a", "x")
+        write_file(tmp_path / "a", "x", ours=_ANY)
 
 
 def test_write_file_keeps_the_old_file_when_the_rename_fails(
@@ -137,7 +142,7 @@ def test_write_file_keeps_the_old_file_when_the_rename_fails(
 
     monkeypatch.setattr(os, "replace", refuse)
     with pytest.raises(OutputError, match="No space left on device; nothing was changed"):
-        write_file(target, "new\n")
+        write_file(target, "new\n", ours=_ANY)
     assert target.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["b.json"]
 

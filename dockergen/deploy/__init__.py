@@ -4,8 +4,8 @@ Written from the same profile as the image, and from the build record when given
 image is then pinned by the pushed digest). Python decides here and in
 :mod:`dockergen.deploy.facts`; :mod:`.compose` and :mod:`.kubernetes` only lay the decided
 values out. Library code: raises :class:`DeployError`, never prints.
-May import: :mod:`dockergen.api` (the resolved model), :mod:`dockergen.errors` and the
-modules of this package.
+May import: :mod:`dockergen.api` (the resolved model), :mod:`dockergen.errors`,
+:mod:`dockergen.inputs` and the modules of this package.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dockergen import inputs
 from dockergen.deploy.facts import ENGINES, OPT_INS, CacheDir, EngineRun, shm_gib
 from dockergen.errors import DockergenError, ExitCode, holds_secret
 
@@ -183,10 +184,13 @@ class DeployFacts:
 
 def _read_record(path: Path, profile_hash: str) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(inputs.read_bytes(path, "record"))
     except FileNotFoundError:
         raise DeployError(f"{path}: no such build record; run `dockergen build PROFILE "
                           "--push` (it writes build-record.json) or leave out --record") from None
+    except inputs.InputError as exc:  # a device, FIFO, link loop, huge file
+        raise DeployError(f"{path}: {exc.problem}; pass the build-record.json that "
+                          "`dockergen build` wrote") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DeployError(f"{path}: not a dockergen build record ({exc}); pass the "
                           "build-record.json that `dockergen build` wrote") from None

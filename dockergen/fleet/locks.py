@@ -19,24 +19,25 @@ Other sections (a Python closure lock, say) can live beside ``images``; this mod
 any key it does not own. ``locked_at`` honours ``SOURCE_DATE_EPOCH`` (reproducible runs)
 and only changes when the digest does.
 
-May import: errors, fleet.digests.
+May import: atomic (the one writer), errors, inputs (the bounded reader), fleet.digests.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dockergen import atomic, inputs
 from dockergen.errors import (
     DockergenError,
     ExitCode,
     Location,
-    OutputError,
     Problem,
     ProfileError,
 )
@@ -76,34 +77,66 @@ class BaseImage:
 def read_lock(path: Path) -> dict[str, Any] | None:
     """The lock file's data, or None when there is none."""
     try:
-        text = path.read_text()
+        text = inputs.read_text(path, "lock")
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot read: {exc.strerror}") from None
+    except inputs.InputError as exc:  # a device, FIFO, link loop, huge file
+        raise ProfileError([Problem(Location(str(path)), "", exc.problem, exc.fix)]) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ProfileError([Problem(Location(str(path), exc.lineno, exc.colno), "",
                                     "the lock file is not valid JSON",
                                     "regenerate it: dockergen lock --update PROFILE")]) from None
+    except RecursionError:  # nested deeper than the parser's stack
+        raise ProfileError([Problem(Location(str(path), 1, 1), "", "the lock file is nested "
+                                    "too deeply", "regenerate it: dockergen lock --update "
+                                    "PROFILE")]) from None
     if not isinstance(data, dict) or not isinstance(data.get("images", {}), dict):
         raise ProfileError([Problem(Location(str(path), 1, 1), "images",
                                     "expected a mapping of image references",
                                     "regenerate it: dockergen lock --update PROFILE")])
+    problems = [Problem(Location(str(path), 1, 1), f"images[{ref!r}]", what,
+                        "regenerate it: dockergen lock --update PROFILE")
+                for ref, entry in data.get("images", {}).items()
+                for what in _entry_problems(entry)]
+    if problems:
+        raise ProfileError(problems)
     return data
 
 
+# what a pin may be: an OCI content digest (src: opencontainers/image-spec descriptor.md)
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128}")
+
+
+def _entry_problems(entry: object) -> list[str]:
+    """What is wrong with one entry of a lock's ``images`` (each is pinned into a FROM)."""
+    if not isinstance(entry, dict):
+        return ["expected a mapping with the image's digest"]
+    digest, mirror = entry.get("digest"), entry.get("mirror")
+    found = []
+    if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+        found.append("has no digest" if digest is None else
+                     "the digest is not sha256:<64 hex digits>")
+    if mirror is not None and not isinstance(mirror, str):
+        found.append("the mirror is not an image reference")
+    return found
+
+
 def write_lock(path: Path, data: dict[str, Any]) -> None:
-    """Write the lock atomically (temporary sibling, then rename)."""
+    """Write the lock atomically (:func:`dockergen.atomic.write_file`); an existing file
+    there is replaced only when it is a lock dockergen wrote."""
     text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    tmp = path.with_name(f".{path.name}.tmp")
+    atomic.write_file(path, text, ours=is_lock_text)
+
+
+def is_lock_text(head: bytes) -> bool:
+    """``head`` (the start of a file) is a base-image lock dockergen wrote."""
     try:
-        tmp.write_text(text)
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise OutputError(f"{path}: cannot write: {exc.strerror}") from None
+        data = json.loads(head)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and data.get("lockfile") == FORMAT
 
 
 def pinned(ref: str, entry: dict[str, Any]) -> str:
