@@ -67,11 +67,13 @@ def write_file(path: Path, text: str, *, ours: Ours) -> None:
         mode = _check_replaceable_file(path, ours)
         if path.parent.exists():
             _check_writable(path.parent)
+        made = _missing_top(path.parent)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     except OSError as exc:
         raise OutputError(f"{path}: cannot create: {exc.strerror}; choose a writable "
                           "path") from None
+    done = False
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -81,12 +83,15 @@ def write_file(path: Path, text: str, *, ours: Ours) -> None:
         with _signals_deferred():
             os.replace(tmp, path)
             _COMMITTED.append(path)  # before a held signal arrives
+            done = True
     except OSError as exc:
         raise OutputError(f"{path}: cannot write: {exc.strerror}; nothing was changed"
                           ) from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if not done:
+            _unmake(path.parent, made)
 
 
 def open_new(path: Path) -> TextIO:
@@ -206,6 +211,7 @@ def write_folders(parent: Path, folders: dict[str, dict[str, bytes]], *, kind: s
         raise OutputError(f"{parent}: cannot read: {exc.strerror}; choose another -o path"
                           ) from None
     staged: list[tuple[Path, Path]] = []  # (staging, destination)
+    made, done = _missing_top(parent), False
     try:
         try:
             parent.mkdir(parents=True, exist_ok=True)
@@ -227,9 +233,12 @@ def write_folders(parent: Path, folders: dict[str, dict[str, bytes]], *, kind: s
         with _signals_deferred():
             _swap_all(parent, staged, gone)
             _COMMITTED.extend(dest for _, dest in staged)  # before a held signal arrives
+            done = True
     finally:
         for staging, _ in staged:
             _remove(staging)
+        if not done:  # "nothing was changed" includes the folders made for the change
+            _unmake(parent, made)
 
 
 def real_folder(path: Path) -> Path:
@@ -314,6 +323,29 @@ def _owned_quietly(folder: Path, kind: str) -> bool:
     except OutputError:
         return False
     return (folder / MANIFEST).is_file()
+
+
+def _missing_top(folder: Path) -> Path | None:
+    """The highest of ``folder`` and its parents that does not exist yet (None: it does)."""
+    top = None
+    for path in (folder, *folder.parents):
+        if os.path.lexists(path):
+            break
+        top = path
+    return top
+
+
+def _unmake(folder: Path, top: Path | None) -> None:
+    """Remove the folders a failed change created, ``folder`` up to ``top``, while empty."""
+    if top is None:
+        return
+    for path in (folder, *folder.parents):
+        try:
+            os.rmdir(path)
+        except OSError:
+            return
+        if path == top:
+            return
 
 
 def _file_in_the_way(path: Path) -> Path | None:

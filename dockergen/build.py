@@ -397,9 +397,9 @@ def build_profile(path: Path, overrides: tuple[str, ...], options: BuildOptions,
             raise UnsafeInput(f"--ca-cert {str(cert)!r}: no such file; give a PEM certificate")
     if ca_certs:  # the profile's certificates plus the command line's, as absolute paths
         loaded = load_profile(path, overrides)
-        paths = [str((loaded.path.parent / c).resolve())
+        paths = [os.path.abspath(loaded.path.parent / c)  # links kept: the reader names them
                  for c in loaded.profile.build.ca_certificates]
-        paths += [str(c.resolve()) for c in ca_certs]
+        paths += [os.path.abspath(c) for c in ca_certs]
         # a JSON list is YAML: each path quoted and escaped, spaces and all
         overrides = (*overrides, f"build.ca_certificates={json.dumps(paths)}")
     builder = options.builder

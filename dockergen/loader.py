@@ -434,15 +434,23 @@ def locate_profile(path: Path) -> Path:
                                 "that name", f"give a path, or one of: {names}")])
 
 
+def profile_file(path: Path) -> Path:
+    """The file a profile argument names (:func:`locate_profile`), links followed.
+
+    ``realpath``, not ``Path.resolve``: that raises RuntimeError on a link loop. A dangling
+    link or a loop is kept as given, so that reading it names it.
+    """
+    located = locate_profile(path)
+    resolved = Path(os.path.realpath(located))
+    if not resolved.exists() and located.is_symlink():
+        return located.absolute()
+    return resolved
+
+
 def _merged(path: str | Path, overrides: tuple[str, ...]
             ) -> tuple[Path, dict[str, Any], Positions, tuple[str, ...], bool]:
     """The profile's data merged with its parents and the overrides; and its abstractness."""
-    located = locate_profile(Path(path))
-    # realpath: Path.resolve raises RuntimeError on a link loop, which the reader names;
-    # a dangling link or a loop is read (and named) as given
-    resolved = Path(os.path.realpath(located))
-    if not resolved.exists() and located.is_symlink():
-        resolved = located.absolute()
+    resolved = profile_file(Path(path))
     data, pos, chain = _load_raw(resolved, (resolved,))
     abstract = data.get("abstract") is True
     data.pop("abstract", None)
