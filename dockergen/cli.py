@@ -13,10 +13,11 @@ import io
 import json
 import math
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -758,27 +759,27 @@ def main(argv: list[str] | None = None) -> None:
         if isinstance(exc, ProfileError):
             errors = sum(1 for p in exc.problems if p.severity == "error")
             click.echo(f"dockergen: {errors} problem(s); nothing was written", err=True)
-        sys.exit(int(exc.exit_code))
+        _exit(int(exc.exit_code))
     except (KeyboardInterrupt, click.exceptions.Abort):
         _interrupted()
     except click.ClickException as exc:
         shown = io.StringIO()  # click's own messages quote the values given: redact them
         exc.show(file=shown)
         click.echo(redact(shown.getvalue()), err=True, nl=False)
-        sys.exit(int(ExitCode.USAGE))
+        _exit(int(ExitCode.USAGE))
     except _StdoutFailed as exc:
         click.echo(f"cannot write the output: {exc}; redirect it to a writable file with "
                    "room", err=True)
         _silence_output()  # the exit flush would fail once more, with a traceback
-        sys.exit(int(ExitCode.OUTPUT))
+        _exit(int(ExitCode.OUTPUT))
     except _OutputClosed as exc:
         # The reader stopped reading (`dockergen explain | head`): what it wanted was
         # printed, so commands that only print end with 0. A build whose progress stream
         # was cut off did not finish its work: 141, as a process killed by SIGPIPE.
         _silence_output()
         cut_work = exc.command == "build" and not _build_prints_only
-        sys.exit(ExitCode.PIPE_CLOSED if cut_work else 0)
-    sys.exit(0)
+        _exit(ExitCode.PIPE_CLOSED if cut_work else 0)
+    _exit(0)
 
 
 # Commands whose work ends with their one write (a matrix's folders and bake file are one
@@ -796,13 +797,21 @@ def _interrupted() -> None:
     if written and _interrupted_command in _ONE_WRITE:
         click.echo(f"dockergen: interrupted after the output was complete; in place: "
                    f"{', '.join(written)}", err=True)
-        sys.exit(0)
+        _exit(0)
     if written:
         click.echo(f"dockergen: interrupted; written completely before it: "
                    f"{', '.join(written)}", err=True)
     else:
         click.echo("dockergen: interrupted; nothing was written", err=True)
-    sys.exit(int(ExitCode.INTERRUPTED))
+    _exit(int(ExitCode.INTERRUPTED))
+
+
+def _exit(code: int) -> NoReturn:
+    """Leave with ``code``: what happened is decided and told, so a Ctrl-C from here on
+    (during the interpreter's shut-down) must not turn it into a death by SIGINT, which
+    reads as "interrupted" although the output is complete."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
 
 
 def _silence_output() -> None:

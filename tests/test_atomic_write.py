@@ -436,7 +436,7 @@ def test_real_ctrl_c_at_any_moment_leaves_what_the_exit_code_says(tmp_path: Path
     assert rc == 0 and (tmp_path / "full" / "docker-bake.hcl").is_file()
     for i in range(6):
         out = tmp_path / f"t{i}"
-        rc, _ = trial(whole * (0.75 + 0.05 * i), out)
+        rc, _ = trial(whole * (0.7 + 0.05 * i), out)
         if rc == 0:
             assert _snapshot(out) == _snapshot(tmp_path / "full"), i
         else:

@@ -42,6 +42,7 @@ def run_limited(args: list[str], cwd: Path, prepare: Callable[[], None] | None =
     """``dockergen ARGS`` in a forked child of this process (dockergen is imported once,
     so a case costs milliseconds, not an interpreter start), under the limits above.
     ``prepare`` runs in the child first (a fault to inject)."""
+    import dockergen.atomic
     import dockergen.cli
 
     out, err = cwd.parent / f".{cwd.name}.out", cwd.parent / f".{cwd.name}.err"
@@ -54,6 +55,7 @@ def run_limited(args: list[str], cwd: Path, prepare: Callable[[], None] | None =
             sys.stdout = open(out, "w", encoding="utf-8")  # noqa: SIM115 - the child's own
             sys.stderr = open(err, "w", encoding="utf-8")  # noqa: SIM115
             sys.argv = ["dockergen", *args]
+            dockergen.atomic._COMMITTED.clear()  # a fresh process: nothing written yet
             if prepare is not None:
                 prepare()
             dockergen.cli.main(args)
