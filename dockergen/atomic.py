@@ -135,10 +135,13 @@ def _check_writable(folder: Path) -> None:
     """Raise when ``folder``'s mode says nobody may change it: root could, but a read-only
     folder (chmod 555) is its owner saying no."""
     mode = folder.stat().st_mode
-    if not mode & 0o200 or not os.access(folder, os.W_OK):
+    if not mode & 0o200:
         raise OutputError(f"{folder}: is read-only (mode {stat.S_IMODE(mode):o}); make it "
                           "writable (chmod u+w) to let dockergen write there, or choose "
                           "another -o path")
+    if not os.access(folder, os.W_OK):
+        raise OutputError(f"{folder}: is not writable for this user (mode "
+                          f"{stat.S_IMODE(mode):o}); choose another -o path")
 
 
 def committed() -> list[Path]:
