@@ -4,7 +4,9 @@ Whatever fails or interrupts a write, the old output stays as it was or the new 
 complete; nothing half-written is left, and no temporary file or folder remains. A folder is
 replaced only while it holds nothing but what dockergen wrote there, as its
 :data:`MANIFEST` lists, so neither a mistyped ``-o`` nor a re-run deletes a user's file.
-May import: :mod:`dockergen.errors`.
+A single file is replaced only when it is a regular file its writer recognises as its
+own (a generated header, a lock's format key); a link, device, FIFO or read-only output is
+refused, never replaced. May import: :mod:`dockergen.errors`, :mod:`dockergen.inputs`.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ import os
 import re
 import shutil
 import signal
+import stat
 import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TextIO
 
+from dockergen import inputs
 from dockergen.errors import OutputError
 
 # The list of files in a folder dockergen wrote, with the kind of output it is: a re-run
@@ -37,39 +42,112 @@ KINDS = {"context": "a build context (render -o, build -o)",
 # (folder, the names a re-run writes there) -> whether a folder without a manifest, written
 # before manifests existed, is dockergen's
 Legacy = Callable[[Path, set[str]], bool]
+# (the first bytes of an existing single-file output) -> whether dockergen wrote it
+Ours = Callable[[bytes], bool]
+_STDOUT_HINT = " (-o - writes to standard output)"
+# outputs completely written by this process (see committed())
+_COMMITTED: list[Path] = []
 
 
-def write_file(path: Path, text: str) -> None:
+def write_file(path: Path, text: str, *, ours: Ours) -> None:
     """Write ``text`` to ``path`` through a temporary sibling, fsync and a rename.
 
-    Missing folders are created; on any failure the old file (if any) is left as it was
-    and no temporary file remains. Errors are :class:`~dockergen.errors.OutputError`.
+    An existing ``path`` is replaced only when it is a regular file, not read-only, that
+    ``ours`` recognises from its first bytes as output dockergen wrote (its generated
+    header, a lock's format key); a link, device, FIFO, socket or another file is an
+    :class:`~dockergen.errors.OutputError` naming it, and nothing changes. Missing
+    folders are created; on any failure the old file (if any) is left as it was and no
+    temporary file remains.
     """
     try:
         blocker = _file_in_the_way(path)
         if blocker is not None:
             raise OutputError(f"{blocker}: is a file, not a folder; choose an -o path that is "
                               "not inside a file")
-        if path.is_dir():
-            raise OutputError(f"{path}: is a folder; choose a file path")
+        mode = _check_replaceable_file(path, ours)
+        if path.parent.exists():
+            _check_writable(path.parent)
+        made = _missing_top(path.parent)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     except OSError as exc:
         raise OutputError(f"{path}: cannot create: {exc.strerror}; choose a writable "
                           "path") from None
+    done = False
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide generated files from the team
-        os.replace(tmp, path)
+        os.chmod(tmp, mode)  # mkstemp's 0600 would hide generated files from the team
+        with _signals_deferred():
+            os.replace(tmp, path)
+            _COMMITTED.append(path)  # before a held signal arrives
+            done = True
     except OSError as exc:
         raise OutputError(f"{path}: cannot write: {exc.strerror}; nothing was changed"
                           ) from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if not done:
+            _unmake(path.parent, made)
+
+
+def open_new(path: Path) -> TextIO:
+    """A new file for output written as it comes (a build log): created here, never
+    through a link or over anything that is there (``O_EXCL``, ``O_NOFOLLOW``)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) \
+        | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot create: {exc.strerror}; it is left as it is"
+                          ) from None
+    return os.fdopen(fd, "w", encoding="utf-8")
+
+
+def _check_replaceable_file(path: Path, ours: Ours) -> int:
+    """Raise unless ``path`` is absent or a writable regular file ``ours`` recognises;
+    the permission bits the new file gets (the old file's, or 0644)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return 0o644
+    if stat.S_ISDIR(st.st_mode):
+        raise OutputError(f"{path}: is a folder; choose a file path")
+    kind = inputs.node_kind(path)
+    if kind is not None:
+        raise OutputError(f"{path}: is {kind}, not a file dockergen wrote; it is left as it "
+                          f"is; choose another -o path{_STDOUT_HINT}")
+    head = inputs.read_head(path, inputs.LIMITS["own-output"][0])
+    if head is None or not ours(head):
+        raise OutputError(f"{path}: exists and was not written by dockergen; move it away or "
+                          "choose another -o path")
+    if not st.st_mode & 0o200:
+        raise OutputError(f"{path}: is read-only (mode {stat.S_IMODE(st.st_mode):o}); make "
+                          "it writable (chmod u+w) to let dockergen replace it, or choose "
+                          "another -o path")
+    return stat.S_IMODE(st.st_mode)
+
+
+def _check_writable(folder: Path) -> None:
+    """Raise when ``folder``'s mode says nobody may change it: root could, but a read-only
+    folder (chmod 555) is its owner saying no."""
+    mode = folder.stat().st_mode
+    if not mode & 0o200:
+        raise OutputError(f"{folder}: is read-only (mode {stat.S_IMODE(mode):o}); make it "
+                          "writable (chmod u+w) to let dockergen write there, or choose "
+                          "another -o path")
+    if not os.access(folder, os.W_OK):
+        raise OutputError(f"{folder}: is not writable for this user (mode "
+                          f"{stat.S_IMODE(mode):o}); choose another -o path")
+
+
+def committed() -> list[Path]:
+    """Every output this process has completely written so far (files and folders), in
+    order: what an interrupt that comes afterwards must not be reported as undoing."""
+    return list(_COMMITTED)
 
 
 def write_folder(out_dir: Path, files: dict[str, bytes], *, kind: str,
@@ -83,7 +161,7 @@ def write_folder(out_dir: Path, files: dict[str, bytes], *, kind: str,
     ``legacy`` recognises it.
     """
     try:
-        out_dir = out_dir.resolve()
+        out_dir = real_folder(out_dir)
     except OSError as exc:
         raise OutputError(f"{out_dir}: cannot read: {exc.strerror}; choose another -o path"
                           ) from None
@@ -106,19 +184,29 @@ def write_folders(parent: Path, folders: dict[str, dict[str, bytes]], *, kind: s
     """
     top = top or {}
     try:
-        parent = parent.resolve()
+        parent = real_folder(parent)
         blocker = _file_in_the_way(parent / "x")
         if blocker is not None:
             raise OutputError(f"{blocker}: is a file, not a folder; choose an -o folder that "
                               "is not inside a file")
+        if parent.exists():
+            _check_writable(parent)
+        modes: dict[str, int] = {}  # a replaced folder's permissions stay as they were
         for name, files in folders.items():
             dest = parent / name
             if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
-                raise OutputError(f"{dest}: exists and is not a folder; choose another -o "
+                raise OutputError(f"{dest}: exists and is {inputs.node_kind(dest) or 'a file'}"
+                                  ", not a folder; it is left as it is; choose another -o "
                                   "path")
             if dest.exists():
                 check_owned(dest, kind, {*files, *later}, legacy)
+                _check_writable(dest)
+                modes[name] = stat.S_IMODE(dest.stat().st_mode)
         for name in top:
+            kind_there = inputs.node_kind(parent / name)
+            if kind_there is not None:
+                raise OutputError(f"{parent / name}: is {kind_there}, not a file dockergen "
+                                  "wrote; it is left as it is; choose another -o folder")
             if top_ours is not None:
                 top_ours(parent / name)
         gone = [parent / name for name in retired if _owned_quietly(parent / name, kind)]
@@ -126,11 +214,14 @@ def write_folders(parent: Path, folders: dict[str, dict[str, bytes]], *, kind: s
         raise OutputError(f"{parent}: cannot read: {exc.strerror}; choose another -o path"
                           ) from None
     staged: list[tuple[Path, Path]] = []  # (staging, destination)
+    made, done = _missing_top(parent), False
     try:
         try:
             parent.mkdir(parents=True, exist_ok=True)
             for name, files in folders.items():
-                staged.append((_stage(parent, name, files, kind, later), parent / name))
+                staging = _stage(parent, name, files, kind, later)
+                staged.append((staging, parent / name))
+                staging.chmod(modes.get(name, 0o755))
             for name, data in top.items():
                 fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=parent)
                 staged.append((Path(tmp), parent / name))
@@ -144,9 +235,23 @@ def write_folders(parent: Path, folders: dict[str, dict[str, bytes]], *, kind: s
                               ) from None
         with _signals_deferred():
             _swap_all(parent, staged, gone)
+            _COMMITTED.extend(dest for _, dest in staged)  # before a held signal arrives
+            done = True
     finally:
         for staging, _ in staged:
             _remove(staging)
+        if not done:  # "nothing was changed" includes the folders made for the change
+            _unmake(parent, made)
+
+
+def real_folder(path: Path) -> Path:
+    """The folder an -o path names, links followed: a link is followed only to a folder
+    (a dangling link, a loop or a link to a file is not a place to create one)."""
+    real = Path(os.path.realpath(path))  # Path.resolve raises RuntimeError on a link loop
+    if os.path.islink(path) and not real.is_dir():
+        raise OutputError(f"{path}: is a symbolic link to {os.readlink(path)}, which is not a "
+                          "folder; it is left as it is; choose another -o path")
+    return real
 
 
 def check_owned(folder: Path, kind: str, names: set[str], legacy: Legacy | None = None
@@ -157,7 +262,7 @@ def check_owned(folder: Path, kind: str, names: set[str], legacy: Legacy | None 
     if not any(folder.iterdir()):
         return
     manifest = folder / MANIFEST
-    if manifest.is_file():
+    if manifest.is_file() and inputs.node_kind(manifest) is None:  # not a link, FIFO...
         found, listed = _read_manifest(manifest)
         if found != kind:
             what = KINDS.get(found or "", "files of another kind")
@@ -203,7 +308,10 @@ def _first_foreign(folder: Path, listed: set[str], most: int = 5) -> list[str]:
 
 
 def _read_manifest(path: Path) -> tuple[str | None, set[str]]:
-    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        text = inputs.read_bytes(path, "own-output").decode("utf-8", errors="replace")
+    except inputs.InputError:  # larger than any manifest dockergen writes: not one
+        return None, set()
     match = _HEADER_RE.match(text)
     return (match.group(1), set(text.splitlines()[1:])) if match else (None, set())
 
@@ -214,9 +322,33 @@ def _owned_quietly(folder: Path, kind: str) -> bool:
         return False
     try:
         check_owned(folder, kind, set())
+        _check_writable(folder)
     except OutputError:
         return False
     return (folder / MANIFEST).is_file()
+
+
+def _missing_top(folder: Path) -> Path | None:
+    """The highest of ``folder`` and its parents that does not exist yet (None: it does)."""
+    top = None
+    for path in (folder, *folder.parents):
+        if os.path.lexists(path):
+            break
+        top = path
+    return top
+
+
+def _unmake(folder: Path, top: Path | None) -> None:
+    """Remove the folders a failed change created, ``folder`` up to ``top``, while empty."""
+    if top is None:
+        return
+    for path in (folder, *folder.parents):
+        try:
+            os.rmdir(path)
+        except OSError:
+            return
+        if path == top:
+            return
 
 
 def _file_in_the_way(path: Path) -> Path | None:

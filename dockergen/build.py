@@ -16,6 +16,7 @@ secret pattern.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import threading
@@ -408,7 +409,17 @@ def write_record(path: Path, record: dict[str, Any]) -> None:
     """Write the build record atomically (no temporary file is left on failure)."""
     from dockergen import atomic
 
-    atomic.write_file(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    atomic.write_file(path, json.dumps(record, indent=2, sort_keys=True) + "\n",
+                      ours=is_record)
+
+
+def is_record(head: bytes) -> bool:
+    """``head`` (the start of a file) is a build record dockergen wrote."""
+    try:
+        data = json.loads(head)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and {"profile_hash", "immutable_tag", "status"} <= data.keys()
 
 
 def _shown_path(path: Path) -> str:
@@ -439,12 +450,12 @@ def build_profile(path: Path, overrides: Overrides, options: BuildOptions, *,
     check_tags(options.tags)
     if options.push and not options.smoke:
         raise UnsafeInput("--push needs the smoke tests: drop --no-smoke")
-    for cert in ca_certs:
-        if not cert.is_file():
+    for cert in ca_certs:  # a FIFO, device or loop is named by the certificate check
+        if not os.path.lexists(cert):
             raise UnsafeInput(f"--ca-cert {str(cert)!r}: no such file; give a PEM certificate")
     # the command line's certificates join the profile's (which stay relative to it); a
     # problem with one names its --ca-cert, not a field the user never set
-    overrides = (*overrides, *(Override("build.ca_certificates", (str(c.resolve()),),
+    overrides = (*overrides, *(Override("build.ca_certificates", (os.path.abspath(c),),
                                         Location(f"--ca-cert {_shown_path(c)}", origin=OPTION),
                                         extend=True) for c in ca_certs))
     builder = options.builder
@@ -489,7 +500,9 @@ def build_profile(path: Path, overrides: Overrides, options: BuildOptions, *,
                               "builder": builder, "tags": refs, "immutable_tag": immutable,
                               "target": target or "(final stage)", "status": Status.STARTED}
     record_path = folder / RECORD_FILE
-    with open(folder / LOG_FILE, "w", encoding="utf-8") as log:
+    from dockergen import atomic
+
+    with atomic.open_new(folder / LOG_FILE) as log:  # the context was just swapped in
         try:
             result = run_build(daemon, ctx.files, plan, options, log, sys.stderr)
         except DockergenError as exc:

@@ -13,10 +13,11 @@ import io
 import json
 import math
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -64,12 +65,20 @@ class _OutputClosed(Exception):
         self.command = command
 
 
+# the command an interrupt stopped (its context is gone by the time main() sees it)
+_interrupted_command: str | None = None
+
+
 class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
+        global _interrupted_command
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
             raise _OutputClosed(ctx.invoked_subcommand) from None
+        except KeyboardInterrupt:
+            _interrupted_command = ctx.invoked_subcommand
+            raise
 
 
 class _StdoutFailed(Exception):
@@ -122,6 +131,20 @@ def _path_given(ctx: click.Context, param: click.Parameter, value: str | None) -
     if value == "":
         raise click.BadParameter("is empty; give a path, or leave -o out to print")
     return value
+
+
+def _folder_given(ctx: click.Context, param: click.Parameter, value: str | None
+                  ) -> str | None:
+    """-o of a command that writes a folder: '-' (standard output) cannot hold one."""
+    if value == "-":
+        raise click.BadParameter("'-' is standard output, which cannot hold a folder; give "
+                                 "a folder path")
+    return _path_given(ctx, param, value)
+
+
+def _stdout(output: str | None) -> bool:
+    """-o left out or '-': the output goes to standard output."""
+    return output is None or output == "-"
 
 
 # -q also applies to the warnings that come with errors, which main() prints after the
@@ -216,21 +239,21 @@ def render(profile: str | None, output: str | None, render_all: bool,
 
     if render_all == bool(profile):
         raise click.UsageError("give either PROFILE or --all")
-    if render_all and not output:
+    if render_all and _stdout(output):
         raise click.UsageError("--all needs -o DIR")
     paths = shipped_renderable() if render_all else [Path(profile)]  # type: ignore[arg-type]
     fleet = collect(paths, overrides, mode, syntax, strict=strict)  # type: ignore[arg-type]
     matrix = any(t.group for t in fleet.targets)
-    if not output and matrix:
+    if _stdout(output) and matrix:
         names = ", ".join(t.name for t in fleet.targets)
         raise click.UsageError(f"{profile} is a matrix of {len(fleet.targets)} variants "
                                f"({names}); write them all with -o DIR")
     _warn(fleet.dropped_lines(), quiet)
     _warn(fleet.warnings(), quiet)
-    if not output:
+    if _stdout(output):
         click.echo(fleet.targets[0].files["Dockerfile"].decode(), nl=False)
         return
-    out = Path(output)
+    out = Path(output)  # type: ignore[arg-type]
     if render_all or matrix:
         text = bake_text(fleet, single_context=False)  # checks cache refs before any write
         # the variants and the bake file change together; variants an earlier run wrote
@@ -465,7 +488,7 @@ def explain(profile: str, overrides: tuple[str, ...], mode: str) -> None:
 @cli.command()
 @click.argument("profile", type=click.Path(dir_okay=False))
 @_set_option
-@click.option("-o", "--output", type=click.Path(file_okay=False), callback=_path_given,
+@click.option("-o", "--output", type=click.Path(file_okay=False), callback=_folder_given,
               help="Build context folder (default: build/<profile name>); the build log and "
                    "build record are written there too.")
 @click.option("--builder", type=click.Choice(["auto", "buildkit", "classic"]), default="auto",
@@ -563,11 +586,11 @@ def deploy(ctx: click.Context, profile: str | None, fmt: str, record: str | None
     from dockergen import atomic
     from dockergen.api import shipped_single_images
     from dockergen.deploy import DeployOptions, DeployUsageError, check_options, deploy_profile
-    from dockergen.deploy.write import folder_files, is_deploy_folder
+    from dockergen.deploy.write import folder_files, is_deploy_folder, is_generated
 
     if deploy_all == bool(profile):
         raise click.UsageError("give either PROFILE or --all")
-    if deploy_all and (not output or record):
+    if deploy_all and (_stdout(output) or record):
         raise click.UsageError("--all needs -o DIR and takes no --record")
     _refuse_other_format(ctx, fmt, _DEPLOY_FORMAT_OPTIONS)
     options = DeployOptions(
@@ -593,8 +616,8 @@ def deploy(ctx: click.Context, profile: str | None, fmt: str, record: str | None
                             legacy=lambda f, names: is_deploy_folder(f))
         for out in outputs:
             click.echo(f"wrote {folder / out.name / out.filename}", err=True)
-    elif output:
-        atomic.write_file(Path(output), outputs[0].text)
+    elif not _stdout(output):
+        atomic.write_file(Path(output or ""), outputs[0].text, ours=is_generated)
         click.echo(f"wrote {output}", err=True)
     else:
         click.echo(outputs[0].text, nl=False)
@@ -663,7 +686,7 @@ def plan(profile: str, model_config: str | None, model_dir: str | None, overhead
 @cli.command()
 @click.argument("profile", required=False, type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
-              callback=_path_given,
+              callback=_folder_given,
               help="Folder for the monitoring files (with --all: OUTPUT/<name>/).")
 @click.option("--all", "observe_all", is_flag=True,
               help="Every shipped profile into OUTPUT/<name>/ (how examples/observe is made).")
@@ -745,13 +768,13 @@ def list_profiles() -> None:
 def schema(output: str | None) -> None:
     """Print the JSON Schema of profile files (for editors)."""
     from dockergen import atomic
-    from dockergen.schema import profile_schema
+    from dockergen.schema import is_schema_text, profile_schema
 
     text = json.dumps(profile_schema(), indent=2, sort_keys=True) + "\n"
-    if output:
-        atomic.write_file(Path(output), text)
-    else:
+    if _stdout(output):
         click.echo(text, nl=False)
+    else:
+        atomic.write_file(Path(output or ""), text, ours=is_schema_text)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -770,31 +793,59 @@ def main(argv: list[str] | None = None) -> None:
             click.echo(redact(line), err=True)
         if isinstance(exc, ProfileError):
             click.echo(f"dockergen: {exc.errors()} problem(s); nothing was written", err=True)
-        sys.exit(int(exc.exit_code))
-    except KeyboardInterrupt:
-        click.echo("dockergen: interrupted", err=True)
-        sys.exit(int(ExitCode.INTERRUPTED))
-    except click.exceptions.Abort:
-        click.echo("dockergen: aborted", err=True)
-        sys.exit(130)
+        _exit(int(exc.exit_code))
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        _interrupted()
     except click.ClickException as exc:
         shown = io.StringIO()  # click's own messages quote the values given: redact them
         exc.show(file=shown)
         click.echo(redact(shown.getvalue()), err=True, nl=False)
-        sys.exit(int(ExitCode.USAGE))
+        _exit(int(ExitCode.USAGE))
     except _StdoutFailed as exc:
         click.echo(f"cannot write the output: {exc}; redirect it to a writable file with "
                    "room", err=True)
         _silence_output()  # the exit flush would fail once more, with a traceback
-        sys.exit(int(ExitCode.OUTPUT))
+        _exit(int(ExitCode.OUTPUT))
     except _OutputClosed as exc:
         # The reader stopped reading (`dockergen explain | head`): what it wanted was
         # printed, so commands that only print end with 0. A build whose progress stream
         # was cut off did not finish its work: 141, as a process killed by SIGPIPE.
         _silence_output()
         cut_work = exc.command == "build" and not _build_prints_only
-        sys.exit(ExitCode.PIPE_CLOSED if cut_work else 0)
-    sys.exit(0)
+        _exit(ExitCode.PIPE_CLOSED if cut_work else 0)
+    _exit(0)
+
+
+# Commands whose work ends with their one write (a matrix's folders and bake file are one
+# change): once it is complete, an interrupt has nothing left to undo.
+_ONE_WRITE = ("render", "deploy", "observe", "schema")
+
+
+def _interrupted() -> None:
+    """Ctrl-C: the exit code and the message tell what is on disk. Output completely
+    written before the interrupt is named; when it was the command's whole output (the
+    signal came during or after its final swap) the command succeeded: exit 0."""
+    from dockergen import atomic
+
+    written = [str(p) for p in atomic.committed()]
+    if written and _interrupted_command in _ONE_WRITE:
+        click.echo(f"dockergen: interrupted after the output was complete; in place: "
+                   f"{', '.join(written)}", err=True)
+        _exit(0)
+    if written:
+        click.echo(f"dockergen: interrupted; written completely before it: "
+                   f"{', '.join(written)}", err=True)
+    else:
+        click.echo("dockergen: interrupted; nothing was written", err=True)
+    _exit(int(ExitCode.INTERRUPTED))
+
+
+def _exit(code: int) -> NoReturn:
+    """Leave with ``code``: what happened is decided and told, so a Ctrl-C from here on
+    (during the interpreter's shut-down) must not turn it into a death by SIGINT, which
+    reads as "interrupted" although the output is complete."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
 
 
 def _silence_output() -> None:

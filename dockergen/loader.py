@@ -69,8 +69,11 @@ def _find_parent(name: str, child: Path, loc: Location) -> Path:
                                     "use the name of a profile without .yaml, e.g. base")])
     for folder in (child.parent, profiles_dir()):
         candidate = folder / f"{name}.yaml"
-        if candidate.is_file():
-            return candidate.resolve()
+        # anything of that name is the parent (a FIFO or a link loop is refused when read,
+        # by its name); realpath, unlike Path.resolve, does not raise on a link loop
+        if os.path.lexists(candidate):
+            real = Path(os.path.realpath(candidate))
+            return real if real.exists() else candidate.absolute()
     shipped = sorted(p.stem for p in profiles_dir().glob("*.yaml"))
     raise ProfileError([Problem(loc, "extends", f"no profile named {name!r} next to "
                                 f"{display_path(child)} or among the shipped profiles",
@@ -559,7 +562,7 @@ def locate_profile(path: Path) -> Path:
                                     "control character (a newline, a tab...)",
                                     "rename the file to letters, digits, '-', '_' and '.'")])
     try:
-        exists = path.exists()
+        exists = path.exists() or path.is_symlink()  # a dangling link or a loop is named
     except OSError as exc:  # e.g. ENAMETOOLONG: exists() only absorbs "no such file"
         raise ProfileError([Problem(Location(text[:80] + "..."), "",
                                     f"cannot read the file: {exc.strerror}",
@@ -574,10 +577,23 @@ def locate_profile(path: Path) -> Path:
                                 "that name", f"give a path, or one of: {names}")])
 
 
+def profile_file(path: Path) -> Path:
+    """The file a profile argument names (:func:`locate_profile`), links followed.
+
+    ``realpath``, not ``Path.resolve``: that raises RuntimeError on a link loop. A dangling
+    link or a loop is kept as given, so that reading it names it.
+    """
+    located = locate_profile(path)
+    resolved = Path(os.path.realpath(located))
+    if not resolved.exists() and located.is_symlink():
+        return located.absolute()
+    return resolved
+
+
 def _merged(path: str | Path, overrides: Overrides
             ) -> tuple[Path, dict[str, Any], Positions, tuple[str, ...], bool]:
     """The profile's data merged with its parents and the overrides; and its abstractness."""
-    resolved = locate_profile(Path(path)).resolve()
+    resolved = profile_file(Path(path))
     data, pos, chain = _load_raw(resolved, (resolved,))
     abstract = data.get("abstract") is True
     data.pop("abstract", None)
@@ -657,17 +673,21 @@ def read_user_knowledge(files: tuple[str, ...], folder: Path, pos: Positions
     for i, name in enumerate(files):
         path = folder / name
         try:
-            found, folder_there = path.is_file(), path.is_dir()
-        except OSError:  # ENAMETOOLONG: is_file() only absorbs "no such file"
+            found, folder_there = os.path.lexists(path), path.is_dir()
+        except OSError:  # ENAMETOOLONG: is_dir() only absorbs "no such file"
             found = folder_there = False
-        if not found:
+        if not found or folder_there:
             problems.append(Problem(pos.of(("knowledge", i)), f"knowledge[{i}]",
                                     f"{name} is a folder" if folder_there else
                                     f"{name} does not exist next to the profile",
                                     "give the path of a knowledge file relative to the profile"))
             continue
         shown = display_path(path)
-        data, fpos = read_yaml_file(path, shown)
+        try:  # a device, FIFO, link loop or huge file is a problem of this file
+            data, fpos = read_yaml_file(path, shown)
+        except ProfileError as exc:
+            problems += exc.problems
+            continue
         if not isinstance(data, dict):
             problems.append(Problem(fpos.default, "", "a knowledge file maps component names "
                                     "to tables of facts", "e.g. `serving/vllm: {releases: "

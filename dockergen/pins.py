@@ -6,7 +6,8 @@ reads it into :class:`BasePins`; :func:`dockergen.resolve.resolve` applies them,
 place, so that every output (render and bake, build, deploy, explain, observe, plan) sees
 the same pinned ``FROM`` images and so the same ``dg-`` tag.
 
-May import: :mod:`dockergen.errors`, :mod:`dockergen.refs`.
+May import: :mod:`dockergen.errors`, :mod:`dockergen.inputs` (the bounded reader),
+:mod:`dockergen.refs`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dockergen import refs
+from dockergen import inputs, refs
 from dockergen.errors import LOCK, Location, OutputError, Problem, ProfileError
 
 LOCK_SUFFIX = ".lock.json"
@@ -31,9 +32,12 @@ def lock_path(profile: Path) -> Path:
 def read_lock(path: Path) -> dict[str, Any] | None:
     """The lock file's data, or None when there is none."""
     try:
-        text = path.read_text()
+        text = inputs.read_text(path, "lock")
     except FileNotFoundError:
         return None
+    except inputs.InputError as exc:  # a device, FIFO, link loop, huge file
+        raise ProfileError([Problem(Location(str(path), origin=LOCK), "", exc.problem,
+                                    exc.fix)]) from None
     except OSError as exc:
         raise OutputError(f"{path}: cannot read: {exc.strerror}") from None
     try:
@@ -42,6 +46,10 @@ def read_lock(path: Path) -> dict[str, Any] | None:
         raise ProfileError([Problem(Location(str(path), exc.lineno, exc.colno), "",
                                     "the lock file is not valid JSON",
                                     "regenerate it: dockergen lock --update PROFILE")]) from None
+    except RecursionError:  # nested deeper than the parser's stack
+        raise ProfileError([Problem(Location(str(path), 1, 1), "", "the lock file is nested "
+                                    "too deeply", "regenerate it: dockergen lock --update "
+                                    "PROFILE")]) from None
     if not isinstance(data, dict) or not isinstance(data.get("images", {}), dict):
         raise ProfileError([Problem(Location(str(path), 1, 1), "images",
                                     "expected a mapping of image references",

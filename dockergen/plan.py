@@ -18,14 +18,14 @@ max_memory_usage_bytes`` grows with ``max_model_len``.
 
 Library code: raises :class:`PlanError` / :class:`ProfileError`, never prints.
 May import: :mod:`dockergen.api` and :mod:`dockergen.loader` (the profile),
-:mod:`dockergen.components.cuda` (GPU memory sizes), :mod:`dockergen.errors`.
+:mod:`dockergen.components.cuda` (GPU memory sizes), :mod:`dockergen.errors`,
+:mod:`dockergen.inputs` (the bounded reader).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,6 +33,7 @@ from typing import Any, NoReturn
 
 import yaml
 
+from dockergen import inputs
 from dockergen.errors import DockergenError, ExitCode, Location, Problem, ProfileError
 
 GIB = 1 << 30
@@ -310,10 +311,12 @@ def load_shape(model_config: str | None = None, model_dir: Path | None = None) -
                                      f"built-in {model_config} ({entry['src']})")
         path = Path(model_config)
     try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
+        cfg = json.loads(inputs.read_bytes(path, "model-config"))
     except FileNotFoundError:
         raise PlanError(f"{path}: no such file; give a Hugging Face config.json or one of "
                         f"{', '.join(sorted(builtin_models()))}") from None
+    except inputs.InputError as exc:  # a device, FIFO, link loop, huge file
+        raise PlanError(str(exc)) from None
     except (OSError, ValueError, RecursionError) as exc:  # ValueError: a 5000-digit int
         raise PlanError(f"{path}: not a readable JSON config: {exc}; give the model's "
                         "config.json") from None
@@ -339,16 +342,18 @@ def safetensors_bytes(model_dir: Path) -> int:
 def _shard_bytes(f: Path) -> int:
     """The tensor bytes of one shard, after checking its header against the file."""
     try:
-        with open(f, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
+        with inputs.open_input(f, "safetensors-header") as (fh, size):
             head = fh.read(8)
             if len(head) != 8:
                 raise ValueError("shorter than the 8-byte header length")
             (n,) = struct.unpack("<Q", head)
-            if n > min(100_000_000, size - 8):
+            # the format's own bound (inputs.LIMITS), and what the file can hold
+            if n > min(inputs.LIMITS["safetensors-header"][0] - 8, size - 8):
                 raise ValueError(f"header length {n} is implausible for a file of {size} "
                                  "bytes")
             header = json.loads(fh.read(n))
+    except inputs.InputError as exc:
+        raise PlanError(str(exc)) from None
     except (OSError, ValueError, RecursionError) as exc:
         raise PlanError(f"{f}: not a safetensors file: {exc}; re-download the "
                         "checkpoint") from None

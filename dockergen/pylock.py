@@ -15,7 +15,8 @@ with ``--require-hashes`` cannot get another torch: any other wheel has another 
 The lock starts with one ``# dockergen-python-lock:`` line holding the inputs it was made
 from; :func:`check_matches` compares them with the profile, so a stale lock is an error
 whose fix is ``dockergen lock --python PROFILE``.
-May import: :mod:`dockergen.errors`, :mod:`dockergen.loader`, :mod:`dockergen.resolve`,
+May import: :mod:`dockergen.atomic`, :mod:`dockergen.errors`, :mod:`dockergen.inputs`,
+:mod:`dockergen.loader`, :mod:`dockergen.resolve`,
 :mod:`dockergen.components.python` (the OS -> wheel platform table).
 """
 
@@ -31,6 +32,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from dockergen import atomic, inputs
 from dockergen.components.python import wheel_platform
 from dockergen.errors import DockergenError, ExitCode, MissingToolError
 
@@ -205,9 +207,12 @@ def read_inputs(text: str) -> LockInputs | None:
 def check_matches(lock_path: Path, inp: LockInputs, profile: Path) -> None:
     """Raise :class:`LockError` when the lock was made for other inputs than the profile's."""
     fix = f"run `dockergen lock --python {profile}` to refresh it"
-    if not lock_path.is_file():
-        raise LockError(f"{lock_path}: no Python lock; {fix}")
-    had = read_inputs(lock_path.read_text(encoding="utf-8"))
+    try:
+        had = read_inputs(inputs.read_text(lock_path, "lock"))
+    except FileNotFoundError:
+        raise LockError(f"{lock_path}: no Python lock; {fix}") from None
+    except inputs.InputError as exc:  # a device, FIFO, link loop, huge file
+        raise LockError(f"{lock_path}: {exc.problem}; {fix}") from None
     if had is None:
         raise LockError(f"{lock_path}:1:1: not a dockergen Python lock; {fix}")
     changed = [f"{k}: lock {v!r}, profile {getattr(inp, k)!r}"
@@ -237,6 +242,6 @@ def default_path(profile: Path) -> Path:
 
 
 def write_lock(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    """Write the lock atomically (:func:`dockergen.atomic.write_file`); an existing file
+    there is replaced only when it is a Python lock dockergen wrote."""
+    atomic.write_file(path, text, ours=lambda head: head.startswith(MARK.encode()))

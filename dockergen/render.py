@@ -2,7 +2,8 @@
 
 Also assembles the whole build context (Dockerfile, .dockerignore, lock file, audit
 script, certificates) and writes it atomically.
-May import: :mod:`dockergen.errors`, :mod:`dockergen.model`, :mod:`dockergen.resources`.
+May import: :mod:`dockergen.atomic`, :mod:`dockergen.errors`, :mod:`dockergen.inputs`,
+:mod:`dockergen.model`, :mod:`dockergen.resources`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import jinja2
 
-from dockergen import __version__, atomic
+from dockergen import __version__, atomic, inputs
 from dockergen.atomic import MANIFEST
 from dockergen.errors import OutputError
 from dockergen.model import AUDIT_SCRIPT, CERT_DIR, Resolved
@@ -107,7 +108,7 @@ def build_context(r: Resolved, cert_sources: list[Path],
     if r.flash_attn is not None:
         files[AUDIT_SCRIPT] = (templates_dir() / "context" / AUDIT_SCRIPT).read_bytes()
     for i, src in enumerate(cert_sources):
-        files[f"{CERT_DIR}/extra-{i}.crt"] = src.read_bytes()
+        files[f"{CERT_DIR}/extra-{i}.crt"] = inputs.read_bytes(src, "certificate")
     files[LOCK_FILE] = (json.dumps(r.lock, indent=2, sort_keys=True) + "\n").encode()
     copied = sorted({name.split("/")[0] + ("/" if "/" in name else "") for name in files
                      if name not in ("Dockerfile", LOCK_FILE)})
@@ -132,7 +133,7 @@ def write_context(out_dir: Path, files: dict[str, bytes], later: tuple[str, ...]
     would take with it the digests `deploy --record` needs.
     """
     try:
-        out_dir = out_dir.resolve()
+        out_dir = atomic.real_folder(out_dir)
         has_record = (out_dir / RECORD_FILE).is_file()
     except OSError as exc:
         raise OutputError(f"{out_dir}: cannot read: {exc.strerror}; choose another -o path"
@@ -168,7 +169,7 @@ def _context_legacy(folder: Path, names: set[str]) -> bool:
 def _is_lock(path: Path) -> bool:
     """A lock file dockergen wrote (not just a file of that name)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(inputs.read_bytes(path, "own-output"))
+    except (OSError, ValueError, inputs.InputError):
         return False
     return isinstance(data, dict) and {"dockergen", "profile_hash", "mode"} <= data.keys()

@@ -15,12 +15,26 @@ May import: :mod:`dockergen.errors`, :mod:`dockergen.profile`.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from dockergen.profile import Profile
 
 _COMPLETE = "Complete"
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+
+# The schema's title: how `schema -o` recognises a file it wrote (JSON has no comments).
+TITLE = "dockergen deployment profile"
+
+
+def is_schema_text(head: bytes) -> bool:
+    """``head`` (the start of a file) is a schema ``dockergen schema`` wrote."""
+    try:
+        data = json.loads(head)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and data.get("title") == TITLE and "$schema" in data
 
 
 def _rename_refs(node: Any, prefix: str) -> Any:
@@ -84,7 +98,7 @@ def profile_schema() -> dict[str, Any]:
     schema = dict(relaxed)
     schema["$defs"] = {**relaxed_defs, **complete_defs}
     schema["$schema"] = DRAFT
-    schema["title"] = "dockergen deployment profile"
+    schema["title"] = TITLE
     # A profile that extends another, or only provides defaults, may omit inherited
     # fields; any other profile must be complete.
     schema["if"] = {"anyOf": [{"required": ["extends"]},

@@ -5,7 +5,7 @@ dockergen then makes the values itself with YAML 1.2 core-schema rules, so ``no`
 text instead of becoming ``False``, dates stay text, and duplicate keys are reported
 instead of silently keeping the last one. Those positions let each problem name
 ``FILE:LINE:COL``.
-May import: :mod:`dockergen.errors`.
+May import: :mod:`dockergen.errors`, :mod:`dockergen.inputs` (the bounded reader).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from dockergen import inputs
 from dockergen.errors import Location, Problem, ProfileError
 
 FieldPath = tuple[str | int, ...]
@@ -230,12 +231,11 @@ def parse_yaml(text: str, display_name: str) -> tuple[Any, Positions]:
 def read_yaml_file(path: Path, display_name: str) -> tuple[Any, Positions]:
     """Read and parse a YAML file; unreadable files become a :class:`ProfileError`."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = inputs.read_text(path, "profile")
     except FileNotFoundError:
         raise ProfileError([Problem(Location(display_name), "", "file not found",
                                     "check the path")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ProfileError([Problem(Location(display_name), "", f"cannot read file: {reason}",
-                                    "make it a readable UTF-8 file")]) from None
+    except inputs.InputError as exc:
+        raise ProfileError([Problem(Location(display_name), "", exc.problem, exc.fix)]
+                           ) from None
     return parse_yaml(text, display_name)

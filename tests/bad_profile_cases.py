@@ -233,8 +233,8 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                      'registry.example.com/llm/cuda-base:1.0` (the allowed form is the pattern '
                      'of cuda.devel_image in `dockergen schema`)'],
  'pip-index-credentials': ['profile.yaml:24:18: build.pip_index_url: '
-                           "(a value shaped like a credential, not shown) is not an http(s) URL without "
-                           'credentials, query or spaces; write it in that form, e.g. '
+                           "(a value shaped like a credential, not shown) is not an http(s) "
+                           'URL without credentials, query or spaces; write it in that form, e.g. '
                            '`pip_index_url: https://mirror.example.com/simple` (the allowed '
                            'form is the pattern of build.pip_index_url in `dockergen schema`)'],
  'max-jobs-bad': ['profile.yaml:14:13: flash_attn.max_jobs: expected "auto" or a whole number '

@@ -17,17 +17,18 @@ PACKAGE = ROOT / "dockergen"
 
 # module (or package prefix ending in ".") -> what it may import from dockergen.
 # "dockergen" alone is the package's __init__ (the version string).
-_BASE = {"dockergen", "dockergen.atomic", "dockergen.errors", "dockergen.refs"}
+_BASE = {"dockergen", "dockergen.atomic", "dockergen.errors", "dockergen.inputs", "dockergen.refs"}
 _COMPONENT = _BASE | {"dockergen.knowledge", "dockergen.loader", "dockergen.model",
                       "dockergen.pins", "dockergen.profile", "dockergen.components",
                       "dockergen.components.base"}
 ALLOWED: dict[str, set[str]] = {
     "dockergen": set(),
     "dockergen.errors": set(),
-    "dockergen.atomic": {"dockergen.errors"},
+    "dockergen.inputs": {"dockergen.errors"},
+    "dockergen.atomic": {"dockergen.errors", "dockergen.inputs"},
     "dockergen.refs": set(),  # the image-reference grammar: a leaf every layer may read
     # the base-image lock read as the typed pins resolution applies
-    "dockergen.pins": {"dockergen.errors", "dockergen.refs"},
+    "dockergen.pins": {"dockergen.errors", "dockergen.inputs", "dockergen.refs"},
     "dockergen.knowledge": set(),
     "dockergen.resources": set(),
     "dockergen.yamlsource": _BASE,

@@ -8,7 +8,7 @@ one: dockergen/pins.py), the build-base system packages and the template
 ``templates/components/cuda.j2``. Runtime part: the runtime image, ``ca-certificates``
 (and the JIT toolchain when asked for), ``NVIDIA_DRIVER_CAPABILITIES`` and the arch labels.
 May import: :mod:`dockergen.components.base`, :mod:`dockergen.knowledge`,
-:mod:`dockergen.model`, :mod:`dockergen.refs`.
+:mod:`dockergen.model`, :mod:`dockergen.refs`, :mod:`dockergen.inputs` (the certificates).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from dockergen import refs
+from dockergen import inputs, refs
 from dockergen.components.base import Context, describe
 from dockergen.knowledge import load_facts
 from dockergen.model import CERT_DIR, CudaBase, Derivation, GpuTarget, cc_tuple
@@ -207,12 +207,16 @@ def check_ca_certificates(c: Context) -> None:
     for i, name in enumerate(c.p.build.ca_certificates):
         path = base / name
         try:
-            text = path.read_text(encoding="ascii")
+            text = inputs.read_bytes(path, "certificate").decode("ascii")
         except FileNotFoundError:
             c.error(("build", "ca_certificates", i), f"{name} does not exist next to "
                     f"{c.loaded.path.name}", "give a path relative to the profile file")
             continue
-        except (OSError, UnicodeDecodeError):
+        except inputs.InputError as exc:  # a device, FIFO, link loop, huge file
+            c.error(("build", "ca_certificates", i), f"{name} {exc.problem}",
+                    "give a PEM certificate (-----BEGIN CERTIFICATE-----)")
+            continue
+        except UnicodeDecodeError:
             c.error(("build", "ca_certificates", i), f"{name} is not a readable PEM file",
                     "give a PEM certificate (-----BEGIN CERTIFICATE-----)")
             continue

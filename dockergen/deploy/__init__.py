@@ -5,8 +5,8 @@ image is then pinned by the pushed digest). Python decides here and in
 :mod:`dockergen.deploy.facts`; :mod:`.compose` and :mod:`.kubernetes` only lay the decided
 values out. Library code: raises :class:`DeployError`, never prints.
 May import: :mod:`dockergen.api` (the resolved model), :mod:`dockergen.buildrecord` (the
-record's status), :mod:`dockergen.errors`, :mod:`dockergen.refs` (the reference grammar) and
-the modules of this package.
+record's status), :mod:`dockergen.errors`, :mod:`dockergen.inputs` (the bounded reader),
+:mod:`dockergen.refs` (the reference grammar) and the modules of this package.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dockergen import refs
+from dockergen import inputs, refs
 from dockergen.buildrecord import Status
 from dockergen.deploy.facts import ENGINES, OPT_INS, CacheDir, EngineRun, shm_gib
 from dockergen.errors import DockergenError, ExitCode, holds_secret
@@ -186,10 +186,13 @@ class DeployFacts:
 
 def _read_record(path: Path, profile_hash: str) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(inputs.read_bytes(path, "record"))
     except FileNotFoundError:
         raise DeployError(f"{path}: no such build record; run `dockergen build PROFILE "
                           "--push` (it writes build-record.json) or leave out --record") from None
+    except inputs.InputError as exc:  # a device, FIFO, link loop, huge file
+        raise DeployError(f"{path}: {exc.problem}; pass the build-record.json that "
+                          "`dockergen build` wrote") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DeployError(f"{path}: not a dockergen build record ({exc}); pass the "
                           "build-record.json that `dockergen build` wrote") from None

@@ -29,7 +29,7 @@ from dockergen.loader import (
     _strip,
     _validate,
     apply_overrides,
-    locate_profile,
+    profile_file,
     read_user_knowledge,
 )
 from dockergen.model import Mode, Resolved
@@ -63,7 +63,7 @@ def read_raw(path: Path) -> RawProfile:
 
     ``path`` may also name a shipped profile (``h100-fp8``), as everywhere else.
     """
-    resolved = locate_profile(Path(path)).resolve()
+    resolved = profile_file(Path(path))
     data, pos, chain = _load_raw(resolved, (resolved,))
     return RawProfile(resolved, data, pos, chain)
 

@@ -15,7 +15,8 @@ src: distribution/distribution docs/spec/auth/token.md.
 Credentials never appear in messages or return values. HTTP goes through the standard
 library (urllib): the architecture rule gives ``requests`` one owner, the daemon adapter.
 
-May import: errors, refs (the reference grammar); the standard library's urllib for HTTP.
+May import: errors, inputs (the bounded reader), refs (the reference grammar); the
+standard library's urllib for HTTP.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dockergen import refs
+from dockergen import inputs, refs
 from dockergen.errors import DockergenError, ExitCode
 from dockergen.refs import DOCKER_HUB, Reference
 
@@ -99,8 +100,10 @@ def _credentials(registry: str) -> tuple[str, str] | None:
     """(username, password) for ``registry`` from the docker config, if any."""
     path = _config_dir() / "config.json"
     try:
-        config = json.loads(path.read_text())
-    except (OSError, ValueError):
+        config = json.loads(inputs.read_bytes(path, "docker-config"))
+    except (OSError, ValueError, RecursionError, inputs.InputError):
+        return None  # no usable config: anonymous, as docker itself
+    if not isinstance(config, dict):
         return None
     keys = [registry, f"https://{registry}", f"http://{registry}"]
     if registry == DOCKER_HUB:

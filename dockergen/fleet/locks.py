@@ -22,7 +22,8 @@ and only changes when the digest does.
 Reading a lock and pinning a profile's images with it is dockergen/pins.py's job (resolution
 applies the pins); this module resolves, writes and checks locks.
 
-May import: errors, fleet.digests, pins (the lock's reading side).
+May import: atomic (the one writer), errors, inputs (the bounded reader), fleet.digests, pins
+(the lock's reading side).
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dockergen import atomic
 from dockergen.errors import (
     DockergenError,
     ExitCode,
     Location,
-    OutputError,
 )
 from dockergen.fleet.digests import RegistryClient, Resolution
 from dockergen.pins import LOCK_SUFFIX as LOCK_SUFFIX  # the lock command names the file
@@ -72,15 +73,19 @@ class BaseImage:
 
 
 def write_lock(path: Path, data: dict[str, Any]) -> None:
-    """Write the lock atomically (temporary sibling, then rename)."""
+    """Write the lock atomically (:func:`dockergen.atomic.write_file`); an existing file
+    there is replaced only when it is a lock dockergen wrote."""
     text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    tmp = path.with_name(f".{path.name}.tmp")
+    atomic.write_file(path, text, ours=is_lock_text)
+
+
+def is_lock_text(head: bytes) -> bool:
+    """``head`` (the start of a file) is a base-image lock dockergen wrote."""
     try:
-        tmp.write_text(text)
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise OutputError(f"{path}: cannot write: {exc.strerror}") from None
+        data = json.loads(head)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and data.get("lockfile") == FORMAT
 
 
 def _now() -> str:

@@ -4,7 +4,7 @@ This is what ``render``, ``validate`` and ``lock`` run: each profile file is eit
 target or, with ``matrix:``, one target per valid point; base images are pinned from the
 lock beside the profile (by resolution itself); the bake file lists every target.
 
-May import: errors, loader, model, the other fleet modules.
+May import: errors, inputs (the bounded reader), loader, model, the other fleet modules.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dockergen import inputs
 from dockergen.errors import OutputError, Problem, ProfileError
 from dockergen.fleet import adapter, bake, locks
 from dockergen.fleet.matrix import Dropped, Point, expand
@@ -117,21 +118,23 @@ def check_bake(fleet: Fleet) -> None:
 
 def check_bake_destination(path: Path) -> None:
     """Refuse to replace a bake file dockergen did not write."""
-    if path.is_dir():
-        raise OutputError(f"{path}: is a folder; remove it or choose another -o path")
-    if path.exists():
-        try:
-            first = path.read_text(errors="replace").split("\n", 1)[0]
-        except OSError as exc:
-            raise OutputError(f"{path}: cannot read: {exc.strerror}") from None
-        if not first.startswith(bake.HEADER):
-            raise OutputError(f"{path}: exists and was not written by dockergen; move it "
-                              "away or choose another -o folder")
+    if not os.path.lexists(path):
+        return
+    if inputs.node_kind(path) is not None or path.is_dir():
+        raise OutputError(f"{path}: is {inputs.node_kind(path) or 'a folder'}, not a file "
+                          "dockergen wrote; move it away or choose another -o folder")
+    head = inputs.read_head(path, len(bake.HEADER))
+    if head is None or not head.startswith(bake.HEADER.encode()):
+        raise OutputError(f"{path}: exists and was not written by dockergen; move it "
+                          "away or choose another -o folder")
 
 
 def previous_variants(path: Path) -> list[str]:
     """The contexts an earlier bake file dockergen wrote at ``path`` points at."""
+    if inputs.node_kind(path) is not None:  # a link, FIFO, device: not a bake file of ours
+        return []
     try:
-        return bake.contexts_of(path.read_text(encoding="utf-8", errors="replace"))
-    except OSError:
+        return bake.contexts_of(inputs.read_bytes(path, "own-output").decode(
+            "utf-8", errors="replace"))
+    except (OSError, inputs.InputError):
         return []

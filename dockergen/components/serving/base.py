@@ -10,7 +10,7 @@ checks, and why it does or does not want a FlashAttention-2 build. The engine st
 formatted by ``templates/components/serving.j2``.
 May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.cuda`,
 :mod:`dockergen.components.python`, :mod:`dockergen.components.torch`,
-:mod:`dockergen.errors`, :mod:`dockergen.knowledge`,
+:mod:`dockergen.errors`, :mod:`dockergen.inputs` (the Python lock), :mod:`dockergen.knowledge`,
 :mod:`dockergen.model`.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import posixpath
 import re
 from collections.abc import Mapping
@@ -26,6 +27,7 @@ from typing import Any, ClassVar
 
 from packaging.version import Version
 
+from dockergen import inputs
 from dockergen.components import cuda, python
 from dockergen.components import torch as torch_component
 from dockergen.components.base import Context, describe_all
@@ -386,11 +388,16 @@ class ServingEngine:
     def check_python_lock(self, c: Context) -> None:
         """python-lock: a lock beside the profile must match it; the engine stage uses it."""
         path = c.loaded.path.with_name(c.loaded.path.stem + LOCK_SUFFIX)
-        if c.release is None or not path.is_file():
+        if c.release is None or not os.path.lexists(path):
             return
-        text = path.read_text(encoding="utf-8")
-        first = text.split("\n", 1)[0]
         fix = f"run `dockergen lock --python {c.loaded.path}` to refresh it, or delete it"
+        try:
+            text = inputs.read_text(path, "lock")
+        except (FileNotFoundError, inputs.InputError) as exc:  # a device, FIFO, loop, huge
+            what = exc.problem if isinstance(exc, inputs.InputError) else "vanished"
+            c.error(("engine", "version"), f"{path.name} {what}", fix)
+            return
+        first = text.split("\n", 1)[0]
         try:
             had = json.loads(first[len(LOCK_MARK):]) if first.startswith(LOCK_MARK) else None
         except ValueError:
