@@ -24,6 +24,7 @@ C compiler, two distributions owning one file) and on a flag the release lacks.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -36,6 +37,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import docker.errors
 import pytest
 
 from dockergen.api import resolve_profile
@@ -69,8 +71,9 @@ class RealImage:
     resolved: Resolved
 
 
-def _build_cache_ids(client: Any) -> set[str]:
-    return {entry["ID"] for entry in client.df().get("BuildCache") or []}
+def _build_cache_ids(client: Any, keep_mounts: bool = False) -> set[str]:
+    return {entry["ID"] for entry in client.df().get("BuildCache") or []
+            if not (keep_mounts and entry["Type"] == "exec.cachemount")}
 
 
 def _build(profile: str, name: str, tmp: Path, client: Any) -> Iterator[RealImage]:
@@ -95,9 +98,13 @@ def _build(profile: str, name: str, tmp: Path, client: Any) -> Iterator[RealImag
         if os.environ.get("DOCKERGEN_TEST_KEEP_IMAGES") != "1":
             for image in client.images.list(all=True):
                 if image.id not in images_before:
-                    client.images.remove(image.id, force=True)
-            # only the build cache this build created (never the engine's other users')
-            for entry in _build_cache_ids(client) - cache_before:
+                    # gone already with the real image it was derived from
+                    with contextlib.suppress(docker.errors.ImageNotFound):
+                        client.images.remove(image.id, force=True)
+            # only the build cache this build created (never the engine's other users'); uv's
+            # download cache stays for the next engine's build (the same CUDA wheels) and goes
+            # with the session's own clean-up (tests/conftest.py)
+            for entry in _build_cache_ids(client, keep_mounts=True) - cache_before:
                 client.api.prune_builds(filters={"id": [entry]})
 
 
