@@ -63,8 +63,7 @@ def render_context(path: Path, overrides: Overrides = (), mode: Mode = "buildkit
 
     loaded = load_profile(path, overrides)
     resolved = resolve(loaded, mode)
-    certs = [loaded.path.parent / c for c in resolved.profile.build.ca_certificates]
-    files = build_context(resolved, certs, syntax)
+    files = build_context(resolved, syntax)
     return RenderedContext(resolved.profile.name, resolved, files)
 
 

@@ -18,7 +18,7 @@ import jinja2
 from dockergen import __version__, atomic, inputs
 from dockergen.atomic import MANIFEST
 from dockergen.errors import OutputError
-from dockergen.model import AUDIT_SCRIPT, CERT_DIR, Resolved
+from dockergen.model import AUDIT_SCRIPT, Resolved
 from dockergen.resources import templates_dir
 
 LOCK_FILE = "dockergen.lock.json"
@@ -100,15 +100,13 @@ def render_dockerfile(r: Resolved, syntax: str | None = None) -> str:
     return text.rstrip("\n") + "\n"
 
 
-def build_context(r: Resolved, cert_sources: list[Path],
-                  syntax: str | None = None) -> dict[str, bytes]:
-    """Every file of the build context, by relative path (sorted, deterministic)."""
+def build_context(r: Resolved, syntax: str | None = None) -> dict[str, bytes]:
+    """Every file of the build context, by relative path (sorted, deterministic); the
+    certificates are among the resolved context files, as their check read them."""
     files: dict[str, bytes] = {"Dockerfile": render_dockerfile(r, syntax).encode()}
     files.update(r.context_files)
     if r.flash_attn is not None:
         files[AUDIT_SCRIPT] = (templates_dir() / "context" / AUDIT_SCRIPT).read_bytes()
-    for i, src in enumerate(cert_sources):
-        files[f"{CERT_DIR}/extra-{i}.crt"] = inputs.read_bytes(src, "certificate")
     files[LOCK_FILE] = (json.dumps(r.lock, indent=2, sort_keys=True) + "\n").encode()
     copied = sorted({name.split("/")[0] + ("/" if "/" in name else "") for name in files
                      if name not in ("Dockerfile", LOCK_FILE)})

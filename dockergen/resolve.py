@@ -28,6 +28,7 @@ from dockergen.errors import Problem, ProfileError, Severity
 from dockergen.loader import LoadedProfile
 from dockergen.model import (
     APP_HOME,
+    CERT_DIR,
     MAIN_INDEX,
     BuildBase,
     CudaBase,
@@ -210,8 +211,10 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool,
         profile=p, mode=mode, source_name=loaded.path.name,
         chain=tuple(c.rsplit("/", 1)[-1] for c in loaded.chain),
         targets=tuple(ctx.targets), base=base, flash_attn=fa, engine=stage, runtime=runtime,
-        context_files=MappingProxyType({**serving.serve.context_files,
-                                        **serving.context_files}), tags=tags,
+        context_files=MappingProxyType({
+            **serving.serve.context_files, **serving.context_files,
+            **{f"{CERT_DIR}/extra-{i}.crt": pem for i, pem in enumerate(ctx.certificates)}}),
+        tags=tags,
         lock=lock, profile_hash=profile_hash, smoke_imports=tuple(smoke),
         arch_scopes=serving.arch_scopes, serve_parser=serving.serve_parser,
         derivations=tuple(d),

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.bad_profile_cases import VALID
-from tests.conftest import ROOT, a_pem_certificate, run_cli
+from tests.conftest import PROFILES, ROOT, a_pem_certificate, run_cli
 
 PROFILE = ROOT / "tests" / "profiles" / "standin.yaml"
 
@@ -62,3 +64,29 @@ def test_a_certificate_openssl_cannot_read_is_refused_before_the_build(tmp_path:
     dry = run_cli("build", "--dry-run", "h100-fp8", "--ca-cert", str(tmp_path / "bad.crt"))
     assert dry.rc == 2, dry.err
     assert "holds a certificate OpenSSL cannot read" in dry.err and dry.out == ""
+
+
+def test_a_certificate_is_read_once_and_the_context_copies_those_bytes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its check read it, and rendering read it again: a file replaced in between would
+    have been checked as one certificate and copied as another."""
+    from dockergen import inputs
+    from dockergen.api import render_context
+
+    cert = tmp_path / "corp.crt"
+    cert.write_text(a_pem_certificate())
+    profile = tmp_path / "p.yaml"
+    profile.write_text((PROFILES / "h100-fp8.yaml").read_text().replace(
+        "extends: base", "extends: base\nbuild:\n  ca_certificates: [corp.crt]"))
+    reads: list[Path] = []
+    real = inputs.read_bytes
+
+    def counted(path: Path, kind: str) -> bytes:
+        if kind == "certificate":
+            reads.append(path)
+        return real(path, kind)
+
+    monkeypatch.setattr(inputs, "read_bytes", counted)
+    ctx = render_context(profile)
+    assert len(reads) == 1, reads
+    assert ctx.files["certs/extra-0.crt"] == cert.read_bytes()

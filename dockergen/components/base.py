@@ -37,6 +37,8 @@ class Context:
     flash_attn_note: str | None = None
     # The profile's Python lock (dockergen lock --python), once checked against the profile.
     python_lock: str | None = None
+    # build.ca_certificates as read (once) by their check: the build context copies these bytes
+    certificates: list[bytes] = field(default_factory=list)
 
     @property
     def p(self) -> Profile:

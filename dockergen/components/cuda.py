@@ -229,6 +229,8 @@ def check_ca_certificates(c: Context) -> None:
             c.error(("build", "ca_certificates", i), f"{name} holds a certificate OpenSSL "
                     f"cannot read ({unreadable})", "give the PEM file your CA published; "
                     f"check it with: openssl x509 -noout -in {name}")
+            continue
+        c.certificates.append(text.encode("ascii"))  # what the context copies: read once
 
 
 def _openssl_refuses(pem: str) -> str | None:

@@ -131,8 +131,7 @@ def context_files(loaded: LoadedProfile, resolved: Resolved,
     """The build context of a resolved profile (Dockerfile, lock, scripts, certificates)."""
     from dockergen.render import build_context
 
-    certs = [loaded.path.parent / c for c in resolved.profile.build.ca_certificates]
-    return build_context(resolved, certs, syntax)
+    return build_context(resolved, syntax)
 
 
 @dataclass(frozen=True)
