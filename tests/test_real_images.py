@@ -71,9 +71,17 @@ class RealImage:
     resolved: Resolved
 
 
-def _build_cache_ids(client: Any, keep_mounts: bool = False) -> set[str]:
+# Build-cache records smaller than this (the apt and uv-bootstrap steps both engines share)
+# stay for the next engine's build, with uv's download cache; the session's clean-up
+# (tests/conftest.py) removes them. The large ones (torch, the engine, the venv copy) go as
+# soon as their engine's tests end: the disk holds one real image's build at a time.
+SHARED_CACHE_MAX = 1 << 30
+
+
+def _build_cache_ids(client: Any, keep_shared: bool = False) -> set[str]:
     return {entry["ID"] for entry in client.df().get("BuildCache") or []
-            if not (keep_mounts and entry["Type"] == "exec.cachemount")}
+            if not (keep_shared and (entry["Type"] == "exec.cachemount"
+                                     or entry["Size"] < SHARED_CACHE_MAX))}
 
 
 def _build(profile: str, name: str, tmp: Path, client: Any) -> Iterator[RealImage]:
@@ -101,10 +109,8 @@ def _build(profile: str, name: str, tmp: Path, client: Any) -> Iterator[RealImag
                     # gone already with the real image it was derived from
                     with contextlib.suppress(docker.errors.ImageNotFound):
                         client.images.remove(image.id, force=True)
-            # only the build cache this build created (never the engine's other users'); uv's
-            # download cache stays for the next engine's build (the same CUDA wheels) and goes
-            # with the session's own clean-up (tests/conftest.py)
-            for entry in _build_cache_ids(client, keep_mounts=True) - cache_before:
+            # only the build cache this build created (never the engine's other users')
+            for entry in _build_cache_ids(client, keep_shared=True) - cache_before:
                 client.api.prune_builds(filters={"id": [entry]})
 
 
