@@ -13,6 +13,7 @@ May import: :mod:`dockergen.errors`, :mod:`dockergen.inputs` (the bounded reader
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +55,31 @@ def read_lock(path: Path) -> dict[str, Any] | None:
         raise ProfileError([Problem(Location(str(path), 1, 1), "images",
                                     "expected a mapping of image references",
                                     "regenerate it: dockergen lock --update PROFILE")])
+    problems = [Problem(Location(str(path), 1, 1, origin=LOCK), f"images[{ref!r}]", what,
+                        "regenerate it: dockergen lock --update PROFILE")
+                for ref, entry in data.get("images", {}).items()
+                for what in _entry_problems(entry)]
+    if problems:
+        raise ProfileError(problems)
     return data
+
+
+# what a pin may be: an OCI content digest (src: opencontainers/image-spec descriptor.md)
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128}")
+
+
+def _entry_problems(entry: object) -> list[str]:
+    """What is wrong with one entry of a lock's ``images`` (each is pinned into a FROM)."""
+    if not isinstance(entry, dict):
+        return ["expected a mapping with the image's digest"]
+    digest, mirror = entry.get("digest"), entry.get("mirror")
+    found = []
+    if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+        found.append("has no digest" if digest is None else
+                     "the digest is not sha256:<64 hex digits>")
+    if mirror is not None and not isinstance(mirror, str):
+        found.append("the mirror is not an image reference")
+    return found
 
 
 def pinned(ref: str, entry: Mapping[str, Any]) -> str:

@@ -277,7 +277,7 @@ def test_secret_build_args_are_refused() -> None:
     result = run_cli("build", str(PROFILE), "--dry-run", "--build-arg", "HF_TOKEN=hf_x",
                      env={"DOCKER_HOST": "tcp://127.0.0.1:9"})
     assert result.rc == 64
-    assert "--build-arg HF_TOKEN: looks like a secret" in result.err
+    assert "--build-arg 'HF_TOKEN': looks like a secret" in result.err
     assert "hf_x" not in result.err
 
 

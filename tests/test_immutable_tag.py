@@ -118,7 +118,9 @@ def test_a_real_registry_keeps_the_first_image(tmp_path: Path) -> None:
         ids.append(result.image_id)
         if n == 0:
             daemon.tag(result.image_id, immutable)
-    record: dict[str, object] = {}
+    # what every record holds from the start (build writes no other; it rewrites only those)
+    record: dict[str, object] = {"profile": "immutable", "profile_hash": "sha256:" + "0" * 64,
+                                 "immutable_tag": immutable, "status": "built"}
     _push(daemon, [immutable], immutable, ids[0], record, tmp_path / "r.json",
           lambda _: None, lambda _: None)
     digest = daemon.registry_digest(immutable)

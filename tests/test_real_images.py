@@ -46,6 +46,7 @@ from dockergen.daemon import connect
 from dockergen.model import Resolved
 from dockergen.resources import templates_dir
 from dockergen.smoke import image_audit_check, serve_parser_check
+from tests.conftest import prune_new_build_cache
 
 pytestmark = [pytest.mark.daemon, pytest.mark.network, pytest.mark.slow]
 
@@ -106,12 +107,15 @@ def _build(profile: str, name: str, tmp: Path, client: Any) -> Iterator[RealImag
         if os.environ.get("DOCKERGEN_TEST_KEEP_IMAGES") != "1":
             for image in client.images.list(all=True):
                 if image.id not in images_before:
-                    # gone already with the real image it was derived from
-                    with contextlib.suppress(docker.errors.ImageNotFound):
+                    # gone already with the image it was derived from, or the parent of a
+                    # derived image still there (removed with it): the session's clean-up
+                    # (tests/conftest.py) takes what is left
+                    with contextlib.suppress(docker.errors.APIError):
                         client.images.remove(image.id, force=True)
-            # only the build cache this build created (never the engine's other users')
-            for entry in _build_cache_ids(client, keep_shared=True) - cache_before:
-                client.api.prune_builds(filters={"id": [entry]})
+            # only the build cache this build created (never the engine's other users'), but
+            # what the next engine's build shares
+            shared = _build_cache_ids(client) - _build_cache_ids(client, keep_shared=True)
+            prune_new_build_cache(client, cache_before | shared)
 
 
 @pytest.fixture(scope="module")

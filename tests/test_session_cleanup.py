@@ -45,6 +45,12 @@ class _Engine:
         return {"BuildCache": [{"ID": i, "InUse": False} for i in self.cache_now]}
 
     def prune_builds(self, filters: dict[str, Any] | None = None, **kw: Any) -> None:
+        import docker.errors
+
+        # as moby answers (dockerd 20.10, measured): one value per filter, or 400
+        if filters and any(len(v) != 1 for v in filters.values()):
+            raise docker.errors.APIError("400 Client Error: Bad Request (\"failed to prune "
+                                         "build cache: filters expect only one value\")")
         self.pruned.append(filters)
 
 
@@ -61,3 +67,12 @@ def test_nothing_new_prunes_nothing() -> None:
     engine = _Engine([_Image("sha256:mine", [])], ["old-cache"])
     remove_session_leftovers(engine, images_before={"sha256:mine"}, cache_before={"old-cache"})
     assert engine.removed == [] and engine.pruned == []
+
+
+def test_each_new_record_is_pruned_on_its_own() -> None:
+    """A list of ids in one filter was refused by the real engine (400), and the whole
+    session's build cache (29.7 GB in CI) stayed behind."""
+    engine = _Engine([], ["old-cache", "new-a", "new-b"])
+    remove_session_leftovers(engine, images_before=set(), cache_before={"old-cache"})
+    assert engine.pruned == [{"id": ["new-a"]}, {"id": ["new-b"]}]
+
