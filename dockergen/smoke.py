@@ -116,8 +116,6 @@ def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
     # unless the GPU checks run.
     modules = [(i.module, i.dist, i.needs_gpu and not gpus) for i in r.smoke_imports]
     expected = {i.module: i.version for i in r.smoke_imports}
-    installed = r.base.torch
-    torch_cuda = (lambda v: str(v).split(".")[0]) if installed.from_main_index else str
 
     def verify_versions(code: int, out: str) -> tuple[bool, str]:
         try:
@@ -126,10 +124,9 @@ def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
             return False, out[-500:]
         bad = [f"{m} is {got.get(m)!r}, expected {v}" for m, v in expected.items()
                if str(got.get(m) or "").split("+")[0] != v]
-        if torch_cuda(got.get("torch.cuda")) != installed.cuda:
-            bad.append(f"torch CUDA is {got.get('torch.cuda')!r}, expected {installed.cuda}"
-                       + (".x (torch from the main index)" if installed.from_main_index
-                          else ""))
+        wrong = torch.cuda_problem(r.base.torch, got.get("torch.cuda"))
+        if wrong:
+            bad.append(wrong)
         return code == 0 and not bad, "; ".join(bad) or "ok"
 
     script = VERSIONS_SCRIPT.replace("MODULES", repr(modules))

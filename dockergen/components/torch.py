@@ -174,6 +174,16 @@ def runs_on(archs: list[str], cc: str) -> bool:
     return False
 
 
+def cuda_problem(install: TorchInstall, reported: object) -> str | None:
+    """Why the CUDA torch reports (``torch.version.cuda``) is not the install's, if it is
+    not: the exact major.minor, or only the major for PyPI's wheel (build.torch_from)."""
+    seen = str(reported)
+    if (seen.split(".")[0] if install.from_main_index else seen) == install.cuda:
+        return None
+    return (f"torch is built for CUDA {seen}, expected {install.cuda}"
+            + (".x (torch from the main index)" if install.from_main_index else ""))
+
+
 def arch_check(install: TorchInstall, targets: dict[str, str]) -> CommandCheck:
     """torch reports the profile's CUDA and an arch list that covers every target
     (``targets``: GPU name -> compute capability)."""
@@ -184,9 +194,8 @@ def arch_check(install: TorchInstall, targets: dict[str, str]) -> CommandCheck:
             return False, out.strip()[-500:] or f"exit {code}"
         archs = str(got.get("archs") or "").split()
         cuda_seen = str(got.get("cuda"))
-        want = install.cuda
-        bad = [] if (cuda_seen.split(".")[0] if install.from_main_index else cuda_seen) == want \
-            else [f"torch is built for CUDA {cuda_seen}, expected {want}"]
+        wrong = cuda_problem(install, cuda_seen)
+        bad = [wrong] if wrong else []
         bad += [f"no code for {name} ({cc})" for name, cc in sorted(targets.items())
                 if not runs_on(archs, cc)]
         summary = f"CUDA {cuda_seen}, {' '.join(archs) or 'no archs'}"
