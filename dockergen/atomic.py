@@ -17,7 +17,6 @@ import re
 import shutil
 import signal
 import stat
-import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -68,18 +67,22 @@ def write_file(path: Path, text: str, *, ours: Ours) -> None:
         if path.parent.exists():
             _check_writable(path.parent)
         made = _missing_top(path.parent)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     except OSError as exc:
         raise OutputError(f"{path}: cannot create: {exc.strerror}; choose a writable "
                           "path") from None
-    done = False
+    tmp, done = _staging_name(path.parent, path.name), False
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fh = os.fdopen(_create_new(tmp), "w", encoding="utf-8")
+        except OSError as exc:
+            raise OutputError(f"{path}: cannot create: {exc.strerror}; choose a writable "
+                              "path") from None
+        with fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, mode)  # mkstemp's 0600 would hide generated files from the team
+        os.chmod(tmp, mode)  # created 0600: the team must read generated files
         with _signals_deferred():
             os.replace(tmp, path)
             _COMMITTED.append(path)  # before a held signal arrives
@@ -88,8 +91,7 @@ def write_file(path: Path, text: str, *, ours: Ours) -> None:
         raise OutputError(f"{path}: cannot write: {exc.strerror}; nothing was changed"
                           ) from None
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        _remove(tmp)
         if not done:
             _unmake(path.parent, made)
 
@@ -218,14 +220,17 @@ def write_folders(parent: Path, folders: dict[str, dict[str, bytes]], *, kind: s
     try:
         try:
             parent.mkdir(parents=True, exist_ok=True)
+            # each staging name is recorded before it is created: an interrupt at any
+            # moment leaves nothing that the clean-up below does not know of
             for name, files in folders.items():
-                staging = _stage(parent, name, files, kind, later)
+                staging = _staging_name(parent, name)
                 staged.append((staging, parent / name))
+                _stage(staging, files, kind, later)
                 staging.chmod(modes.get(name, 0o755))
             for name, data in top.items():
-                fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=parent)
-                staged.append((Path(tmp), parent / name))
-                with os.fdopen(fd, "wb") as fh:
+                tmp = _staging_name(parent, name)
+                staged.append((tmp, parent / name))
+                with os.fdopen(_create_new(tmp), "wb") as fh:
                     fh.write(data)
                     fh.flush()
                     os.fsync(fh.fileno())
@@ -359,25 +364,35 @@ def _file_in_the_way(path: Path) -> Path | None:
     return None
 
 
-def _stage(parent: Path, name: str, files: dict[str, bytes], kind: str,
-           later: tuple[str, ...]) -> Path:
-    """A temporary sibling folder holding ``files`` and their manifest."""
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=parent))
+def _staging_name(parent: Path, name: str) -> Path:
+    """A fresh hidden sibling name for staging ``name``, chosen before anything is created
+    so that the caller can record it for clean-up first (a random part: a leftover of a
+    crashed run never blocks)."""
+    return parent / f".{name}.{uuid.uuid4().hex[:12]}"
+
+
+def _create_new(path: Path) -> int:
+    """A new private file at ``path`` (never through a link or over anything there)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) \
+        | getattr(os, "O_CLOEXEC", 0)
+    return os.open(path, flags, 0o600)
+
+
+def _stage(staging: Path, files: dict[str, bytes], kind: str, later: tuple[str, ...]
+           ) -> None:
+    """Create the folder ``staging`` holding ``files`` and their manifest; the caller has
+    recorded ``staging`` and removes it whatever happens here."""
+    os.mkdir(staging, 0o700)
     listing = sorted({*files, *later, MANIFEST})
     manifest = (_HEADER.format(kind=kind) + "".join(f"{n}\n" for n in listing)).encode()
-    try:
-        for rel, data in {**files, MANIFEST: manifest}.items():
-            target = staging / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with open(target, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-        staging.chmod(0o755)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return staging
+    for rel, data in {**files, MANIFEST: manifest}.items():
+        target = staging / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    staging.chmod(0o755)
 
 
 def _remove(path: Path) -> None:
