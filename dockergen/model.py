@@ -184,6 +184,19 @@ class RuntimeCopy:
 
 
 @dataclass(frozen=True)
+class VenvLayer:
+    """One layer of the runtime venv, read from the engine stage's venv through a bind mount.
+
+    ``members`` are paths relative to the venv (``./lib/pythonX.Y/site-packages/torch``);
+    ``exclude`` are the members the other layers carry (only the last layer, ``.``, has any).
+    """
+
+    title: str
+    members: tuple[str, ...]
+    exclude: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class RuntimeStage:
     """The runtime stage: the runtime image plus what each component contributes."""
 
@@ -202,6 +215,10 @@ class RuntimeStage:
     cmd: str  # JSON exec form
     jit_toolchain: bool  # runtime.jit_toolchain: nvcc and g++ kept
     jit_c_compiler: bool = False  # the serving engine compiles C at run time (Triton)
+    # the venv in layers (BuildKit); empty: one COPY of the venv among ``copies``
+    venv_layers: tuple[VenvLayer, ...] = ()
+    # the folders each venv layer's RUN creates or changes, whose mtimes it sets to 0
+    venv_parents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

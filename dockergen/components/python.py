@@ -11,6 +11,7 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.knowledge`,
 from __future__ import annotations
 
 import json
+import posixpath
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ from dockergen.model import (
     Mode,
     PythonSetup,
     RuntimeCopy,
+    VenvLayer,
 )
 
 
@@ -132,7 +134,8 @@ def derive(c: Context, d: list[Derivation], mode: Mode) -> PythonPart:
                             "replaces PyPI for every install of the build stages "
                             "(PIP_INDEX_URL, UV_DEFAULT_INDEX)", ""))
     copies = [RuntimeCopy(PYTHON_HOME, PYTHON_HOME, "build-base")] if not from_image else []
-    copies.append(RuntimeCopy(VENV, VENV, "engine"))  # the venv as the engine stage left it
+    if mode != "buildkit":  # BuildKit reads the venv in layers instead (venv_layers)
+        copies.append(RuntimeCopy(VENV, VENV, "engine"))  # as the engine stage left it
     return PythonPart(
         setup=PythonSetup(python=p.python, python_from=p.build.python_from,
                           python_home=PYTHON_HOME, venv=VENV, uv_version=tool("uv"),
@@ -144,6 +147,33 @@ def derive(c: Context, d: list[Derivation], mode: Mode) -> PythonPart:
         copies=tuple(copies),
         env={"PYTHONUNBUFFERED": "1", "VIRTUAL_ENV": VENV},
     )
+
+
+def venv_layers(python_version: str, cuda_major: str, mode: Mode,
+                engine_names: tuple[str, ...]) -> tuple[tuple[VenvLayer, ...], tuple[str, ...]]:
+    """The runtime venv in layers of balanced size, and the folders their RUNs change.
+
+    The groups of ``python.yaml`` ``venv_layers`` (the CUDA library wheels of the image's
+    CUDA major; torch and triton), then the engine's own packages (``engine_names``, its facts'
+    ``layer_packages``), then everything else: a node pulls the layers in parallel, and
+    images with the same CUDA libraries or torch share those layers by digest. Classic
+    builds have no bind mounts: one COPY of the venv (none here).
+    """
+    if mode != "buildkit":
+        return (), ()
+    site = f"lib/python{python_version}/site-packages"
+    groups = [(str(row["title"]), tuple(row["names"].get(cuda_major, ())
+                                         if isinstance(row["names"], dict) else row["names"]))
+              for row in facts()["venv_layers"]]
+    groups.append(("the serving engine and its kernels", engine_names))
+    layers = [VenvLayer(title, tuple(f"./{site}/{n}" for n in names))
+              for title, names in groups if names]
+    taken = tuple(m for layer in layers for m in layer.members)
+    layers.append(VenvLayer("everything else: scripts, smaller packages, metadata", (".",),
+                            taken))
+    parents = (posixpath.dirname(VENV), VENV, f"{VENV}/lib", f"{VENV}/lib/python{python_version}",
+               f"{VENV}/{site}")
+    return tuple(layers), parents
 
 
 # What Triton does at its first kernel launch (triton/runtime/build.py): find $CC, gcc or

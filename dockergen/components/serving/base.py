@@ -87,6 +87,8 @@ class ServingPart:
     arch_scopes: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # templates/context script that runs the release's own server parser (facts serve_parser)
     serve_parser: str = ""
+    # top-level site-packages entries of the engine and its kernels: one venv layer
+    layer_packages: tuple[str, ...] = ()
 
 
 # Folders of the image a read-only model mount must neither cover nor enter: the base
@@ -566,6 +568,7 @@ class ServingEngine:
             arch_scopes=tuple((glob, tuple(ccs)) for glob, ccs in sorted(
                 facts.get("arch_scoped_libraries", {}).items())),
             context_files=files, serve_parser=str(facts.get("serve_parser", "")),
+            layer_packages=tuple((facts.get("layer_packages") or {}).get("names", ())),
         )
 
 
