@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from dockergen import inputs
-from dockergen.errors import OutputError
+from dockergen.errors import OutputError, path_holds_secret, redact_path
 
 # The list of files in a folder dockergen wrote, with the kind of output it is: a re-run
 # of the same kind replaces the folder only while it holds just those files (a build
@@ -58,6 +58,7 @@ def write_file(path: Path, text: str, *, ours: Ours) -> None:
     folders are created; on any failure the old file (if any) is left as it was and no
     temporary file remains.
     """
+    _check_shows_no_secret(path)
     try:
         blocker = _file_in_the_way(path)
         if blocker is not None:
@@ -185,6 +186,8 @@ def write_folders(parent: Path, folders: dict[str, dict[str, bytes]], *, kind: s
     ``top_ours(path)`` raises when an existing top file is not dockergen's.
     """
     top = top or {}
+    for name in (*folders, *top):
+        _check_shows_no_secret(parent / name)
     try:
         parent = real_folder(parent)
         blocker = _file_in_the_way(parent / "x")
@@ -247,6 +250,14 @@ def write_folders(parent: Path, folders: dict[str, dict[str, bytes]], *, kind: s
             _remove(staging)
         if not done:  # "nothing was changed" includes the folders made for the change
             _unmake(parent, made)
+
+
+def _check_shows_no_secret(path: Path) -> None:
+    """Refuse an output path shaped like a credential: it is printed ("wrote PATH"), and
+    the folder names of a build context reach its bake file."""
+    if path_holds_secret(str(path)):
+        raise OutputError(f"{redact_path(str(path))}: looks like it holds a credential; it is left as it is; "
+                          "choose an -o path without a token in it")
 
 
 def real_folder(path: Path) -> Path:

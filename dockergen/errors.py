@@ -191,6 +191,24 @@ def holds_secret(text: str) -> bool:
     return bool(SECRET_VALUE.search(text) or USERINFO.search(text))
 
 
+def _part_holds_secret(part: str) -> bool:
+    # a token rule ends at a boundary that '.' is not (gitleaks' stripe, npm, JWT rules):
+    # the name without its suffix is scanned as well
+    return bool(SECRET_VALUE.search(part) or SECRET_VALUE.search(part.rsplit(".", 1)[0]))
+
+
+def path_holds_secret(path: str) -> bool:
+    """A component of the file path ``path`` (``glpat-....yaml``) is shaped like a
+    credential: dockergen writes the paths it reads and writes into output and messages."""
+    return any(_part_holds_secret(part) for part in path.split("/"))
+
+
+def redact_path(path: str) -> str:
+    """``path`` with each component shaped like a credential replaced by ``<redacted>``."""
+    return "/".join("<redacted>" if _part_holds_secret(part) else part
+                    for part in path.split("/"))
+
+
 def redact(text: str) -> str:
     """Replace anything shaped like a credential with ``<redacted>``."""
     return SECRET_VALUE.sub("<redacted>", text)
@@ -237,9 +255,10 @@ class Location:
     origin: str = FILE
 
     def __str__(self) -> str:
+        shown = redact_path(self.file)  # a token in a file name (gitleaks' '.'-less rules)
         if self.line:
-            return f"{self.file}:{self.line}:{self.col}"
-        return self.file
+            return f"{shown}:{self.line}:{self.col}"
+        return shown
 
 
 class Severity(str, Enum):

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from dockergen.errors import DockergenError, ExitCode
+from dockergen.errors import DockergenError, ExitCode, path_holds_secret, redact_path
 
 _MIB = 1 << 20
 
@@ -115,6 +115,10 @@ def open_input(path: Path, kind: str) -> Iterator[tuple[BinaryIO, int]]:
     from ``stat`` alone, before any open that could block or act on a device; the open is
     non-blocking and its ``fstat`` must show the same regular file (no swap in between).
     """
+    if path_holds_secret(str(path)):  # input names reach headers, bake files, messages
+        raise InputError(Path(redact_path(str(path))), "its path looks like it holds a credential, and dockergen "
+                         "writes the names of the files it reads into its output",
+                         "rename the file (or its folder) so that no token is part of it")
     try:
         before = os.stat(path)
     except OSError as exc:

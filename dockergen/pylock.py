@@ -212,7 +212,7 @@ def check_matches(lock_path: Path, inp: LockInputs, profile: Path) -> None:
     except FileNotFoundError:
         raise LockError(f"{lock_path}: no Python lock; {fix}") from None
     except inputs.InputError as exc:  # a device, FIFO, link loop, huge file
-        raise LockError(f"{lock_path}: {exc.problem}; {fix}") from None
+        raise LockError(f"{exc.path}: {exc.problem}; {fix}") from None
     if had is None:
         raise LockError(f"{lock_path}:1:1: not a dockergen Python lock; {fix}")
     changed = [f"{k}: lock {v!r}, profile {getattr(inp, k)!r}"

@@ -388,3 +388,39 @@ def test_no_shape_makes_the_whole_scan_quadratic(text: str) -> None:
     start = time.perf_counter()
     SECRET_VALUE.sub("<redacted>", text)
     assert time.perf_counter() - start < 4.0
+
+
+# a file name can hold a token too (a name pasted from a secret store, a folder called after
+# a key): every path dockergen reads is written into headers, bake files and messages, and
+# every -o path into "wrote PATH"
+_NAME_SAFE = sorted(f for f in LEAKS if "/" not in LEAKS[f][0])
+
+
+@pytest.mark.parametrize("fmt", _NAME_SAFE)
+def test_a_file_name_holding_a_credential_is_refused_unprinted(fmt: str, tmp_path: Path
+                                                               ) -> None:
+    """Before, ``render glpat-....yaml`` wrote the token into the Dockerfile's header and
+    the bake file with exit 0, ``deploy -o glpat-.../x.yaml`` printed it in "wrote", and
+    ``plan --model-config`` printed the config's name."""
+    secret, part = LEAKS[fmt]
+    named = tmp_path / f"{secret}.yaml"
+    named.write_text(VALID)
+    config = tmp_path / f"{secret}.json"
+    config.write_text('{"num_hidden_layers": 2}')
+    (tmp_path / "p.yaml").write_text(VALID)
+    cases = [(("validate", str(named)), 2), (("render", str(named), "-o", "o1"), 2),
+             (("explain", str(named)), 2), (("deploy", str(named), "--format", "k8s"), 2),
+             (("plan", str(named)), 2), (("build", "--dry-run", str(named)), 2),
+             (("lock", str(named)), 2), (("observe", str(named), "-o", "o2"), 2),
+             (("plan", "p.yaml", "--model-config", str(config)), 2),
+             (("render", "p.yaml", "-o", secret), 4),
+             (("deploy", "p.yaml", "--format", "compose", "-o", f"d/{secret}/x.yaml"), 4),
+             (("observe", "p.yaml", "-o", f"o/{secret}"), 4),
+             (("schema", "-o", f"{secret}.json"), 4)]
+    for args, rc in cases:
+        result = run_cli(*args, cwd=tmp_path)
+        assert result.rc == rc, (args, result.out + result.err)
+        assert "Traceback" not in result.err and "credential" in result.err, result.err
+        assert part not in result.out + result.err, args
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["p.yaml", named.name, config.name])

@@ -191,7 +191,7 @@ def _read_record(path: Path, profile_hash: str) -> dict[str, Any]:
         raise DeployError(f"{path}: no such build record; run `dockergen build PROFILE "
                           "--push` (it writes build-record.json) or leave out --record") from None
     except inputs.InputError as exc:  # a device, FIFO, link loop, huge file
-        raise DeployError(f"{path}: {exc.problem}; pass the build-record.json that "
+        raise DeployError(f"{exc.path}: {exc.problem}; pass the build-record.json that "
                           "`dockergen build` wrote") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DeployError(f"{path}: not a dockergen build record ({exc}); pass the "
