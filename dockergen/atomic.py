@@ -256,8 +256,8 @@ def _check_shows_no_secret(path: Path) -> None:
     """Refuse an output path shaped like a credential: it is printed ("wrote PATH"), and
     the folder names of a build context reach its bake file."""
     if path_holds_secret(str(path)):
-        raise OutputError(f"{redact_path(str(path))}: looks like it holds a credential; it is left as it is; "
-                          "choose an -o path without a token in it")
+        raise OutputError(f"{redact_path(str(path))}: looks like it holds a credential; it "
+                          "is left as it is; choose an -o path without a token in it")
 
 
 def real_folder(path: Path) -> Path:

@@ -116,8 +116,9 @@ def open_input(path: Path, kind: str) -> Iterator[tuple[BinaryIO, int]]:
     non-blocking and its ``fstat`` must show the same regular file (no swap in between).
     """
     if path_holds_secret(str(path)):  # input names reach headers, bake files, messages
-        raise InputError(Path(redact_path(str(path))), "its path looks like it holds a credential, and dockergen "
-                         "writes the names of the files it reads into its output",
+        raise InputError(Path(redact_path(str(path))), "its path looks like it holds a "
+                         "credential, and dockergen writes the names of the files it reads "
+                         "into its output",
                          "rename the file (or its folder) so that no token is part of it")
     try:
         before = os.stat(path)

@@ -178,6 +178,13 @@ READS: list[tuple[str, dict[str, str], str, list[str], int]] = [
     ("profile", {}, "p.yaml", ["validate", "p.yaml"], 2),
     ("profile-render", {}, "p.yaml", ["render", "p.yaml"], 2),
     ("profile-explain", {}, "p.yaml", ["explain", "p.yaml"], 2),
+    # every other command that takes a profile reads it through the same reader
+    ("profile-deploy", {}, "p.yaml", ["deploy", "p.yaml", "--format", "compose"], 2),
+    ("profile-plan", {}, "p.yaml", ["plan", "p.yaml"], 2),
+    ("profile-observe", {}, "p.yaml", ["observe", "p.yaml", "-o", "obs"], 2),
+    ("profile-build", {}, "p.yaml", ["build", "--dry-run", "p.yaml"], 2),
+    ("profile-lock", {}, "p.yaml", ["lock", "p.yaml"], 2),
+    ("profile-lock-python", {}, "p.yaml", ["lock", "--python", "p.yaml"], 2),
     ("extends", {"p.yaml": "extends: hostile\nname: t\n"}, "hostile.yaml",
      ["validate", "p.yaml"], 2),
     ("knowledge", {"p.yaml": _profile(knowledge=["k.yaml"])}, "k.yaml",
@@ -207,7 +214,9 @@ READS: list[tuple[str, dict[str, str], str, list[str], int]] = [
 # is wrong usage (64) before dockergen reads anything
 _CLICK_REFUSES = {("profile", "folder"), ("profile-render", "folder"),
                   ("profile-explain", "folder"), ("build-record", "folder"),
-                  ("build-ca-cert", "folder")}
+                  ("build-ca-cert", "folder"),
+                  *((f"profile-{c}", "folder")
+                    for c in ("deploy", "plan", "observe", "build", "lock", "lock-python"))}
 
 
 def _setup(folder: Path, files: dict[str, str], node_at: str, node: str) -> None:
