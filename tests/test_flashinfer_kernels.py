@@ -172,3 +172,29 @@ def test_the_smoke_version_check_fails_on_kernels_of_another_version(tmp_path: P
     ok, detail = check("0.6.13")
     assert not ok
     assert "flashinfer_cubin is '0.6.13', expected 0.6.18.post1" in detail
+
+
+SGLANG = PROFILES / "h100-sglang-fp8.yaml"  # SGLang 0.5.23: flashinfer-python[cu13] 0.7.2
+
+
+def test_sglang_by_the_same_rule_has_no_kernels_and_explain_says_why() -> None:
+    """SGLang pins flashinfer-python without its kernels, as vLLM 0.33.0 does: explain said
+    nothing, and build.flashinfer_index_url was called unused."""
+    r = resolve_profile(SGLANG)
+    assert not any(q.startswith("flashinfer-cubin") for q in r.engine.requirements)
+    out = run_cli("explain", str(SGLANG)).out.splitlines()
+    i = next(n for n, line in enumerate(out) if line.strip().startswith("FlashInfer kernels"))
+    assert out[i].split() == ["FlashInfer", "kernels", "not", "installed"]
+    assert "sglang 0.5.23 pulls flashinfer-python 0.7.2 without" in out[i + 1]
+
+
+def test_sglang_with_the_index_gets_the_matching_cubin_and_checks_it() -> None:
+    result = run_cli("validate", str(SGLANG), "--set", f"build.flashinfer_index_url={FI}")
+    assert result.rc == 0, result.err
+    assert "unused" not in result.err
+    r = resolve_profile(SGLANG, (f"build.flashinfer_index_url={FI}",))
+    assert r.engine.requirements == ("sglang==0.5.23", "sglang-kernel==0.4.10",
+                                     "flashinfer-python[cu13]==0.7.2", "flashinfer-cubin==0.7.2")
+    assert r.engine.indexes[-1] == FI
+    assert [(s.dist, s.version) for s in r.smoke_imports if s.dist.startswith("flashinfer")] == [
+        ("flashinfer-cubin", "0.7.2"), ("flashinfer-python", "0.7.2")]

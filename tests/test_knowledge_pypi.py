@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -211,16 +212,44 @@ def test_an_unverified_torch_index_fact_only_warns(tmp_path: Path) -> None:
 
 # --- live, against PyPI (CI runs these) ---------------------------------------------------
 
+_NEWER = re.compile(r"PyPI's newest release \S+ is missing from the knowledge$")
+
+
+def _is_news(change: str) -> bool:
+    """A release PyPI published after the snapshot (a new entry, or a new newest): news for
+    the maintainers, not a fact of the knowledge gone wrong."""
+    return change.startswith("newest.") or (
+        change.startswith(("engines.", "torch.", "flash_attn.")) and ": None -> " in change)
+
+
 @pytest.mark.network
 def test_live_pypi_matches_the_knowledge_and_the_snapshot() -> None:
-    """Refresh live: PyPI today must agree with the knowledge and the checked-in snapshot."""
+    """Refresh live: PyPI today must agree with the knowledge and the checked-in snapshot on
+    every release both know. A release published since (vLLM 0.34.0 appeared a day after
+    the snapshot) is reported, not failed: it says nothing about what dockergen states."""
     kb = kc.KnowledgeView.load()
     live = kc.observe_all(kb, Pages(), probe=False)
     old = kc.load_snapshot()
     old.pop("compile_probe", None)
-    assert kc._changed(old, live) == []
-    assert kc.compare(kb, {**live, "compile_probe": kc.load_snapshot()["compile_probe"]}
-                      ).differences == []
+    changed = kc._changed(old, live)
+    assert [c for c in changed if not _is_news(c)] == []
+    differences = kc.compare(kb, {**live, "compile_probe": kc.load_snapshot()["compile_probe"]}
+                             ).differences
+    assert [d for d in differences if not _NEWER.search(d)] == []
+    for line in [c for c in changed if _is_news(c)] + [d for d in differences
+                                                       if _NEWER.search(d)]:
+        print(f"newer on PyPI than the snapshot: {line[:200]}")
+
+
+def test_a_new_release_is_news_but_a_changed_fact_is_not() -> None:
+    """The split the live test relies on, on the shapes _changed writes."""
+    assert _is_news("newest.vllm: '0.33.0' -> '0.34.0'")
+    assert _is_news("engines.vllm.0.34.0: None -> {'torch': '2.14.0'}")
+    assert _is_news("torch.2.14.2: None -> {'python': '>=3.10'}")
+    assert not _is_news("engines.vllm.0.33.0.torch: '2.14.0' -> '2.14.1'")
+    assert not _is_news("engines.vllm.0.33.0: {'torch': '2.14.0'} -> None")
+    assert _NEWER.search("engines.vllm: PyPI's newest release 0.34.0 is missing from the "
+                         "knowledge")
 
 
 @pytest.mark.network

@@ -132,6 +132,14 @@ CONSTRAINTS_IN_IMAGE = "/opt/dockergen/constraints.txt"
 # The reason of every derivation of a serving.extra_args item (an engine's own checks of the
 # flags it derives leave these out).
 EXTRA_ARGS_REASON = "from serving.extra_args"
+# Where FlashInfer publishes flashinfer-cubin releases PyPI lacks (its own installer's index;
+# not reachable from the machines that check the knowledge, hence unverified), for every
+# engine that installs FlashInfer. dockergen installs from it only when
+# build.flashinfer_index_url is set (this URL or a mirror).
+FLASHINFER_INDEX: dict[str, str] = {
+    "url": "https://flashinfer.ai/whl", "unverified": "true",
+    "src": "flashinfer-python 0.7.2.post1 wheel flashinfer/__main__.py _build_cubin_index_url "
+           "(non-nightly); _install_cubin_wheel"}
 
 
 class ServingEngine:
@@ -434,12 +442,83 @@ class ServingEngine:
             out.append(self.facts()["extra_index_url"])
         return out + self.extra_indexes(c)
 
+    # --- FlashInfer's precompiled kernels, for every engine whose release pins FlashInfer ---
+    def flashinfer_row(self, c: Context) -> dict[str, Any] | None:
+        """The release's FlashInfer facts: ``python`` (the flashinfer-python version it
+        installs), ``cubin`` (the release pulls flashinfer-cubin itself), ``cubin_on_pypi``,
+        ``src``; None for an engine or release without FlashInfer."""
+        return None
+
+    def _flashinfer(self, c: Context) -> tuple[str | None, bool]:
+        """(flashinfer-cubin pin the image needs, whether it comes from the FlashInfer index).
+
+        A release that pulls flashinfer-python but not flashinfer-cubin leaves FlashInfer
+        without its precompiled kernels; it then downloads them at first use or JIT-builds
+        them with nvcc (none in the runtime image). The cubin must be the same version as
+        flashinfer-python (flashinfer/jit/env.py _check_cubin_version ignores or refuses
+        another).
+        """
+        row = self.flashinfer_row(c)
+        if not row or row.get("cubin"):
+            return None, False
+        return f"flashinfer-cubin=={row['python']}", not row.get("cubin_on_pypi", False)
+
+    def own_requirements(self, c: Context) -> tuple[str, ...]:
+        """What the engine stage installs for the engine: the engine, then packages pinned
+        in lockstep with it."""
+        return (f"{self.facts()['package']}=={c.p.engine.version}",)
+
+    def requirements(self, c: Context) -> tuple[str, ...]:
+        """The engine's own requirements, and FlashInfer's kernels where the release leaves
+        them out and they can be had (PyPI, or build.flashinfer_index_url)."""
+        pin, needs_index = self._flashinfer(c)
+        base = self.own_requirements(c)
+        if pin and (not needs_index or c.p.build.flashinfer_index_url):
+            return (*base, pin)
+        return base
+
     def extra_indexes(self, c: Context) -> list[str]:
-        """Indexes for packages the engine stage adds beside the engine (none by default)."""
-        return []
+        """Indexes for packages the engine stage adds beside the engine: FlashInfer's, when
+        the kernels the release needs are only there."""
+        pin, needs_index = self._flashinfer(c)
+        url = c.p.build.flashinfer_index_url
+        return [url] if pin and needs_index and url else []
 
     def explain_requirements(self, c: Context, d: list[Derivation]) -> None:
-        """Derivations for what requirements() adds beside the engine (none by default)."""
+        """Derivations for what requirements() adds beside the engine: FlashInfer's kernels,
+        installed or why not."""
+        pin, needs_index = self._flashinfer(c)
+        row = self.flashinfer_row(c)
+        if pin is None or row is None:
+            return
+        why = (f"{self.name} {c.p.engine.version} pulls flashinfer-python {row['python']} "
+               "without its precompiled kernels; the same version of flashinfer-cubin "
+               "carries them")
+        if pin in self.requirements(c):
+            where = c.p.build.flashinfer_index_url if needs_index else "the main index (PyPI)"
+            d.append(Derivation("FlashInfer kernels", pin, f"{why} (from {where})",
+                                row["src"]))
+        else:
+            d.append(Derivation("FlashInfer kernels", "not installed", f"{why}; PyPI lacks "
+                                "that version (FlashInfer publishes it on "
+                                f"{FLASHINFER_INDEX['url']}): set build.flashinfer_index_url "
+                                "to install them, else FlashInfer downloads them at first use "
+                                "or JIT-builds them with nvcc", FLASHINFER_INDEX["src"]))
+
+    def flashinfer_smoke_imports(self, c: Context) -> tuple[SmokeImport, ...]:
+        """FlashInfer's kernels at flashinfer-python's version, when the image installs them.
+
+        ``import flashinfer`` counts as needing a GPU: some releases read the device's
+        properties at import and fail on a build host without one (flashinfer-ai/flashinfer
+        #3262, #4143); there the installed version is checked instead. The kernels' own
+        module imports anywhere, so a kernel wheel of another version always fails the check.
+        """
+        pin, _ = self._flashinfer(c)
+        if pin is None or pin not in self.requirements(c):
+            return ()
+        version = pin.split("==", 1)[1]
+        return (SmokeImport("flashinfer_cubin", "flashinfer-cubin", version),
+                SmokeImport("flashinfer", "flashinfer-python", version, needs_gpu=True))
 
     def extra_args(self, c: Context, d: list[Derivation], src: str) -> tuple[str, ...]:
         """serving.extra_args, appended to the server command as given, one derivation per
@@ -468,17 +547,13 @@ class ServingEngine:
         """The server command of a checked profile (entrypoint, arguments, option files)."""
         raise NotImplementedError
 
-    def requirements(self, c: Context) -> tuple[str, ...]:
-        """What the engine stage installs: the engine, then packages pinned in lockstep."""
-        return (f"{self.facts()['package']}=={c.p.engine.version}",)
-
     def extra_env(self, c: Context) -> dict[str, str]:
         """Engine-specific environment of the runtime image."""
         return {}
 
     def extra_smoke_imports(self, c: Context) -> tuple[SmokeImport, ...]:
-        """Imports the built image must pass for what requirements() adds (none by default)."""
-        return ()
+        """Imports the built image must pass for what requirements() adds beside the engine."""
+        return self.flashinfer_smoke_imports(c)
 
     def derive(self, c: Context, d: list[Derivation], torch: TorchInstall,
                flash_attn: bool, mode: Mode) -> ServingPart:

@@ -1,8 +1,9 @@
 """SGLang: ``sglang serve``, its releases, kernels pinned in lockstep, and its server flags.
 
 Owns ``sglang.yaml`` (releases with torch pin, Python range, CUDA major, the sglang-kernel
-and FlashInfer pins; quantization rows read from the wheel's quantization configs; the
-health endpoint; the run-time C compiler Triton needs) and ``sglang_flags.json`` (every
+and FlashInfer pins, whether a release pulls FlashInfer's kernels; quantization rows read
+from the wheel's quantization configs; the health endpoint; the run-time C compiler Triton
+needs) and ``sglang_flags.json`` (every
 option string of ``sglang serve`` per release, extracted from the real wheel by
 ``tools/sglang_flags.py``). Maps the profile's serving fields to ``sglang serve`` flags and
 checks every flag of the server command, derived or extra, against the release's list.
@@ -16,6 +17,8 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from dockergen.components.base import Context
 from dockergen.components.serving.base import (
@@ -47,7 +50,18 @@ class Sglang(ServingEngine):
         "only serves other code in the image")
 
 
-    def requirements(self, c: Context) -> tuple[str, ...]:
+    def flashinfer_row(self, c: Context) -> dict[str, Any] | None:
+        """The release's flashinfer-python pin (its row), with sglang.yaml
+        ``flashinfer_kernels``: whether the wheel pulls flashinfer-cubin, and the cubin
+        versions PyPI has."""
+        if c.release is None:
+            return None
+        kernels = self.facts()["flashinfer_kernels"]
+        version = str(c.release["flashinfer"]).split("==", 1)[1]
+        return {"python": version, "cubin": bool(kernels["pulled_by_release"]),
+                "cubin_on_pypi": version in kernels["cubin_on_pypi"], "src": kernels["src"]}
+
+    def own_requirements(self, c: Context) -> tuple[str, ...]:
         """sglang, then sglang-kernel and flashinfer-python pinned as its wheel pins them."""
         if c.release is None:  # unknown release: reported by the engine check; no lockstep pins
             return (f"sglang=={c.p.engine.version}",)

@@ -11,12 +11,12 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from dockergen.components.base import Context
 from dockergen.components.serving.base import ServingEngine, flag_file, release_flag_list
 from dockergen.knowledge import COMPONENTS_DIR
-from dockergen.model import Derivation, ServeCommand, SmokeImport
+from dockergen.model import Derivation, ServeCommand
 
 ARGS_SRC = "VLLM-WHEEL 0.33.0 engine/arg_utils.py"
 FLAGS_FILE = COMPONENTS_DIR / "serving" / "vllm_flags.json"
@@ -83,68 +83,14 @@ class Vllm(ServingEngine):
                         f"{flag_file(FLAGS_FILE.name)['src'][c.p.engine.version]})",
                         "remove it; see `vllm serve --help` of that release")
 
-    # --- FlashInfer's precompiled kernels --------------------------------------------------
-    def _flashinfer(self, c: Context) -> tuple[str | None, bool]:
-        """(flashinfer-cubin pin the image needs, whether it comes from the FlashInfer index).
-
-        vllm.yaml ``flashinfer`` (read from each wheel's Requires-Dist): releases whose wheel
-        pulls flashinfer-python but not flashinfer-cubin leave FlashInfer without its
-        precompiled kernels; it then downloads them at first use or JIT-builds them with nvcc
-        (none in the runtime image). The cubin must be the same version as flashinfer-python
-        (flashinfer/jit/env.py _check_cubin_version ignores or refuses another).
-        """
+    # --- FlashInfer's precompiled kernels: the rule is the base class's ----------------------
+    def flashinfer_row(self, c: Context) -> dict[str, Any] | None:
+        """vllm.yaml ``flashinfer``, read from each wheel's Requires-Dist (tests/test_vllm_quant.py
+        compares): the flashinfer-python pin, whether the wheel pulls flashinfer-cubin
+        itself, and whether PyPI has that cubin; releases that pull FlashInfer only through
+        an extra take none."""
         row = self.facts().get("flashinfer", {}).get(c.p.engine.version)
-        if not row or row.get("extra_only") or row.get("cubin"):
-            return None, False
-        return f"flashinfer-cubin=={row['python']}", not row.get("cubin_on_pypi", False)
-
-    def requirements(self, c: Context) -> tuple[str, ...]:
-        """The engine, and FlashInfer's kernels where the engine leaves them out and they
-        can be had (PyPI, or build.flashinfer_index_url)."""
-        pin, needs_index = self._flashinfer(c)
-        base = super().requirements(c)
-        if pin and (not needs_index or c.p.build.flashinfer_index_url):
-            return (*base, pin)
-        return base
-
-    def extra_indexes(self, c: Context) -> list[str]:
-        pin, needs_index = self._flashinfer(c)
-        url = c.p.build.flashinfer_index_url
-        return [url] if pin and needs_index and url else []
-
-    def explain_requirements(self, c: Context, d: list[Derivation]) -> None:
-        pin, needs_index = self._flashinfer(c)
-        if pin is None:
-            return
-        row = self.facts()["flashinfer"][c.p.engine.version]
-        why = (f"vllm {c.p.engine.version} pulls flashinfer-python {row['python']} without its "
-               "precompiled kernels; the same version of flashinfer-cubin carries them")
-        if pin in self.requirements(c):
-            where = c.p.build.flashinfer_index_url if needs_index else "the main index (PyPI)"
-            d.append(Derivation("FlashInfer kernels", pin, f"{why} (from {where})",
-                                row["src"]))
-        else:
-            d.append(Derivation("FlashInfer kernels", "not installed", f"{why}; PyPI lacks "
-                                "that version (FlashInfer publishes it on "
-                                f"{self.facts()['flashinfer_index']['url']}): set "
-                                "build.flashinfer_index_url to install them, else FlashInfer "
-                                "downloads them at first use or JIT-builds them with nvcc",
-                                self.facts()["flashinfer_index"]["src"]))
-
-    def extra_smoke_imports(self, c: Context) -> tuple[SmokeImport, ...]:
-        """FlashInfer's kernels at flashinfer-python's version, when the image installs them.
-
-        ``import flashinfer`` counts as needing a GPU: some releases read the device's
-        properties at import and fail on a build host without one (flashinfer-ai/flashinfer
-        #3262, #4143); there the installed version is checked instead. The kernels' own
-        module imports anywhere, so a kernel wheel of another version always fails the check.
-        """
-        pin, _ = self._flashinfer(c)
-        if pin is None or pin not in self.requirements(c):
-            return ()
-        version = pin.split("==", 1)[1]
-        return (SmokeImport("flashinfer_cubin", "flashinfer-cubin", version),
-                SmokeImport("flashinfer", "flashinfer-python", version, needs_gpu=True))
+        return None if not row or row.get("extra_only") else dict(row)
 
     def extra_env(self, c: Context) -> dict[str, str]:
         return {"VLLM_NO_USAGE_STATS": "1"}  # air-gapped fleets: no usage-stats phone-home
