@@ -215,7 +215,7 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool,
         chain=tuple(c.rsplit("/", 1)[-1] for c in loaded.chain),
         targets=tuple(ctx.targets), base=base, flash_attn=fa, engine=stage, runtime=runtime,
         context_files=MappingProxyType({
-            **serving.serve.context_files, **serving.context_files,
+            **python_part.context_files, **serving.serve.context_files, **serving.context_files,
             **{f"{CERT_DIR}/extra-{i}.crt": pem for i, pem in enumerate(ctx.certificates)}}),
         tags=tags,
         lock=lock, profile_hash=profile_hash, smoke_imports=tuple(smoke),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dockergen.components.base import Context
@@ -106,6 +106,16 @@ class PythonPart:
     runtime_apt: tuple[str, ...]
     copies: tuple[RuntimeCopy, ...]
     env: dict[str, str]
+    context_files: dict[str, bytes] = field(default_factory=dict)
+
+
+# BuildKit mounts its own /etc/hosts into every RUN and, where the image has none (NVIDIA's
+# images and Debian's minbase have none), creates the file first and removes it after: /etc
+# then enters each RUN's layer with the time of the build, and no two builds of the same venv
+# layer are equal. An /etc/hosts of the image's own (what `docker run` and Kubernetes mount
+# over anyway) keeps /etc out of the venv layers.
+HOSTS_IN_CONTEXT = "etc-hosts"
+HOSTS = b"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 
 
 def downloads() -> dict[str, str]:
@@ -134,8 +144,12 @@ def derive(c: Context, d: list[Derivation], mode: Mode) -> PythonPart:
                             "replaces PyPI for every install of the build stages "
                             "(PIP_INDEX_URL, UV_DEFAULT_INDEX)", ""))
     copies = [RuntimeCopy(PYTHON_HOME, PYTHON_HOME, "build-base")] if not from_image else []
-    if mode != "buildkit":  # BuildKit reads the venv in layers instead (venv_layers)
+    context: dict[str, bytes] = {}
+    if mode != "buildkit":
         copies.append(RuntimeCopy(VENV, VENV, "engine"))  # as the engine stage left it
+    else:  # BuildKit reads the venv in layers instead (venv_layers)
+        copies.append(RuntimeCopy(HOSTS_IN_CONTEXT, "/etc/hosts"))
+        context[HOSTS_IN_CONTEXT] = HOSTS
     return PythonPart(
         setup=PythonSetup(python=p.python, python_from=p.build.python_from,
                           python_home=PYTHON_HOME, venv=VENV, uv_version=tool("uv"),
@@ -146,6 +160,7 @@ def derive(c: Context, d: list[Derivation], mode: Mode) -> PythonPart:
         runtime_apt=("python3",) if from_image else (),
         copies=tuple(copies),
         env={"PYTHONUNBUFFERED": "1", "VIRTUAL_ENV": VENV},
+        context_files=context,
     )
 
 
