@@ -188,12 +188,15 @@ class VenvLayer:
     """One layer of the runtime venv, read from the engine stage's venv through a bind mount.
 
     ``members`` are paths relative to the venv (``./lib/pythonX.Y/site-packages/torch``);
-    ``exclude`` are the members the other layers carry (only the last layer, ``.``, has any).
+    ``exclude`` are the members the other layers carry (only the last layer, ``.``, has any);
+    ``parents`` are the folders the layer creates or changes, whose mtimes it sets to 0 (the
+    extraction gives folders that are not members of the archive the time of the build).
     """
 
     title: str
     members: tuple[str, ...]
     exclude: tuple[str, ...] = ()
+    parents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -217,8 +220,6 @@ class RuntimeStage:
     jit_c_compiler: bool = False  # the serving engine compiles C at run time (Triton)
     # the venv in layers (BuildKit); empty: one COPY of the venv among ``copies``
     venv_layers: tuple[VenvLayer, ...] = ()
-    # the folders each venv layer's RUN creates or changes, whose mtimes it sets to 0
-    venv_parents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -189,7 +189,7 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool,
     d.append(Derivation("HEALTHCHECK --start-period", f"{start_period}s",
                         "from serving.health_start_period_s: time for model loading before "
                         "failed health checks count", ""))
-    layers, layer_parents = python.venv_layers(p.python, p.cuda.version.split(".")[0], mode,
+    layers = python.venv_layers(p.python, p.cuda.version.split(".")[0], mode,
                                                serving.layer_packages)
     runtime = RuntimeStage(
         image=cuda_part.runtime_image,
@@ -204,7 +204,7 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool,
         entrypoint=json.dumps(list(serving.serve.entrypoint)),
         cmd=json.dumps(list(serving.serve.args)),
         jit_toolchain=p.runtime.jit_toolchain, jit_c_compiler=serving.c_compiler,
-        venv_layers=layers, venv_parents=layer_parents,
+        venv_layers=layers,
     )
     smoke = [torch.smoke_import(torch_install), *serving.smoke]
     if fa is not None:

@@ -165,30 +165,37 @@ def derive(c: Context, d: list[Derivation], mode: Mode) -> PythonPart:
 
 
 def venv_layers(python_version: str, cuda_major: str, mode: Mode,
-                engine_names: tuple[str, ...]) -> tuple[tuple[VenvLayer, ...], tuple[str, ...]]:
-    """The runtime venv in layers of balanced size, and the folders their RUNs change.
+                engine_names: tuple[str, ...]) -> tuple[VenvLayer, ...]:
+    """The runtime venv in layers of balanced size.
 
     The groups of ``python.yaml`` ``venv_layers`` (the CUDA library wheels of the image's
-    CUDA major; torch and triton), then the engine's own packages (``engine_names``, its facts'
-    ``layer_packages``), then everything else: a node pulls the layers in parallel, and
-    images with the same CUDA libraries or torch share those layers by digest. Classic
+    CUDA major; torch and triton), then the engine's own packages (``engine_names``, its
+    facts' ``layer_packages``), then everything else: a node pulls the layers in parallel,
+    and images with the same CUDA libraries or torch share those layers by digest. Classic
     builds have no bind mounts: one COPY of the venv (none here).
     """
     if mode != "buildkit":
-        return (), ()
+        return ()
     site = f"lib/python{python_version}/site-packages"
+    base = [posixpath.dirname(VENV), VENV, f"{VENV}/lib", f"{VENV}/lib/python{python_version}",
+            f"{VENV}/{site}"]
     groups = [(str(row["title"]), tuple(row["names"].get(cuda_major, ())
                                          if isinstance(row["names"], dict) else row["names"]))
               for row in facts()["venv_layers"]]
     groups.append(("the serving engine and its kernels", engine_names))
-    layers = [VenvLayer(title, tuple(f"./{site}/{n}" for n in names))
-              for title, names in groups if names]
+    layers = []
+    for title, names in groups:
+        if not names:
+            continue
+        # folders between site-packages and a member (nvidia/ of nvidia/cu13)
+        inner = sorted({f"{VENV}/{site}/{posixpath.dirname(n)}" for n in names
+                        if posixpath.dirname(n)})
+        layers.append(VenvLayer(title, tuple(f"./{site}/{n}" for n in names),
+                                parents=(*base, *inner)))
     taken = tuple(m for layer in layers for m in layer.members)
     layers.append(VenvLayer("everything else: scripts, smaller packages, metadata", (".",),
-                            taken))
-    parents = (posixpath.dirname(VENV), VENV, f"{VENV}/lib", f"{VENV}/lib/python{python_version}",
-               f"{VENV}/{site}")
-    return tuple(layers), parents
+                            taken, tuple(base)))
+    return tuple(layers)
 
 
 # What Triton does at its first kernel launch (triton/runtime/build.py): find $CC, gcc or
