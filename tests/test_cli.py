@@ -52,7 +52,7 @@ def test_render_writes_a_build_context(tmp_path: Path) -> None:
     assert result.rc == 0, result.err
     assert sorted(p.name for p in out.iterdir()) == [
         ".dockergen-files", ".dockerignore", "Dockerfile", "arch_audit.py", "constraints.txt",
-        "docker-bake.hcl", "dockergen.lock.json"]
+        "docker-bake.hcl", "dockergen.lock.json", "etc-hosts"]
     lock = json.loads((out / "dockergen.lock.json").read_text())
     resolved = lock["resolved"]
     assert resolved["flash_attn_cuda_archs"] == "80;90"
