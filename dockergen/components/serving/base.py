@@ -137,7 +137,7 @@ EXTRA_ARGS_REASON = "from serving.extra_args"
 # engine that installs FlashInfer. dockergen installs from it only when
 # build.flashinfer_index_url is set (this URL or a mirror).
 FLASHINFER_INDEX: dict[str, str] = {
-    "url": "https://flashinfer.ai/whl", "unverified": "true",
+    "url": "https://flashinfer.ai/whl",
     "src": "flashinfer-python 0.7.2.post1 wheel flashinfer/__main__.py _build_cubin_index_url "
            "(non-nightly); _install_cubin_wheel"}
 
