@@ -461,6 +461,33 @@ def lock(profiles: tuple[str, ...], overrides: tuple[str, ...], check: bool, rem
 
 
 @cli.command()
+@click.argument("profiles", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@_set_option
+@click.option("--index", metavar="URL", default=None,
+              help="Simple-API index to read (PEP 691 JSON or PEP 503 HTML); default: the "
+                   "profile's build.pip_index_url, else PyPI. Credentials: "
+                   "DOCKERGEN_INDEX_USERNAME/DOCKERGEN_INDEX_PASSWORD or netrc.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def outdated(profiles: tuple[str, ...], overrides: tuple[str, ...], index: str | None,
+             as_json: bool) -> None:
+    """Newer releases of each profile's engine and pinned packages, and the rules' verdict
+    on the profile moved to each. Exit 9 when one is valid (for scheduled CI)."""
+    from dockergen import outdated as out
+
+    if index is not None and not out.is_index_url(index):
+        raise click.BadParameter("give an http(s) URL without credentials (they come from "
+                                 f"{out.USER_ENV}/{out.PASSWORD_ENV} or netrc)",
+                                 param_hint="--index")
+    reports = [out.check(Path(p), overrides, index) for p in profiles]
+    click.echo(out.to_json(reports) if as_json else out.to_text(reports), nl=False)
+    valid = [f"{name} {version} ({r.profile})" for r in reports
+             for name, version in r.valid_newer()]
+    if valid:
+        raise out.OutdatedError(f"dockergen: {len(valid)} newer release(s) the profile can "
+                                f"move to as it is: {', '.join(valid)}")
+
+
+@cli.command()
 @click.argument("profile", type=click.Path(dir_okay=False))
 @_set_option
 @_mode_option

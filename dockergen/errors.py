@@ -226,6 +226,7 @@ class ExitCode(IntEnum):
     SMOKE_FAILED = 6  # the built image failed its smoke tests; nothing was pushed
     PUSH_FAILED = 7  # the push failed or carried no digest
     LOCK_STALE = 8  # `lock --check`: an image is missing from the lock, or its tag moved
+    OUTDATED = 9  # `outdated`: a newer release exists that the profile can move to as it is
     TIMEOUT = 124  # --timeout expired; the build was cancelled
     INTERRUPTED = 130  # Ctrl-C; the build was cancelled and our tags removed
     PIPE_CLOSED = 141  # `build`: the reader of its output went away (128 + SIGPIPE)

@@ -103,6 +103,9 @@ ALLOWED: dict[str, set[str]] = {
                                            "dockergen.observe.rules",
                                            "dockergen.observe.dashboard"},
     "dockergen.observe": {"dockergen.observe.generate"},
+    # newer releases on an index, judged by resolving the profile moved to each
+    "dockergen.outdated": _BASE | {"dockergen.api", "dockergen.components.serving",
+                                   "dockergen.knowledge", "dockergen.model"},
     "dockergen.cli": {"dockergen", "dockergen.*"},
     "dockergen.__main__": {"dockergen.cli"},
     "dockergen.pylock": _BASE | {"dockergen.loader", "dockergen.resolve",

@@ -185,6 +185,9 @@ READS: list[tuple[str, dict[str, str], str, list[str], int]] = [
     ("profile-build", {}, "p.yaml", ["build", "--dry-run", "p.yaml"], 2),
     ("profile-lock", {}, "p.yaml", ["lock", "p.yaml"], 2),
     ("profile-lock-python", {}, "p.yaml", ["lock", "--python", "p.yaml"], 2),
+    # the profile is read before any index is asked (this port answers nothing)
+    ("profile-outdated", {}, "p.yaml",
+     ["outdated", "p.yaml", "--index", "http://127.0.0.1:9/simple"], 2),
     ("extends", {"p.yaml": "extends: hostile\nname: t\n"}, "hostile.yaml",
      ["validate", "p.yaml"], 2),
     ("knowledge", {"p.yaml": _profile(knowledge=["k.yaml"])}, "k.yaml",
@@ -216,7 +219,8 @@ _CLICK_REFUSES = {("profile", "folder"), ("profile-render", "folder"),
                   ("profile-explain", "folder"), ("build-record", "folder"),
                   ("build-ca-cert", "folder"),
                   *((f"profile-{c}", "folder")
-                    for c in ("deploy", "plan", "observe", "build", "lock", "lock-python"))}
+                    for c in ("deploy", "plan", "observe", "build", "lock", "lock-python",
+                              "outdated"))}
 
 
 def _setup(folder: Path, files: dict[str, str], node_at: str, node: str) -> None:

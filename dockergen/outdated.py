@@ -1,0 +1,291 @@
+"""Newer releases on the configured index, and what dockergen's rules say of each.
+
+For a profile: its serving engine and the packages pinned beside it (torch, the engine's kernel
+packages, flash-attn when the image builds it), the releases newer than the profile's on the
+index the profile installs from (``build.pip_index_url``, else PyPI; ``--index`` replaces it),
+whether dockergen's knowledge has each, and, for what the profile itself sets
+(``engine.version``, ``flash_attn.version``), the verdict of every rule on the profile moved
+to that release: the profile is resolved again with the one field changed, so the verdict is
+exactly what ``validate`` would say. Packages the engine release pins move with the engine
+and get no verdict of their own. Pre-releases are not listed.
+
+The index is read through its simple API, PEP 691 JSON or PEP 503 HTML, whichever it answers.
+Credentials come from ``DOCKERGEN_INDEX_USERNAME``/``DOCKERGEN_INDEX_PASSWORD`` or from netrc
+(``$NETRC`` or ``~/.netrc``) for the index's host; they are sent only to that host and never
+written or printed. May import: :mod:`dockergen.api`, :mod:`dockergen.components.serving`,
+:mod:`dockergen.errors`, :mod:`dockergen.knowledge`, :mod:`dockergen.model`.
+"""
+
+from __future__ import annotations
+
+import base64
+import html.parser
+import json
+import netrc
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+from dockergen.api import resolve_profile
+from dockergen.components.serving import engine_for
+from dockergen.errors import (
+    DockergenError,
+    ExitCode,
+    ProfileError,
+    Severity,
+    holds_secret,
+    redact,
+)
+from dockergen.knowledge import load_facts
+from dockergen.model import MAIN_INDEX
+
+# A simple-API page is read up to this size (PyPI's JSON page of torch is a few MiB).
+PAGE_LIMIT = 64 << 20
+TIMEOUT_S = 30
+USER_ENV, PASSWORD_ENV = "DOCKERGEN_INDEX_USERNAME", "DOCKERGEN_INDEX_PASSWORD"
+_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
+
+
+class IndexReadError(DockergenError):
+    """The index could not be read (unreachable, refused, not a simple API)."""
+
+    exit_code = ExitCode.MISSING_TOOL
+
+
+class OutdatedError(DockergenError):
+    """A newer release exists that a profile can move to with every rule passing (exit 9,
+    for scheduled CI); the report itself is already printed."""
+
+    exit_code = ExitCode.OUTDATED
+
+
+@dataclass(frozen=True)
+class Newer:
+    """A release newer than the profile's: known to dockergen, and the rules' verdict."""
+
+    version: str
+    known: bool | None  # None: dockergen keeps no list of this package's releases
+    verdict: str  # "ok", "ok, N warning(s)", "error", "unknown", "moves with the engine"
+    detail: str = ""  # the first error, or what to do
+
+
+@dataclass(frozen=True)
+class PackageReport:
+    """One package of a profile: its version there, who sets it, the newer releases."""
+
+    name: str
+    current: str
+    setting: str | None  # the profile field that moves it; None: pinned by the engine
+    newer: tuple[Newer, ...]
+
+
+@dataclass(frozen=True)
+class Report:
+    """What ``dockergen outdated`` says of one profile."""
+
+    profile: str
+    index: str
+    packages: tuple[PackageReport, ...] = field(default_factory=tuple)
+
+    def valid_newer(self) -> list[tuple[str, str]]:
+        """(package, release) for every newer release the profile can move to as it is."""
+        return [(p.name, n.version) for p in self.packages for n in p.newer
+                if n.verdict.startswith("ok")]
+
+
+# --- the index ----------------------------------------------------------------------------
+
+def is_index_url(url: str) -> bool:
+    """An http(s) URL with a host and no credentials in it (those come from the
+    environment or netrc, so that no command line or log ever holds them)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return False
+    return (parts.scheme in ("http", "https") and bool(host) and parts.username is None
+            and not holds_secret(url) and not any(ord(ch) < 33 for ch in url))
+
+
+class _Links(html.parser.HTMLParser):
+    """The link texts of a PEP 503 page (the file names)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+        self._in_a = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._in_a = tag == "a"
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_a = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_a and data.strip():
+            self.names.append(data.strip())
+
+
+def _credentials(host: str) -> tuple[str, str] | None:
+    user, password = os.environ.get(USER_ENV), os.environ.get(PASSWORD_ENV)
+    if user and password:
+        return user, password
+    path = os.environ.get("NETRC") or str(Path.home() / ".netrc")
+    try:
+        entry = netrc.netrc(path).authenticators(host)
+    except (OSError, netrc.NetrcParseError):
+        return None
+    if entry and entry[0] and entry[2]:
+        return entry[0], entry[2]
+    return None
+
+
+def _read(url: str) -> tuple[bytes, str]:
+    """(body, content type) of one simple-API page, bounded, credentials attached."""
+    request = urllib.request.Request(url, headers={"Accept": _ACCEPT,
+                                                   "User-Agent": "dockergen-outdated"})
+    host = urllib.parse.urlsplit(url).hostname or ""
+    creds = _credentials(host)
+    if creds:
+        token = base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
+        # never sent on a redirect to another host
+        request.add_unredirected_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as resp:  # noqa: S310
+            body = resp.read(PAGE_LIMIT + 1)
+            kind = resp.headers.get("Content-Type", "")
+    except urllib.error.HTTPError as exc:
+        hint = (f"; give credentials in {USER_ENV}/{PASSWORD_ENV} or netrc"
+                if exc.code in (401, 403) else "")
+        raise IndexReadError(f"{redact(url)}: HTTP {exc.code}{hint}") from None
+    except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise IndexReadError(f"{redact(url)}: cannot be read ({redact(str(reason))}); check "
+                          "the index URL and the network") from None
+    if len(body) > PAGE_LIMIT:
+        raise IndexReadError(f"{redact(url)}: the page is larger than {PAGE_LIMIT >> 20} MiB")
+    return body, kind
+
+
+def _version_of(filename: str, name: str) -> Version | None:
+    try:
+        if filename.endswith(".whl"):
+            dist, version, *_ = parse_wheel_filename(filename)
+        elif filename.endswith((".tar.gz", ".zip")):
+            dist, version = parse_sdist_filename(filename)
+        else:
+            return None
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return None
+    return version if dist == canonicalize_name(name) else None
+
+
+def releases(index: str, name: str) -> list[Version]:
+    """Every release of ``name`` the index lists (its files' versions), sorted."""
+    url = f"{index.rstrip('/')}/{canonicalize_name(name)}/"
+    body, kind = _read(url)
+    names: list[str]
+    if "json" in kind:
+        try:
+            page = json.loads(body)
+            names = [str(f["filename"]) for f in page.get("files", [])]
+        except (ValueError, TypeError, KeyError, AttributeError):
+            raise IndexReadError(f"{redact(url)}: not a PEP 691 JSON page") from None
+    else:
+        links = _Links()
+        links.feed(body.decode("utf-8", "replace"))
+        names = links.names
+    found = {v for n in names if (v := _version_of(n, name)) is not None}
+    return sorted(found)
+
+
+# --- verdicts -----------------------------------------------------------------------------
+
+def _verdict(path: Path, overrides: tuple[str, ...], setting: str, version: str
+             ) -> tuple[str, str]:
+    try:
+        r = resolve_profile(path, (*overrides, f"{setting}={version}"))
+    except ProfileError as exc:
+        first = next(p for p in exc.problems if p.severity is Severity.ERROR)
+        return "error", redact(f"{first.field}: {first.message}" if first.field
+                               else first.message)
+    warned = len(r.warnings)
+    return ("ok", "") if not warned else (f"ok, {warned} warning(s)",
+                                          redact(str(r.warnings[0].message)))
+
+
+def check(path: Path, overrides: tuple[str, ...] = (), index: str | None = None) -> Report:
+    """The report for one profile (raises the profile's own errors first)."""
+    r = resolve_profile(path, overrides)
+    p = r.profile
+    where = index or p.build.pip_index_url or MAIN_INDEX
+    engine = engine_for(p.engine.name)
+    engine_facts = engine.facts()
+    pinned = [(q.split("==", 1)[0].split("[", 1)[0], q.split("==", 1)[1])
+              for q in r.engine.requirements[1:] if "==" in q and "/" not in q]
+    # (package, its version here, the profile field that moves it, its releases dockergen
+    # knows: torch's rows are per minor release)
+    torch_rows = set(load_facts("torch")["releases"])
+    packages: list[tuple[str, str, str | None, Callable[[Version], bool] | None]] = [
+        (str(engine_facts["package"]), p.engine.version, "engine.version",
+         lambda v: str(v) in engine_facts["releases"]),
+        ("torch", r.engine.torch, None, lambda v: f"{v.major}.{v.minor}" in torch_rows),
+        *((name, version, None, None) for name, version in pinned)]
+    if r.flash_attn is not None:
+        fa_releases = set(load_facts("flash_attn")["releases"])
+        packages.append(("flash-attn", r.flash_attn.version, "flash_attn.version",
+                         lambda v: str(v) in fa_releases))
+    reports = []
+    for name, current, setting, knows in packages:
+        newer = []
+        for v in releases(where, name):
+            if v.is_prerelease or v.is_devrelease or v <= Version(current):
+                continue
+            is_known = None if knows is None else knows(v)
+            if setting is None:
+                newer.append(Newer(str(v), is_known, "moves with the engine",
+                                   f"pinned by {r.engine.requirements[0]}"))
+            elif is_known is False:
+                newer.append(Newer(str(v), False, "unknown", "not in dockergen's knowledge: "
+                                   "add its facts in a knowledge file (profile `knowledge:`), "
+                                   "or wait for a dockergen release that has them"))
+            else:
+                verdict, detail = _verdict(path, overrides, setting, str(v))
+                newer.append(Newer(str(v), is_known, verdict, detail))
+        reports.append(PackageReport(name, current, setting, tuple(newer)))
+    return Report(str(path), redact(where), tuple(reports))
+
+
+def to_json(reports: list[Report]) -> str:
+    """The reports for machines (``--json``)."""
+    return json.dumps([asdict(r) for r in reports], indent=2, sort_keys=True) + "\n"
+
+
+def to_text(reports: list[Report]) -> str:
+    """The reports for people: each package with its newer releases, a line each."""
+    lines = []
+    for rep in reports:
+        lines.append(f"{rep.profile} (index {rep.index}; pre-releases not listed)")
+        for pkg in rep.packages:
+            who = pkg.setting or "pinned by the engine release"
+            lines.append(f"  {pkg.name} {pkg.current} ({who}): "
+                         + ("up to date" if not pkg.newer else
+                            f"{len(pkg.newer)} newer"))
+            for n in pkg.newer:
+                known = {True: "known", False: "not known", None: ""}[n.known]
+                lines.append(f"    {n.version:<14} {known:<10} {n.verdict}"
+                             + (f": {n.detail}" if n.detail else ""))
+    return "\n".join(lines) + "\n"
