@@ -21,7 +21,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-_STEP = re.compile(r"^#(\d+) \[(\S+) (\S+) (\d+)/(\d+)\] (.*)$")
+# BuildKit right-aligns the step number when a stage has ten or more steps:
+# "[t runtime  2/10]".
+_STEP = re.compile(r"^#(\d+) \[(\S+) (\S+) +(\d+)/(\d+)\] (.*)$")
 NO_CACHE_EXPORT = "--set=*.cache-to="
 
 

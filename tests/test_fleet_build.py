@@ -109,7 +109,9 @@ def test_stand_in_matrix_bakes_pushes_and_rebakes_from_cache(index: str,  # type
     assert {s.target for s in second} == set(NAMES)
     # steps the two targets share (build-base, ...) are one BuildKit vertex, listed once
     assert {s.stage for s in second} == {"build-base", "flash-attn", "engine", "runtime"}
-    assert len(second) >= 20
+    for stage in ("build-base", "flash-attn", "engine", "runtime"):  # no step went unread
+        seen = {s.index for s in second if s.stage == stage}
+        assert min(seen) <= 2 and seen == set(range(min(seen), max(seen) + 1)), (stage, seen)
     assert cached_ratio(second) >= 0.95, [s for s in second if not s.cached]
 
     _render(tmp_path, "bumped", index, "engine.version=0.30.0")
