@@ -7,6 +7,7 @@ May import: nothing of dockergen.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -273,14 +274,80 @@ class Severity(str, Enum):
 
 
 @dataclass(frozen=True)
+class Edit:
+    """One alternative of a fix, in words and as a machine applies it: the fields to set,
+    each value written as ``--set FIELD=VALUE`` reads it (YAML for lists, the raw string
+    for text). Checks offer candidates; resolution keeps those that, applied, leave a
+    profile with no error the original did not have (see :func:`dockergen.resolve.check`).
+    """
+
+    text: str  # "use CUDA 13.0.2", "drop v100"
+    sets: tuple[tuple[str, str], ...]
+    # other hardware ("target a100 instead of t4"): offered only when no change of the
+    # software fixes the problem
+    drastic: bool = False
+
+    @classmethod
+    def set(cls, name: str, value: str, text: str | None = None) -> Edit:
+        """Set one field; the words default to ``set FIELD: VALUE``."""
+        return cls(text or f"set {name}: {value}", ((name, value),))
+
+    def overrides(self) -> tuple[str, ...]:
+        """The edit as ``--set`` arguments."""
+        return tuple(f"{k}={v}" for k, v in self.sets)
+
+
+def compose_fix(edits: tuple[Edit, ...], advice: str = "") -> str:
+    """The fix in words: the edits, then the advice no machine can apply, joined by "or".
+
+    Edits of one field whose words end in their value read as one choice:
+    "use CUDA 13.0.2", "use CUDA 13.2.2" -> "use CUDA 13.0.2 or 13.2.2".
+    """
+    phrases: list[str] = []
+    last: tuple[str, str] | None = None  # (field, words before the value)
+    for edit in edits:
+        name, value = edit.sets[0] if len(edit.sets) == 1 else ("", "")
+        lead = edit.text[:-len(value)] if value and edit.text.endswith(value) else None
+        if lead is not None and last == (name, lead):
+            phrases[-1] += f" or {value}"
+            continue
+        phrases.append(edit.text)
+        last = (name, lead) if lead is not None else None
+    if advice:
+        phrases.append(advice)
+    return ", or ".join(phrases)
+
+
+# one or more targets as components.base.describe writes them: "h100 (9.0)", "9.0"
+_GPU_LIST = re.compile(r"(?<![\w.])(?:[a-z][\w-]* \(\d+\.\d+\)|\d+\.\d+)"
+                       r"(?:, (?:[a-z][\w-]* \(\d+\.\d+\)|\d+\.\d+))*(?= *[;,)]|$)")
+
+
+@dataclass(frozen=True)
 class Problem:
-    """One finding about a profile: ``FILE:LINE:COL: field.path: message; fix``."""
+    """One finding about a profile: ``FILE:LINE:COL: field.path: message; fix``.
+
+    ``edits`` are the fix's applicable alternatives and ``advice`` the part that needs the
+    user's judgement ("give a PEM certificate"); ``fix`` is both in words.
+    """
 
     location: Location
     field: str
     message: str
     fix: str = ""
     severity: Severity = Severity.ERROR
+    edits: tuple[Edit, ...] = ()
+    advice: str = ""
+
+    def identity(self) -> tuple[str, str]:
+        """The field and the message without the GPU targets it names ("v100 (7.0), t4
+        (7.5)"): a rule that still fails after a change of gpu.targets on fewer or other
+        targets is the same problem, not a new one."""
+        return (self.field, _GPU_LIST.sub("GPUs", self.message))
+
+    def keeping(self, edits: tuple[Edit, ...]) -> Problem:
+        """The problem with only ``edits`` (those proven to work) in its fix."""
+        return dataclasses.replace(self, edits=edits, fix=compose_fix(edits, self.advice))
 
     def __str__(self) -> str:
         text = f"{self.location}: {self.field}: {self.message}" if self.field else (

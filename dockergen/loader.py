@@ -9,6 +9,8 @@ May import: :mod:`dockergen.credentials`, :mod:`dockergen.errors`, :mod:`dockerg
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import difflib
 import json
 import math
@@ -44,6 +46,8 @@ class LoadedProfile:
     overrides: Overrides = field(default=())
     # the profile's `knowledge:` files: {component: {table: {key: row}}}, rows marked
     user_facts: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    # the merged document the profile was validated from (a fix is tried on a copy of it)
+    data: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def at(self, *path: str | int) -> Location:
         """Location of a field, for problems about it."""
@@ -652,7 +656,19 @@ def load_profile(path: str | Path, overrides: Overrides = ()) -> LoadedProfile:
     profile = _validate(data, pos)
     assert profile is not None
     facts = read_user_knowledge(profile.knowledge, resolved.parent, pos)
-    return LoadedProfile(profile, pos, resolved, chain[0], chain, overrides, facts)
+    return LoadedProfile(profile, pos, resolved, chain[0], chain, overrides, facts, data)
+
+
+def with_overrides(loaded: LoadedProfile, overrides: tuple[str, ...]) -> LoadedProfile:
+    """``loaded`` as if ``--set`` had also been given ``overrides``: the document is not
+    read again (a fix is tried on what was read; raises :class:`ProfileError`)."""
+    data = copy.deepcopy(loaded.data)
+    pos = loaded.positions.copy()
+    apply_overrides(data, pos, overrides)
+    profile = _validate(data, pos)
+    assert profile is not None
+    return dataclasses.replace(loaded, profile=profile, positions=pos,
+                               overrides=(*loaded.overrides, *overrides), data=data)
 
 
 def read_user_knowledge(files: tuple[str, ...], folder: Path, pos: Positions

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import Any
 
@@ -24,8 +25,8 @@ from dockergen import __version__, knowledge
 from dockergen.components import cuda, flash_attn, image, python, torch
 from dockergen.components.base import Context
 from dockergen.components.serving import engine_for
-from dockergen.errors import Problem, ProfileError, Severity
-from dockergen.loader import LoadedProfile
+from dockergen.errors import Edit, Problem, ProfileError, Severity
+from dockergen.loader import LoadedProfile, with_overrides
 from dockergen.model import (
     APP_HOME,
     CERT_DIR,
@@ -56,12 +57,92 @@ def checks(loaded: LoadedProfile, python_lock: bool = True) -> list[Callable[[Co
 
 
 def check(loaded: LoadedProfile, python_lock: bool = True,
-          pins: BasePins | None = None) -> Context:
-    """Run every check; the returned context holds all problems and the GPU targets."""
+          pins: BasePins | None = None, prove: bool = True) -> Context:
+    """Run every check; the returned context holds all problems and the GPU targets.
+
+    Each error's candidate fixes are tried (``prove``): only those that leave no error the
+    profile did not already have are offered, so following a fix never leads into the
+    next rule's error.
+    """
     ctx = Context(loaded, pins)
     for rule in checks(loaded, python_lock):
         rule(ctx)
+    if prove:
+        ctx.problems = _proven(ctx.problems, loaded, python_lock, pins)
     return ctx
+
+
+# how many working alternatives a fix offers per field it changes ("use CUDA 13.0.2 or
+# 13.2.2, or use vllm 0.19.1"); the candidates come closest first
+ALTERNATIVES_PER_FIELD = 2
+# a candidate that fixes its problem but trips another rule is tried together with that
+# rule's own candidates, up to this many pairs per problem
+PAIRS_PER_PROBLEM = 24
+
+Key = tuple[str, str]
+
+
+def _proven(problems: list[Problem], loaded: LoadedProfile, python_lock: bool,
+            pins: BasePins | None) -> list[Problem]:
+    """``problems`` with each error's edits cut to those that work when applied."""
+    before = {p.identity() for p in problems if p.severity is Severity.ERROR}
+    tried: dict[Edit, list[Problem] | None] = {}
+
+    def errors_with(edit: Edit) -> list[Problem] | None:
+        if edit not in tried:
+            tried[edit] = _errors_with(edit, loaded, python_lock, pins)
+        return tried[edit]
+
+    def works(edit: Edit, fixes: Key) -> bool:
+        after = errors_with(edit)
+        return after is not None and all(p.identity() != fixes and p.identity() in before
+                                         for p in after)
+
+    out = []
+    for problem in problems:
+        if not problem.edits:
+            out.append(problem)
+            continue
+        kept: list[Edit] = []
+        # software first: other hardware only where no change of the software does it
+        for drastic in (False, True):
+            edits = [e for e in problem.edits if e.drastic == drastic]
+            kept = _first_per_field(e for e in edits if works(e, problem.identity()))
+            if kept:
+                break
+            # no one change does it: a change and what the next rule then asks for
+            pairs = (Edit(f"{edit.text} and {then.text}", edit.sets + then.sets,
+                          edit.drastic or then.drastic)
+                     for edit in edits
+                     for new in (errors_with(edit) or ()) if new.identity() not in before
+                     for then in new.edits if then.drastic <= drastic)
+            kept = _first_per_field(pair for pair in itertools.islice(pairs, PAIRS_PER_PROBLEM)
+                                    if works(pair, problem.identity()))
+            if kept:
+                break
+        out.append(problem.keeping(tuple(kept)))
+    return out
+
+
+def _first_per_field(edits: Iterable[Edit]) -> list[Edit]:
+    """The first :data:`ALTERNATIVES_PER_FIELD` edits of each field set first."""
+    kept: list[Edit] = []
+    for edit in edits:
+        if sum(e.sets[0][0] == edit.sets[0][0] for e in kept) < ALTERNATIVES_PER_FIELD:
+            kept.append(edit)
+    return kept
+
+
+def _errors_with(edit: Edit, loaded: LoadedProfile, python_lock: bool,
+                 pins: BasePins | None) -> list[Problem] | None:
+    """The errors of ``loaded`` with ``edit`` applied, each with its candidate edits
+    unproven (None: the edit is not a profile)."""
+    try:
+        edited = with_overrides(loaded, edit.overrides())
+    except ProfileError:
+        return None
+    ctx = check(edited, python_lock, pins, prove=False)
+    return [p for p in ctx.problems if p.severity is Severity.ERROR]
 
 
 # Set by the images themselves or by the runtime stage's own ENV lines (runtime.j2 puts the

@@ -67,6 +67,12 @@ class Positions:
         """The value's text as written in the file (to quote ``3.10`` back at the user)."""
         return self._raw.get(tuple(path))
 
+    def copy(self) -> Positions:
+        """An independent copy (overrides applied to it leave this one as it was)."""
+        twin = Positions(self.default)
+        twin.merge_from(self)
+        return twin
+
     def merge_from(self, other: Positions, prefix: FieldPath = ()) -> None:
         """Take every position of ``other`` (a parent profile or an override)."""
         for k, v in other._values.items():

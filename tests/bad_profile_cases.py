@@ -246,28 +246,29 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
  'cc-unknown': ['profile.yaml:3:13: gpu.targets[0]: compute capability 8.7 is not in the '
                 'knowledge base; use one of: 7.0, 7.5, 8.0, 8.6, 8.9, 9.0, 10.0, 10.3, 12.0'],
  'cuda-unknown': ['profile.yaml:5:12: cuda.version: CUDA 13.0.9 is not in the knowledge base; '
-                  'use one of: 12.4.1, 12.6.3, 12.8.1, 12.9.1, 13.0.2, 13.1.1, 13.2.2'],
+                  'use CUDA 13.1.1 or 13.0.2'],
  'cuda-os': ['profile.yaml:6:7: cuda.os: nvidia/cuda 13.0.2 images are not published for '
-             'ubuntu20.04; use one of: ubuntu22.04, ubuntu24.04'],
+             'ubuntu20.04; use cuda.os: ubuntu22.04 or ubuntu24.04'],
  'blackwell-on-cuda-12.4': ['profile.yaml:5:12: cuda.version: CUDA 12.4.1 cannot compile for '
-                            'compute capability 10.0, but gpu.targets includes b200 (10.0); '
-                            'use CUDA >= 12.8 (e.g. 13.2.2), or drop b200',
+                            'compute capability 10.0 (CUDA >= 12.8 can), but gpu.targets '
+                            'includes b200 (10.0); use CUDA 12.8.1 or 12.9.1',
                             'profile.yaml:5:12: cuda.version: flash-attn skips arch 100 '
                             'without an error when nvcc < 12.8; CUDA 12.4.1 would ship no '
-                            'kernels for it; use CUDA >= 12.8'],
+                            'kernels for it; use CUDA 12.8.1 or 12.9.1'],
  'volta-on-cuda-13': ['profile.yaml:5:12: cuda.version: CUDA 13.0.2 dropped compute capability '
-                      '7.0, but gpu.targets includes v100 (7.0); use CUDA <= 12.9, or drop '
-                      'v100'],
+                      '7.0 (CUDA <= 12.9 has it), but gpu.targets includes v100 (7.0); use '
+                      'CUDA 12.9.1 and use vllm 0.19.1, or use CUDA 12.9.1 and use vllm '
+                      '0.17.1'],
  'engine-release-unknown': ['profile.yaml:10:12: engine.version: vllm 0.99.0 is not in the '
-                            'knowledge base; use one of: 0.9.1, 0.10.2, 0.11.0, 0.12.0, '
-                            '0.14.1, 0.17.1, 0.19.1, 0.21.0, 0.24.0, 0.27.1, 0.30.0, 0.31.0, '
-                            '0.32.0, 0.33.0 (or add the release with its source in a knowledge '
-                            "file listed under the profile's `knowledge:`, table serving/vllm: "
-                            "releases)"],
+                            'knowledge base; use vllm 0.32.0 or 0.31.0, or add the release '
+                            "with its source in a knowledge file listed under the profile's "
+                            '`knowledge:`, table serving/vllm: releases (`dockergen outdated` '
+                            'shows what is known)'],
  'engine-python': ['profile.yaml:7:9: python: vllm 0.32.0 requires Python >=3.11,<3.15, but '
-                   'python is 3.10; pick a Python version inside that range'],
+                   'python is 3.10; use Python 3.11 or 3.12'],
  'engine-cuda-major': ['profile.yaml:5:12: cuda.version: vllm 0.32.0 wheels are built for CUDA '
-                       '13.x, but cuda.version is 12.8.1; use CUDA 13.2.2, or vllm 0.19.1'],
+                       '13.x, but cuda.version is 12.8.1; use CUDA 13.0.2 or 13.1.1, or use '
+                       'vllm 0.19.1 or 0.17.1'],
  'engine-torch-pin': ['profile.yaml:11:10: engine.torch: vllm==0.32.0 requires torch==2.13.0, '
                       'not 2.14.0; remove engine.torch (it is derived) or change '
                       'engine.version',
@@ -275,65 +276,59 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                       '-std=c++17, but the headers of torch 2.14.0 (which the image gets with '
                       'vllm 0.32.0) require C++20 (compile probe: "#error C++20 or later '
                       'compatible compiler is required to use ATen"); the flash-attn stage '
-                      'would fail at its first compile; use engine.version: "0.32.0" (torch '
-                      '2.13.0, whose headers accept C++17; remove engine.torch if set), or set '
-                      "flash_attn.build: none (vLLM's attention uses its own bundled kernels), "
-                      'or build a flash-attn source that carries the fix '
+                      'would fail at its first compile; use vllm 0.31.0, or use vllm 0.30.0, '
+                      "or set flash_attn.build: none (vLLM's attention uses its own bundled "
+                      'kernels), or build a flash-attn source that carries the fix '
                       '(Dao-AILab/flash-attention PR #2879/#2899, merged after the last '
                       'release): flash_attn.source with url + sha256 (an sdist archive) or git '
                       '+ commit, and cxx_std: 20'],
  'fa2-on-turing': ['profile.yaml:3:12: gpu.targets: FlashAttention-2 needs compute capability '
                    '>= 8.0 (Ampere or newer), but gpu.targets includes t4 (7.5); set '
-                   'flash_attn.build: none, or drop t4'],
+                   'flash_attn.build: none'],
  'fa2-version-unknown': ['profile.yaml:13:12: flash_attn.version: flash-attn 2.9.0 is not on '
                          'PyPI or not in the knowledge base (releases carry .postN suffixes); '
-                         'use one of: 2.6.3, 2.7.0.post2, 2.7.1.post4, 2.7.2.post1, 2.7.3, '
-                         '2.7.4.post1, 2.8.0.post2, 2.8.1, 2.8.2, 2.8.3, 2.8.3.post1, '
-                         '2.8.3.post2'],
+                         'use flash-attn 2.8.3.post2 or 2.8.3.post1'],
  'fa2-old-cannot-build-blackwell': ['profile.yaml:13:12: flash_attn.version: flash-attn '
                                     '2.7.2.post1 always builds sm_80 and sm_90 only and cannot '
-                                    'build 100; use flash-attn >= 2.7.3'],
+                                    'build 100 (flash-attn >= 2.7.3 can); use flash-attn 2.7.3 '
+                                    'or 2.7.4.post1, or set flash_attn.build: none'],
  'fa2-cxx-std-torch-2.14': ['profile.yaml:13:12: flash_attn.version: flash-attn 2.8.3 forces '
                             '-std=c++17, but the headers of torch 2.14.0 (which the image gets '
                             'with vllm 0.33.0) require C++20 (compile probe: "#error C++20 or '
                             'later compatible compiler is required to use ATen"); the '
-                            'flash-attn stage would fail at its first compile; use '
-                            'engine.version: "0.32.0" (torch 2.13.0, whose headers accept '
-                            "C++17), or set flash_attn.build: none (vLLM's attention uses its "
-                            'own bundled kernels), or build a flash-attn source that carries '
-                            'the fix (Dao-AILab/flash-attention PR #2879/#2899, merged after '
-                            'the last release): flash_attn.source with url + sha256 (an sdist '
-                            'archive) or git + commit, and cxx_std: 20'],
+                            'flash-attn stage would fail at its first compile; use vllm 0.32.0 '
+                            "or 0.31.0, or set flash_attn.build: none (vLLM's attention uses "
+                            'its own bundled kernels), or build a flash-attn source that '
+                            'carries the fix (Dao-AILab/flash-attention PR #2879/#2899, merged '
+                            'after the last release): flash_attn.source with url + sha256 (an '
+                            'sdist archive) or git + commit, and cxx_std: 20'],
  'fa2-version-not-on-pypi': ['profile.yaml:13:12: flash_attn.version: flash-attn 2.7.4 is not '
                              'on PyPI or not in the knowledge base (releases carry .postN '
-                             'suffixes); use one of: 2.6.3, 2.7.0.post2, 2.7.1.post4, '
-                             '2.7.2.post1, 2.7.3, 2.7.4.post1, 2.8.0.post2, 2.8.1, 2.8.2, '
-                             '2.8.3, 2.8.3.post1, 2.8.3.post2'],
+                             'suffixes); use flash-attn 2.7.4.post1 or 2.7.3'],
  'fa2-source-still-cxx17': ['profile.yaml:14:11: flash_attn.source: flash_attn.source forces '
                             '-std=c++17, but the headers of torch 2.14.0 (which the image gets '
                             'with vllm 0.33.0) require C++20 (compile probe: "#error C++20 or '
                             'later compatible compiler is required to use ATen"); the '
-                            'flash-attn stage would fail at its first compile; use '
-                            'engine.version: "0.32.0" (torch 2.13.0, whose headers accept '
-                            "C++17), or set flash_attn.build: none (vLLM's attention uses its "
-                            'own bundled kernels), or build a flash-attn source that carries '
-                            'the fix (Dao-AILab/flash-attention PR #2879/#2899, merged after '
-                            'the last release): flash_attn.source with url + sha256 (an sdist '
-                            'archive) or git + commit, and cxx_std: 20'],
+                            'flash-attn stage would fail at its first compile; use vllm 0.32.0 '
+                            "or 0.31.0, or set flash_attn.build: none (vLLM's attention uses "
+                            'its own bundled kernels), or build a flash-attn source that '
+                            'carries the fix (Dao-AILab/flash-attention PR #2879/#2899, merged '
+                            'after the last release): flash_attn.source with url + sha256 (an '
+                            'sdist archive) or git + commit, and cxx_std: 20'],
  'fa2-source-two-kinds': ['profile.yaml:14:11: flash_attn.source: give either url + sha256 (an '
                           'archive) or git + commit; e.g. `source: {git: '
                           'https://github.com/Dao-AILab/flash-attention, commit: <40 hex>}`'],
  'fa2-memory': ['profile.yaml:14:13: flash_attn.max_jobs: 16 jobs need about 144 GiB (9 GiB '
                 'per flash-attn compile job at NVCC_THREADS=4), but build.memory_gib is 64; '
-                'use max_jobs: auto (= 7) or raise build.memory_gib'],
+                'use max_jobs: auto (= 7), or raise build.memory_gib'],
  'fp8-trtllm-ampere': ['profile.yaml:15:12: quantization.weights: fp8 needs compute capability '
-                       '>= 8.9 on tensorrt-llm, but gpu.targets includes a100 (8.0); use weights: '
-                       'fp16 or bf16, or drop a100'],
+                       '>= 8.9 on tensorrt-llm, but gpu.targets includes a100 (8.0); use '
+                       'weights: fp16 or bf16'],
  'bf16-on-turing': ['profile.yaml:15:12: quantization.weights: bf16 needs compute capability '
-                    '>= 8.0 on vllm, but gpu.targets includes t4 (7.5); use weights: fp16 or fp8 '
-                    'or int8, or drop t4'],
+                    '>= 8.0 on vllm, but gpu.targets includes t4 (7.5); use weights: fp16 or '
+                    'fp8'],
  'kv-int8-vllm': ['profile.yaml:16:13: quantization.kv_cache: vllm has no int8 KV cache; use '
-                  'one of: auto, fp8'],
+                  'kv_cache: auto or fp8'],
  'batched-tokens-below-len': ['profile.yaml:20:27: serving.max_num_batched_tokens: 2048 is '
                               'below max_model_len (8192) with chunked prefill disabled; the '
                               'server refuses to start; raise it to >= max_model_len or enable '
@@ -402,7 +397,6 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                    'serving.max_model_len=16384'],
  'set-rule': ['--set gpu.targets: gpu.targets: FlashAttention-2 needs compute capability >= '
               '8.0 (Ampere or newer), but gpu.targets includes t4 (7.5); set flash_attn.build: '
-              'none, or drop t4',
+              'none',
               'profile.yaml:15:12: quantization.weights: bf16 needs compute capability >= 8.0 '
-              'on vllm, but gpu.targets includes t4 (7.5); use weights: fp16 or fp8 or int8, '
-              'or drop t4']}
+              'on vllm, but gpu.targets includes t4 (7.5); use weights: fp16 or fp8']}

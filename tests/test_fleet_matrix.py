@@ -30,15 +30,15 @@ T4_BF16 = [
     "matrix point mx-t4-bf16-vllm (gpu.targets=t4, quantization.weights=bf16, engine=vllm) "
     "dropped:",
     "  mx.yaml:7:23: gpu.targets: FlashAttention-2 needs compute capability >= 8.0 (Ampere or "
-    "newer), but gpu.targets includes t4 (7.5); set flash_attn.build: none, or drop t4",
+    "newer), but gpu.targets includes t4 (7.5); set flash_attn.build: none",
     "  mx.yaml:8:28: quantization.weights: bf16 needs compute capability >= 8.0 on vllm, but "
-    "gpu.targets includes t4 (7.5); use weights: fp16 or fp8 or int8, or drop t4",
+    "gpu.targets includes t4 (7.5); use weights: fp16 or fp8",
 ]
 T4_FP8 = [
     "matrix point mx-t4-fp8-vllm (gpu.targets=t4, quantization.weights=fp8, engine=vllm) "
     "dropped:",
     "  mx.yaml:7:23: gpu.targets: FlashAttention-2 needs compute capability >= 8.0 (Ampere or "
-    "newer), but gpu.targets includes t4 (7.5); set flash_attn.build: none, or drop t4",
+    "newer), but gpu.targets includes t4 (7.5); set flash_attn.build: none",
     "  mx.yaml:8:34: quantization.weights: fp8 on t4 (7.5) runs weight-only (W8A16 "
     "FP8-Marlin): memory savings, no FP8 speedup (FP8 compute needs compute capability >= "
     "8.9); expected on Ampere; use bf16 for full speed [warning]",
@@ -46,12 +46,15 @@ T4_FP8 = [
 T4_FP8_TRT = [
     "matrix point mx-t4-fp8-trt (gpu.targets=t4, quantization.weights=fp8, engine=trt) "
     "dropped:",
+    # no weights or KV-cache method of TensorRT-LLM runs on a T4: other hardware is the fix
     "  mx.yaml:4:13: quantization.kv_cache: auto needs compute capability >= 8.0 on "
-    "tensorrt-llm, but gpu.targets includes t4 (7.5); drop t4; no kv_cache choice runs on it",
+    "tensorrt-llm, but gpu.targets includes t4 (7.5); target a100 instead of t4, or target "
+    "a10 instead of t4",
     "  mx.yaml:7:23: gpu.targets: FlashAttention-2 needs compute capability >= 8.0 (Ampere or "
-    "newer), but gpu.targets includes t4 (7.5); set flash_attn.build: none, or drop t4",
+    "newer), but gpu.targets includes t4 (7.5); set flash_attn.build: none",
     "  mx.yaml:8:34: quantization.weights: fp8 needs compute capability >= 8.9 on "
-    "tensorrt-llm, but gpu.targets includes t4 (7.5); drop t4; no weights choice runs on it",
+    "tensorrt-llm, but gpu.targets includes t4 (7.5); target l4 instead of t4, or target "
+    "h100 instead of t4",
     "  mx.yaml:9:88: engine.version: the python range of tensorrt-llm 1.1.0 is unverified "
     "(PYPI tensorrt_llm-1.1.0 PKG-INFO (torch<=2.9.0,>=2.9.0a0; nvidia-nccl-cu13); "
     "TRTLLM:requirements.txt@000867d); confirm before a long build [warning]",

@@ -161,7 +161,7 @@ def test_validate_rejects_every_released_flash_attn_on_torch_2_14(version: str,
         tmp_path, f"  build: source\n  version: \"{version}\"\n")))
     assert result.rc == 2, result.err
     assert f"flash-attn {version} forces -std=c++17, but the headers of torch 2.14.0" in result.err
-    for fix in ('use engine.version: "0.32.0"', "set flash_attn.build: none",
+    for fix in ("use vllm 0.32.0", "set flash_attn.build: none",
                 "flash_attn.source with url + sha256", "git + commit"):
         assert fix in result.err
     assert "Traceback" not in result.err

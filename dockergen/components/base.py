@@ -14,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dockergen.errors import Location, Problem, Severity
+from packaging.version import Version
+
+from dockergen.errors import Edit, Location, Problem, Severity, compose_fix
 from dockergen.loader import LoadedProfile
 from dockergen.model import GpuTarget
 from dockergen.pins import BasePins
@@ -47,12 +49,35 @@ class Context:
     def at(self, *path: str | int) -> Location:
         return self.loaded.at(*path)
 
-    def error(self, path: tuple[str | int, ...], message: str, fix: str) -> None:
-        self.problems.append(Problem(self.at(*path), dotted(path), message, fix))
+    def error(self, path: tuple[str | int, ...], message: str, fix: str = "",
+              edits: tuple[Edit, ...] | list[Edit] = ()) -> None:
+        """An error; ``edits`` are candidate fixes (resolution keeps those that work) and
+        ``fix`` the advice beside them."""
+        self.problems.append(Problem(self.at(*path), dotted(path), message,
+                                     compose_fix(tuple(edits), fix), edits=tuple(edits),
+                                     advice=fix))
+
+    def drop(self, *targets: GpuTarget) -> list[Edit]:
+        """"drop TARGET" as an edit; none when nothing would be left to target."""
+        gone = {t.given for t in targets}
+        rest = [given for given in self.p.gpu.targets if given not in gone]
+        if not rest:
+            return []
+        return [Edit(f"drop {' and '.join(sorted(gone))}",
+                     (("gpu.targets", "[" + ", ".join(rest) + "]"),))]
 
     def warn(self, path: tuple[str | int, ...], message: str, fix: str = "") -> None:
         self.problems.append(Problem(self.at(*path), dotted(path), message, fix,
                                      Severity.WARNING))
+
+
+def nearest(values: list[str], current: str) -> list[str]:
+    """``values`` (versions) other than ``current``, the closest to it first, the newer of
+    two equally close first: the smallest change a fix can propose comes first."""
+    ordered = sorted({*values, current}, key=Version)
+    here = ordered.index(current)
+    return sorted((v for v in ordered if v != current),
+                  key=lambda v: (abs(ordered.index(v) - here), -ordered.index(v)))
 
 
 def dotted(path: tuple[str | int, ...]) -> str:

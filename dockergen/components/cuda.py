@@ -8,20 +8,23 @@ one: dockergen/pins.py), the build-base system packages and the template
 ``templates/components/cuda.j2``. Runtime part: the runtime image, ``ca-certificates``
 (and the JIT toolchain when asked for), ``NVIDIA_DRIVER_CAPABILITIES`` and the arch labels.
 May import: :mod:`dockergen.components.base`, :mod:`dockergen.knowledge`,
-:mod:`dockergen.model`, :mod:`dockergen.refs`, :mod:`dockergen.inputs` (the certificates).
+:mod:`dockergen.model`, :mod:`dockergen.refs`, :mod:`dockergen.inputs` (the certificates),
+:mod:`dockergen.errors` (fix edits).
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from packaging.version import Version
 
 from dockergen import inputs, refs
-from dockergen.components.base import Context, describe
+from dockergen.components.base import Context, describe, nearest
+from dockergen.errors import Edit
 from dockergen.knowledge import load_facts
 from dockergen.model import CERT_DIR, CudaBase, Derivation, GpuTarget, cc_tuple
 
@@ -71,6 +74,34 @@ def versions() -> list[str]:
 def toolkit(version: str) -> dict[str, Any] | None:
     entry = facts()["cuda"].get(version)
     return dict(entry) if entry is not None else None
+
+
+def version_edits(current: str, keep: Callable[[Version], bool] = lambda v: True
+                  ) -> list[Edit]:
+    """Candidate fixes of cuda.version: the known releases that ``keep`` accepts, the
+    closest to ``current`` first."""
+    return [Edit.set("cuda.version", v, f"use CUDA {v}")
+            for v in nearest(versions(), current) if keep(Version(v))]
+
+
+def retarget(c: Context, old: list[GpuTarget], ok: Callable[[GpuTarget], bool]
+             ) -> list[Edit]:
+    """"target NAME instead of OLD": known GPUs newer than every one of ``old`` that ``ok``
+    accepts, the closest compute capability first (for a rule no change of the software
+    can satisfy on that GPU)."""
+    gone = {t.given for t in old}
+    rest = [given for given in c.p.gpu.targets if given not in gone]
+    newest = max(t.cc_tuple for t in old)
+    out: dict[str, Edit] = {}  # one GPU per compute capability: the first name
+    for name in sorted(gpu_names(), key=lambda n: (cc_tuple(facts()["gpus"][n]["cc"]), n)):
+        target = gpu(name)
+        if (target is None or target.cc_tuple <= newest or name in rest or not ok(target)
+                or target.cc in out):
+            continue
+        out[target.cc] = Edit(f"target {name} instead of {' and '.join(sorted(gone))}",
+                              (("gpu.targets", "[" + ", ".join([*rest, name]) + "]"),),
+                              drastic=True)
+    return list(out.values())
 
 
 def major_minor(version: str) -> str:
@@ -124,24 +155,29 @@ def check_cuda(c: Context) -> None:
     info = toolkit(version)
     if info is None:
         c.error(("cuda", "version"), f"CUDA {version} is not in the knowledge base",
-                "use one of: " + ", ".join(versions()))
+                edits=version_edits(version))
         return
     if c.p.cuda.os not in info["os"]:
         c.error(("cuda", "os"), f"nvidia/cuda {version} images are not published for "
-                f"{c.p.cuda.os}", "use one of: " + ", ".join(info["os"]))
+                f"{c.p.cuda.os}", edits=[Edit.set("cuda.os", o, f"use cuda.os: {o}")
+                                         for o in info["os"]])
     _check_explicit_images(c)
     cuda = Version(version)
     for t in c.targets:
         arch = cc_arch(t.cc) or {}
         if cuda < Version(arch["min_cuda"]):
+            floor = Version(arch["min_cuda"])
             c.error(("cuda", "version"), f"CUDA {version} cannot compile for compute capability "
-                    f"{t.cc}, but gpu.targets includes {describe(t)}",
-                    f"use CUDA >= {arch['min_cuda']} (e.g. {versions()[-1]}), or drop "
-                    f"{t.given}")
+                    f"{t.cc} (CUDA >= {arch['min_cuda']} can), but gpu.targets includes "
+                    f"{describe(t)}", edits=[*version_edits(version, lambda v, f=floor: v >= f),
+                                              *c.drop(t)])
         if "max_cuda" in arch and cuda > Version(arch["max_cuda"] + ".99"):
-            c.error(("cuda", "version"), f"CUDA {version} dropped compute capability {t.cc}, "
-                    f"but gpu.targets includes {describe(t)}",
-                    f"use CUDA <= {arch['max_cuda']}, or drop {t.given}")
+            ceiling = Version(arch["max_cuda"] + ".99")
+            c.error(("cuda", "version"), f"CUDA {version} dropped compute capability {t.cc} "
+                    f"(CUDA <= {arch['max_cuda']} has it), but gpu.targets includes "
+                    f"{describe(t)}", edits=[*version_edits(version, lambda v, f=ceiling: v <= f),
+                                              *c.drop(t), *retarget(c, [t], lambda g: (
+                                                  cc_arch(g.cc) or {}).get("max_cuda") is None)])
 
 
 # nvidia/cuda's tag scheme, kept by mirrors: VERSION-[cudnn-]FLAVOUR-OS

@@ -8,18 +8,21 @@ derivations (FLASH_ATTN_CUDA_ARCHS, MAX_JOBS, NVCC_THREADS), the ``flash-attn`` 
 manifest; the wheel itself goes into the venv in the engine stage.
 May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.python` (the
 pinned pip), :mod:`dockergen.components.torch` (the C++ standard its headers need),
+:mod:`dockergen.components.cuda` (CUDA fixes), :mod:`dockergen.errors` (fix edits),
 :mod:`dockergen.knowledge`, :mod:`dockergen.model`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from packaging.version import Version
 
-from dockergen.components import python, torch
-from dockergen.components.base import Context, describe
+from dockergen.components import cuda, python, torch
+from dockergen.components.base import Context, describe, nearest
+from dockergen.errors import Edit
 from dockergen.knowledge import in_range, load_facts
 from dockergen.model import (
     AUDIT_SCRIPT,
@@ -65,7 +68,7 @@ def check(c: Context) -> None:
     if release is None and source is None:
         c.error(("flash_attn", "version"), f"flash-attn {p.flash_attn.version} is not on PyPI "
                 "or not in the knowledge base (releases carry .postN suffixes)",
-                "use one of: " + ", ".join(fa["releases"]))
+                edits=version_edits(p.flash_attn.version))
         return
     # A source build names its own version; the newest release's facts stand in for the
     # ones its setup.py may have changed (only the C++ standard is known to differ, and the
@@ -75,43 +78,52 @@ def check(c: Context) -> None:
     for t in old:
         c.error(("gpu", "targets"), f"FlashAttention-2 needs compute capability >= "
                 f"{fa['min_cc']} (Ampere or newer), but gpu.targets includes {describe(t)}",
-                f"set flash_attn.build: none, or drop {t.given}")
-    if old:
-        return
-    unmapped = [t for t in c.targets if fa_arch_of(t.cc) is None]
+                edits=[NO_BUILD, *c.drop(t), *cuda.retarget(
+                    c, [t], lambda g: cc_tuple(g.cc) >= cc_tuple(fa["min_cc"])
+                    and fa_arch_of(g.cc) is not None)])
+    # the other rules still run on the other targets: a fix of this one must not uncover
+    # an error that was there all along
+    usable = [t for t in c.targets if t not in old]
+    unmapped = [t for t in usable if fa_arch_of(t.cc) is None]
     for t in unmapped:
         c.error(("gpu", "targets"), f"released flash-attn has no build for compute "
-                f"capability {t.cc} ({describe(t)})",
-                f"set flash_attn.build: none, or drop {t.given}")
-    archs: set[str] = {a for t in c.targets if (a := fa_arch_of(t.cc)) is not None}
+                f"capability {t.cc} ({describe(t)})", edits=[NO_BUILD, *c.drop(t)])
+    archs: set[str] = {a for t in usable if (a := fa_arch_of(t.cc)) is not None}
     if not release["archs_env"]:
         beyond = sorted(a for a in archs if a not in ("80", "90"))
         if beyond:
+            since = Version(fa["archs_env_since"])
             c.error(("flash_attn", "version"), f"flash-attn {version} always builds sm_80 and "
-                    f"sm_90 only and cannot build {', '.join(beyond)}",
-                    f"use flash-attn >= {fa['archs_env_since']}")
+                    f"sm_90 only and cannot build {', '.join(beyond)} (flash-attn >= "
+                    f"{since} can)",
+                    edits=[*version_edits(str(version), lambda v: Version(v) >= since),
+                           NO_BUILD])
         else:
             c.warn(("flash_attn", "version"), f"flash-attn {version} ignores "
                    f"FLASH_ATTN_CUDA_ARCHS (added in {fa['archs_env_since']}) and always "
                    "builds sm_80 and sm_90", f"use flash-attn >= {fa['archs_env_since']} to "
                    "build only the targets' archs")
-    cuda = Version(p.cuda.version)
-    if cuda < Version(release["nvcc_min"]):
-        c.error(("cuda", "version"), f"flash-attn {version} needs nvcc >= "
-                f"{release['nvcc_min']}", f"use CUDA >= {release['nvcc_min']}")
+    have = Version(p.cuda.version)
+    if have < Version(release["nvcc_min"]):
+        nvcc = Version(release["nvcc_min"])
+        c.error(("cuda", "version"), f"flash-attn {version} needs nvcc >= {nvcc}",
+                edits=cuda.version_edits(p.cuda.version, lambda v: v >= nvcc))
     for arch in sorted(archs, key=int):
-        need = fa["arch_min_nvcc"][arch]
-        if cuda < Version(need):  # flash-attn would silently skip it
+        need = Version(fa["arch_min_nvcc"][arch])
+        if have < need:  # flash-attn would silently skip it
             c.error(("cuda", "version"), f"flash-attn skips arch {arch} without an error when "
                     f"nvcc < {need}; CUDA {p.cuda.version} would ship no kernels for it",
-                    f"use CUDA >= {need}")
+                    edits=cuda.version_edits(p.cuda.version, lambda v, n=need: v >= n))
     if not in_range(p.python + ".0", release["python"]):
         c.error(("python",), f"flash-attn {version} requires Python {release['python']}",
-                "pick a newer Python")
+                edits=python.version_edits(p.python, release["python"]))
     if c.torch_pin and Version(c.torch_pin) < Version(release["torch_min"]):
-        c.error(("engine", "version"), f"flash-attn {version} needs torch >= "
-                f"{release['torch_min']}, but the image gets torch {c.torch_pin}",
-                "use a newer engine release")
+        floor = Version(release["torch_min"])
+        c.error(("engine", "version"), f"flash-attn {version} needs torch >= {floor}, but "
+                f"the image gets torch {c.torch_pin}",
+                edits=[*_engine_edits(c, lambda row: Version(str(row["torch"])) >= floor),
+                       *version_edits(str(version), lambda v: Version(
+                           fa["releases"][v]["torch_min"]) <= Version(c.torch_pin or "0"))])
     if c.torch_pin:
         check_cxx_std(c, release, c.torch_pin)
     jobs = p.flash_attn.max_jobs
@@ -119,16 +131,16 @@ def check(c: Context) -> None:
     if isinstance(jobs, int) and jobs * need_per_job > p.build.memory_gib:
         c.error(("flash_attn", "max_jobs"), f"{jobs} jobs need about {jobs * need_per_job} GiB "
                 f"({need_per_job} GiB per flash-attn compile job at NVCC_THREADS=4), but "
-                f"build.memory_gib is {p.build.memory_gib}",
-                f"use max_jobs: auto (= {max(1, p.build.memory_gib // need_per_job)}) or "
-                "raise build.memory_gib")
+                f"build.memory_gib is {p.build.memory_gib}", "raise build.memory_gib",
+                edits=[Edit.set("flash_attn.max_jobs", "auto", "use max_jobs: auto (= "
+                                f"{max(1, p.build.memory_gib // need_per_job)})")])
     if p.build.memory_gib < need_per_job:
         c.warn(("build", "memory_gib"), f"{p.build.memory_gib} GiB is below the ~"
                f"{need_per_job} GiB one flash-attn compile job can peak at",
                "expect the OOM killer; build on a host with more memory")
     # the engine's note (its attention does not use this build) helps where nobody said why
     # the image builds it; a profile that says so is not warned on every render
-    if c.flash_attn_note and not p.flash_attn.purpose:
+    if c.flash_attn_note and not p.flash_attn.purpose and usable:
         c.warn(("flash_attn", "build"), c.flash_attn_note,
                "set flash_attn.build: none if nothing else needs it, or say what uses it "
                "in flash_attn.purpose")
@@ -157,28 +169,40 @@ def check_cxx_std(c: Context, release: dict[str, Any], pin: str) -> None:
     if int(str(forced)) >= int(need):
         return
     where = "flash_attn.source" if source is not None else f"flash-attn {p.flash_attn.version}"
-    fixes = []
-    releases = load_facts("serving/" + p.engine.name.replace("-", "_"))["releases"]
-    accepting = [v for v in sorted(releases, key=Version)
-                 if int((torch.release_row(str(releases[v]["torch"])) or {})
-                        .get("cxx_min", 99)) <= int(str(forced))]
-    if accepting:
-        rel = releases[accepting[-1]]
-        fixes.append(f"use engine.version: \"{accepting[-1]}\" (torch {rel.get('torch')}, whose "
-                     f"headers accept C++{forced}; remove engine.torch if set)"
-                     if p.engine.torch else
-                     f"use engine.version: \"{accepting[-1]}\" (torch {rel.get('torch')}, whose "
-                     f"headers accept C++{forced})")
-    fixes.append("set flash_attn.build: none (vLLM's attention uses its own bundled kernels)"
-                 if p.engine.name == "vllm" else "set flash_attn.build: none")
-    fixes.append(f"build a flash-attn source that carries the fix (Dao-AILab/flash-attention "
-                 f"PR #2879/#2899, merged after the last release): flash_attn.source with url + "
-                 f"sha256 (an sdist archive) or git + commit, and cxx_std: {need}")
+    edits = _engine_edits(c, lambda row: int((torch.release_row(str(row["torch"])) or {})
+                                             .get("cxx_min", 99)) <= int(str(forced)))
+    edits.append(Edit.set("flash_attn.build", "none",
+                          "set flash_attn.build: none (vLLM's attention uses its own bundled "
+                          "kernels)") if p.engine.name == "vllm" else NO_BUILD)
+    advice = (f"build a flash-attn source that carries the fix (Dao-AILab/flash-attention "
+              f"PR #2879/#2899, merged after the last release): flash_attn.source with url + "
+              f"sha256 (an sdist archive) or git + commit, and cxx_std: {need}")
     c.error(("flash_attn", "source") if source is not None else ("flash_attn", "version"),
             f"{where} forces -std=c++{forced}, but the headers of torch {pin} (which the "
             f"image gets with {p.engine.name} {p.engine.version}) require C++{need} (compile "
             "probe: \"#error C++20 or later compatible compiler is required to use ATen\"); "
-            "the flash-attn stage would fail at its first compile", ", or ".join(fixes))
+            "the flash-attn stage would fail at its first compile", advice, edits=edits)
+
+
+NO_BUILD = Edit.set("flash_attn.build", "none")
+
+
+def version_edits(current: str, keep: Callable[[str], bool] = lambda v: True) -> list[Edit]:
+    """Candidate fixes of flash_attn.version: known releases ``keep`` accepts, the closest
+    to ``current`` first."""
+    return [Edit.set("flash_attn.version", v, f"use flash-attn {v}")
+            for v in nearest(list(facts()["releases"]), current) if keep(v)]
+
+
+def _engine_edits(c: Context, keep: Callable[[dict[str, Any]], bool]) -> list[Edit]:
+    """Candidate fixes of engine.version: releases of the profile's engine whose row
+    ``keep`` accepts, the closest first (an engine.torch moves with the release)."""
+    name = c.p.engine.name
+    rows = load_facts("serving/" + name.replace("-", "_"))["releases"]
+    return [Edit(f"use {name} {v}", (("engine.version", v),
+                                     *((("engine.torch", str(rows[v]["torch"])),)
+                                       if c.p.engine.torch else ())))
+            for v in nearest(list(rows), c.p.engine.version) if keep(rows[v])]
 
 
 def build_apt(c: Context) -> tuple[str, ...]:

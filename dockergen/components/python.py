@@ -5,7 +5,7 @@ Owns ``python.yaml`` (the python3 each base OS ships; the pinned uv and pip), th
 the venv (and the uv-managed CPython) copied into the runtime stage, ``python3`` from the
 OS when the image's own interpreter is used, and the Python environment variables.
 May import: :mod:`dockergen.components.base`, :mod:`dockergen.knowledge`,
-:mod:`dockergen.model`.
+:mod:`dockergen.model`, :mod:`dockergen.errors` (fix edits).
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
-from dockergen.components.base import Context
-from dockergen.knowledge import load_facts
+from dockergen.components.base import Context, nearest
+from dockergen.errors import Edit
+from dockergen.knowledge import in_range, load_facts
 from dockergen.model import (
     PYTHON_HOME,
     VENV,
@@ -71,6 +72,13 @@ def wheel_platform(os_name: str, devel_image: str | None) -> str:
 def os_python(os_name: str) -> str | None:
     value = facts()["os_python"].get(os_name)
     return str(value) if value is not None else None
+
+
+def version_edits(current: str, spec: str) -> list[Edit]:
+    """Candidate fixes of ``python``: CPython releases inside ``spec`` (a PEP 440
+    range), the closest to ``current`` first."""
+    return [Edit.set("python", v, f"use Python {v}")
+            for v in nearest(facts()["cpython_minors"], current) if in_range(v + ".0", spec)]
 
 
 def tool(name: str) -> str:

@@ -6,6 +6,7 @@ download.pytorch.org), the checks on the pin the serving engine establishes
 derivations and the template ``templates/components/torch.j2``. Runtime part: none of
 its own (torch lives in the venv the Python component copies).
 May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.cuda`,
+:mod:`dockergen.components.python` (Python fixes), :mod:`dockergen.errors`,
 :mod:`dockergen.knowledge`, :mod:`dockergen.model`.
 """
 
@@ -17,8 +18,9 @@ from typing import Any
 
 from packaging.version import Version
 
-from dockergen.components import cuda
+from dockergen.components import cuda, python
 from dockergen.components.base import Context
+from dockergen.errors import Edit
 from dockergen.knowledge import in_range, is_unverified, load_facts
 from dockergen.model import (
     MAIN_INDEX,
@@ -78,12 +80,14 @@ def check(c: Context) -> None:
     if mm not in row["cuda"]:
         # The index's contents cannot be read where the knowledge is checked: such a row is
         # marked unverified and the rule only warns.
-        doubt = is_unverified(row, "cuda")
-        report = c.warn if doubt else c.error
-        report(("cuda", "version"), f"torch {pin} has no wheels for CUDA {mm} "
-               f"(download.pytorch.org/whl/cu{mm.replace('.', '')} does not carry it"
-               + (", unverified)" if doubt else ")"),
-               "use a CUDA version whose major.minor is one of: " + ", ".join(row["cuda"]))
+        text = (f"torch {pin} has no wheels for CUDA {mm} (download.pytorch.org/whl/"
+                f"cu{mm.replace('.', '')} does not carry it")
+        if is_unverified(row, "cuda"):
+            c.warn(("cuda", "version"), text + ", unverified)", "use a CUDA version whose "
+                   "major.minor is one of: " + ", ".join(row["cuda"]))
+        else:
+            c.error(("cuda", "version"), text + ")", edits=cuda.version_edits(
+                p.cuda.version, lambda v: f"{v.major}.{v.minor}" in row["cuda"]))
     check_python(c, pin, row)
 
 
@@ -91,7 +95,13 @@ def check_python(c: Context, pin: str, row: dict[str, Any]) -> None:
     """torch-python: the profile's Python is inside the release's wheel range."""
     if not in_range(c.p.python + ".0", row["python"]):
         c.error(("python",), f"torch {pin} supports Python {row['python']}, "
-                f"but python is {c.p.python}", "pick a Python version inside that range")
+                f"but python is {c.p.python}",
+                edits=python.version_edits(c.p.python, row["python"]))
+
+
+# "remove build.torch_from": its default, torch from PyTorch's CUDA-matched index
+_PYTORCH_INDEX = Edit.set("build.torch_from", "pytorch-index",
+                          "set build.torch_from: pytorch-index (PyTorch's CUDA-matched index)")
 
 
 def check_main_index(c: Context, pin: str, row: dict[str, Any]) -> None:
@@ -107,14 +117,13 @@ def check_main_index(c: Context, pin: str, row: dict[str, Any]) -> None:
     if built_for is None:
         c.error(("build", "torch_from"), f"the knowledge does not say which CUDA PyPI's "
                 f"torch {pin} wheel is built for (torch.yaml {minor}: no pypi_cuda_major)",
-                "remove build.torch_from (torch then comes from PyTorch's CUDA-matched "
-                "index)")
+                edits=[_PYTORCH_INDEX])
     elif str(built_for) != major:
         c.error(("build", "torch_from"), f"PyPI's torch {pin} wheel is built for CUDA "
                 f"{built_for} (its CUDA {built_for} library dependencies), but cuda.version "
                 f"is {c.p.cuda.version} (CUDA {major})",
-                "remove build.torch_from (torch then comes from PyTorch's CUDA-matched "
-                "index)")
+                edits=[_PYTORCH_INDEX, *cuda.version_edits(
+                    c.p.cuda.version, lambda v: str(v.major) == str(built_for))])
     check_python(c, pin, row)
 
 

@@ -117,7 +117,7 @@ def load_data(raw: RawProfile, data: dict[str, Any], pos: Positions,
     profile = _validate(data, pos)
     assert profile is not None
     facts = read_user_knowledge(profile.knowledge, raw.path.parent, pos)
-    return LoadedProfile(profile, pos, raw.path, raw.display, raw.chain, overrides, facts)
+    return LoadedProfile(profile, pos, raw.path, raw.display, raw.chain, overrides, facts, data)
 
 
 def resolve_loaded(loaded: LoadedProfile, mode: Mode = "buildkit",

@@ -21,7 +21,7 @@ import json
 import os
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -30,7 +30,8 @@ from packaging.version import Version
 from dockergen import inputs
 from dockergen.components import cuda, python
 from dockergen.components import torch as torch_component
-from dockergen.components.base import Context, describe_all
+from dockergen.components.base import Context, describe_all, dotted, nearest
+from dockergen.errors import Edit
 from dockergen.knowledge import COMPONENTS_DIR, in_range, is_unverified, load_facts
 from dockergen.model import (
     APP_HOME,
@@ -165,6 +166,14 @@ class ServingEngine:
     def versions(self) -> list[str]:
         return sorted(self.facts()["releases"], key=Version)
 
+    def release_edits(self, current: str, keep: Callable[[dict[str, Any]], bool]
+                      = lambda row: True) -> list[Edit]:
+        """Candidate fixes of engine.version: known releases whose row ``keep`` accepts,
+        the closest to ``current`` first."""
+        rows = self.facts()["releases"]
+        return [Edit.set("engine.version", v, f"use {self.name} {v}")
+                for v in nearest(self.versions(), current) if keep(rows[v])]
+
     def quant(self, kind: str, value: str) -> dict[str, Any] | None:
         """``kind`` is ``"quantization"`` (weights) or ``"kv_cache"``."""
         entry = self.facts()[kind].get(value)
@@ -215,9 +224,10 @@ class ServingEngine:
         release = self.release(p.engine.version)
         if release is None:
             c.error(("engine", "version"), f"{p.engine.name} {p.engine.version} is not in the "
-                    "knowledge base", "use one of: " + ", ".join(self.versions())
-                    + f" (or add the release with its source in a knowledge file listed "
-                    f"under the profile's `knowledge:`, table {self.facts_file}: releases)")
+                    "knowledge base", "add the release with its source in a knowledge file "
+                    f"listed under the profile's `knowledge:`, table {self.facts_file}: "
+                    "releases (`dockergen outdated` shows what is known)",
+                    edits=self.release_edits(p.engine.version))
             return
         c.release = release
         c.torch_pin = p.engine.torch or str(release["torch"])
@@ -231,20 +241,22 @@ class ServingEngine:
         if not in_range(p.python + ".0", release["python"]):
             # unverified facts only warn (see `python -m dockergen.maint.knowledge check`)
             doubt = is_unverified(release, "python")
-            report = c.warn if doubt else c.error
-            report(("python",), f"{p.engine.name} {p.engine.version} requires Python "
-                   f"{release['python']}, but python is {p.python}"
-                   + (" (unverified)" if doubt else ""),
-                   "pick a Python version inside that range")
+            text = (f"{p.engine.name} {p.engine.version} requires Python {release['python']}, "
+                    f"but python is {p.python}")
+            if doubt:
+                c.warn(("python",), text + " (unverified)", "pick a Python version inside "
+                       "that range")
+            else:
+                c.error(("python",), text,
+                        edits=python.version_edits(p.python, release["python"]))
         major = Version(p.cuda.version).major
         if cuda.toolkit(p.cuda.version) is not None and major != release["cuda_major"]:
-            newer_ok = [v for v in self.versions()
-                        if self.facts()["releases"][v]["cuda_major"] == major]
-            alt = f", or {p.engine.name} {newer_ok[-1]}" if newer_ok else ""
-            want = [v for v in cuda.versions() if Version(v).major == release["cuda_major"]]
+            want = int(release["cuda_major"])
             c.error(("cuda", "version"), f"{p.engine.name} {p.engine.version} wheels are built "
-                    f"for CUDA {release['cuda_major']}.x, but cuda.version is {p.cuda.version}",
-                    f"use CUDA {want[-1] if want else str(release['cuda_major']) + '.x'}{alt}")
+                    f"for CUDA {want}.x, but cuda.version is {p.cuda.version}",
+                    edits=[*cuda.version_edits(p.cuda.version, lambda v: v.major == want),
+                           *self.release_edits(p.engine.version,
+                                               lambda row: row["cuda_major"] == major)])
 
     def check_quantization(self, c: Context) -> None:
         """Weight and KV-cache methods exist for this engine and run on the targets."""
@@ -255,10 +267,11 @@ class ServingEngine:
                                    ("quantization", "kv_cache"))):
             entry = self.quant(kind, value)
             if entry is None:
-                known = ", ".join(self.facts()[kind])
+                field = "kv_cache" if kind == "kv_cache" else "weights"
                 c.error(path, f"{p.engine.name} has no {value} "
                         f"{'KV cache' if kind == 'kv_cache' else 'weight quantization'}",
-                        f"use one of: {known}")
+                        edits=[Edit.set(dotted(path), k, f"use {field}: {k}")
+                               for k in self.facts()[kind]])
                 continue
             floor, unverified = min_cc(entry, p.engine.version)
             if floor is None:  # a per-release row that has not read this release
@@ -280,8 +293,7 @@ class ServingEngine:
                 c.error(path, f"{value} needs compute capability >= {floor} on "
                         f"{engine}, but gpu.targets includes "
                         f"{describe_all(too_old)}",
-                        _quant_fix(self.facts()[kind], kind, value, c.targets, too_old,
-                                   p.engine.version))
+                        edits=_quant_fix(c, self.facts()[kind], kind, value, too_old))
                 continue
             fast = entry.get("fast_cc")
             slow = [t for t in c.targets if fast and cc_tuple(t.cc) < cc_tuple(fast)]
@@ -668,23 +680,21 @@ def min_cc(row: Mapping[str, Any], release: str) -> tuple[str | None, bool]:
     return None, unverified
 
 
-def _quant_fix(rows: dict[str, Any], kind: str, value: str, targets: list[GpuTarget],
-               too_old: list[GpuTarget], release: str) -> str:
+def _quant_fix(c: Context, rows: dict[str, Any], kind: str, value: str,
+               too_old: list[GpuTarget]) -> list[Edit]:
     """Methods that run on every target (never the failing one), or drop the old GPUs.
 
-    Issue 7: the fix said "use fp16" for a failing fp16, "use kv_cache: auto" when auto
-    failed, and "use bf16 or int8" on V100 where both are invalid too.
+    Only floors read from an artefact count: an unverified row may not run there at all.
     """
-    drop = " or ".join(t.given for t in too_old)
-    lowest = min((cc_tuple(t.cc) for t in targets), default=(0, 0))
-    # only floors read from an artefact: an unverified row may not run there at all
-    floors = {name: min_cc(row, release) for name, row in rows.items()}
+    lowest = min((cc_tuple(t.cc) for t in c.targets), default=(0, 0))
+    floors = {name: min_cc(row, c.p.engine.version) for name, row in rows.items()}
     works = [name for name, (floor, doubt) in floors.items()
              if name != value and floor is not None and not doubt
              and cc_tuple(floor) <= lowest]
-    # the first three explicit choices (facts-file order); auto only when nothing else runs
-    works = [w for w in works if w != "auto"][:3] or works
+    # explicit choices first (facts-file order); auto last
+    works = sorted(works, key=lambda w: w == "auto")
     field = "kv_cache" if kind == "kv_cache" else "weights"
-    if not works:
-        return f"drop {drop}; no {field} choice runs on it"
-    return f"use {field}: {' or '.join(works)}, or drop {drop}"
+    path = "quantization." + field
+    floor = min_cc(rows[value], c.p.engine.version)[0] or "0.0"
+    return [*(Edit.set(path, w, f"use {field}: {w}") for w in works), *c.drop(*too_old),
+            *cuda.retarget(c, too_old, lambda t: cc_tuple(t.cc) >= cc_tuple(floor))]
