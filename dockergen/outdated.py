@@ -64,6 +64,10 @@ class IndexReadError(DockergenError):
 
     exit_code = ExitCode.MISSING_TOOL
 
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status  # the HTTP status, when the index answered with an error
+
 
 class OutdatedError(DockergenError):
     """A newer release exists that a profile can move to with every rule passing (exit 9,
@@ -121,22 +125,22 @@ def is_index_url(url: str) -> bool:
 
 
 class _Links(html.parser.HTMLParser):
-    """The link texts of a PEP 503 page (the file names)."""
+    """The links of a PEP 503 page: (file name, href)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.names: list[str] = []
-        self._in_a = False
+        self.links: list[tuple[str, str]] = []
+        self._href: str | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self._in_a = tag == "a"
+        self._href = (dict(attrs).get("href") or "") if tag == "a" else None
 
     def handle_endtag(self, tag: str) -> None:
-        self._in_a = False
+        self._href = None
 
     def handle_data(self, data: str) -> None:
-        if self._in_a and data.strip():
-            self.names.append(data.strip())
+        if self._href is not None and data.strip():
+            self.links.append((data.strip(), self._href))
 
 
 def _credentials(host: str) -> tuple[str, str] | None:
@@ -153,10 +157,15 @@ def _credentials(host: str) -> tuple[str, str] | None:
     return None
 
 
-def _read(url: str) -> tuple[bytes, str]:
-    """(body, content type) of one simple-API page, bounded, credentials attached."""
-    request = urllib.request.Request(url, headers={"Accept": _ACCEPT,
-                                                   "User-Agent": "dockergen-outdated"})
+def _read(url: str, limit: int = PAGE_LIMIT, span: tuple[int, int] | None = None
+          ) -> tuple[bytes, str]:
+    """(body, content type) of one simple-API page or file, bounded, credentials attached;
+    ``span`` asks for bytes ``[start, end)`` only (the content type is then the
+    Content-Range header, ``bytes a-b/total``)."""
+    headers = {"Accept": _ACCEPT, "User-Agent": "dockergen-outdated"}
+    if span is not None:
+        headers["Range"] = f"bytes={span[0]}-{span[1] - 1}"
+    request = urllib.request.Request(url, headers=headers)
     host = urllib.parse.urlsplit(url).hostname or ""
     creds = _credentials(host)
     if creds:
@@ -165,18 +174,20 @@ def _read(url: str) -> tuple[bytes, str]:
         request.add_unredirected_header("Authorization", f"Basic {token}")
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as resp:  # noqa: S310
-            body = resp.read(PAGE_LIMIT + 1)
-            kind = resp.headers.get("Content-Type", "")
+            body = resp.read(limit + 1)
+            kind = resp.headers.get("Content-Range" if span else "Content-Type", "")
+            if span is not None and resp.status != 206:
+                raise IndexReadError(f"{redact(url)}: the server ignores range requests")
     except urllib.error.HTTPError as exc:
         hint = (f"; give credentials in {USER_ENV}/{PASSWORD_ENV} or netrc"
                 if exc.code in (401, 403) else "")
-        raise IndexReadError(f"{redact(url)}: HTTP {exc.code}{hint}") from None
+        raise IndexReadError(f"{redact(url)}: HTTP {exc.code}{hint}", exc.code) from None
     except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         raise IndexReadError(f"{redact(url)}: cannot be read ({redact(str(reason))}); check "
                           "the index URL and the network") from None
-    if len(body) > PAGE_LIMIT:
-        raise IndexReadError(f"{redact(url)}: the page is larger than {PAGE_LIMIT >> 20} MiB")
+    if len(body) > limit:
+        raise IndexReadError(f"{redact(url)}: larger than {limit >> 20} MiB")
     return body, kind
 
 
@@ -193,23 +204,49 @@ def _version_of(filename: str, name: str) -> Version | None:
     return version if dist == canonicalize_name(name) else None
 
 
-def releases(index: str, name: str) -> list[Version]:
-    """Every release of ``name`` the index lists (its files' versions), sorted."""
+def files(index: str, name: str) -> list[tuple[str, Version, str]]:
+    """(file name, version, absolute URL) of every file of ``name`` the index lists."""
     url = f"{index.rstrip('/')}/{canonicalize_name(name)}/"
     body, kind = _read(url)
-    names: list[str]
+    links: list[tuple[str, str]]
     if "json" in kind:
         try:
             page = json.loads(body)
-            names = [str(f["filename"]) for f in page.get("files", [])]
+            links = [(str(f["filename"]), str(f["url"])) for f in page.get("files", [])]
         except (ValueError, TypeError, KeyError, AttributeError):
             raise IndexReadError(f"{redact(url)}: not a PEP 691 JSON page") from None
     else:
-        links = _Links()
-        links.feed(body.decode("utf-8", "replace"))
-        names = links.names
-    found = {v for n in names if (v := _version_of(n, name)) is not None}
-    return sorted(found)
+        parser = _Links()
+        parser.feed(body.decode("utf-8", "replace"))
+        links = parser.links
+    return [(n, v, urllib.parse.urljoin(url, href.split("#", 1)[0])) for n, href in links
+            if (v := _version_of(n, name)) is not None]
+
+
+def releases(index: str, name: str) -> list[Version]:
+    """Every release of ``name`` the index lists (its files' versions), sorted."""
+    return sorted({v for _, v, _ in files(index, name)})
+
+
+def read_range(url: str, start: int, end: int) -> tuple[bytes, int]:
+    """Bytes ``[start, end)`` of a file the index serves, and the file's whole size."""
+    body, content_range = _read(url, max(end - start, 1), (start, end))
+    try:
+        return body, int(content_range.rsplit("/", 1)[1])
+    except (IndexError, ValueError):
+        raise IndexReadError(f"{redact(url)}: no Content-Range in a range answer") from None
+
+
+def read_file(url: str, limit: int = PAGE_LIMIT) -> bytes | None:
+    """A file the index serves (a wheel's PEP 658 ``.metadata``, a small wheel), with the
+    index's credentials, up to ``limit`` bytes; None when the index has no such file."""
+    try:
+        body, _ = _read(url, limit)
+    except IndexReadError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return body
 
 
 # --- verdicts -----------------------------------------------------------------------------

@@ -45,8 +45,10 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.components.cuda": _COMPONENT,
     "dockergen.components.python": _COMPONENT,
     "dockergen.components.image": _COMPONENT,
-    "dockergen.components.torch": _COMPONENT | {"dockergen.components.cuda"},
-    "dockergen.components.flash_attn": _COMPONENT | {"dockergen.components.python",
+    "dockergen.components.torch": _COMPONENT | {"dockergen.components.cuda",
+                                                "dockergen.components.python"},
+    "dockergen.components.flash_attn": _COMPONENT | {"dockergen.components.cuda",
+                                                     "dockergen.components.python",
                                                      "dockergen.components.torch"},
     "dockergen.components.serving.base": _COMPONENT | {"dockergen.components.cuda",
                                                        "dockergen.components.python",
@@ -106,6 +108,10 @@ ALLOWED: dict[str, set[str]] = {
     # newer releases on an index, judged by resolving the profile moved to each
     "dockergen.outdated": _BASE | {"dockergen.api", "dockergen.components.serving",
                                    "dockergen.knowledge", "dockergen.model"},
+    # a profile moved to newer releases: resolution with facts derived from the index
+    "dockergen.upgrade": _BASE | {"dockergen.components.cuda", "dockergen.components.serving",
+                                  "dockergen.knowledge", "dockergen.loader", "dockergen.model",
+                                  "dockergen.outdated", "dockergen.resolve"},
     "dockergen.cli": {"dockergen", "dockergen.*"},
     "dockergen.__main__": {"dockergen.cli"},
     "dockergen.pylock": _BASE | {"dockergen.loader", "dockergen.resolve",

@@ -1,0 +1,427 @@
+"""Move a profile to a newer release of its serving engine, with facts read from the index.
+
+For each release newer than the profile's on the index (or the one ``--to`` names), newest
+first: a release dockergen does not know gets its facts derived from the wheel's own
+``METADATA`` (the PEP 658 file the index serves beside the wheel, else the wheel itself when
+it is small): the torch pin, ``Requires-Python``, the CUDA major (from the CUDA library
+dependencies, else from the PyPI wheel of the torch it pins), and SGLang's kernel and
+FlashInfer pins. Those rows join the profile's knowledge for this check only, marked as
+observed from that index on that date. Then the profile is moved there and every rule runs;
+where a rule fails, the first of its proven fixes that keeps the profile's GPUs (no other
+hardware, no other engine) is taken, up to a few rounds. The newest release that passes is
+the proposal, with what changes: the fields, torch, CUDA, Python, and what the knowledge
+cannot say of an unknown release (its serve flags and metric names are not read; the
+smoke test runs the release's own parser).
+
+``--write`` writes two files next to the profile, never the profile itself: the knowledge
+file with the derived rows, and a profile that extends the user's with exactly the changed
+fields and that knowledge file (so ``git diff`` shows the change and the user decides).
+May import: :mod:`dockergen.atomic`, :mod:`dockergen.components`, :mod:`dockergen.errors`,
+:mod:`dockergen.knowledge`, :mod:`dockergen.loader`, :mod:`dockergen.model`,
+:mod:`dockergen.outdated`, :mod:`dockergen.resolve`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import email.parser
+import io
+import json
+import re
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import Version
+
+from dockergen import atomic, knowledge, outdated
+from dockergen.components import cuda
+from dockergen.components.serving import engine_for
+from dockergen.errors import DockergenError, ExitCode, ProfileError, Severity, redact
+from dockergen.loader import LoadedProfile, load_profile, with_overrides
+from dockergen.model import MAIN_INDEX
+from dockergen.resolve import check, resolve
+
+# A wheel without a PEP 658 metadata file is read whole only up to this size (PyPI serves
+# the metadata file for every wheel; a mirror that does not, for a 400 MB vLLM wheel, gets
+# a clear refusal instead of a long download).
+WHEEL_LIMIT = 64 << 20
+RANGE_BLOCK = 2 << 20  # bytes per range request
+# rounds of "take the first proven fix of each failing rule" before a move is refused
+ROUNDS = 4
+_HEADER = "# Written by dockergen upgrade"
+# fields a fix may change on the way to a release: never the GPUs or the engine itself,
+# nor drop a FlashAttention-2 build the profile asks for
+_KEEP = ("gpu.", "engine.", "flash_attn.build")
+
+
+class UpgradeError(DockergenError):
+    """No newer release could be read or derived (the reason says which)."""
+
+    exit_code = ExitCode.INVALID_PROFILE
+
+
+@dataclass(frozen=True)
+class Move:
+    """The profile moved to one release: accepted with its changes, or refused with why."""
+
+    version: str
+    known: bool
+    ok: bool
+    changes: tuple[tuple[str, str, str], ...] = ()  # (field, from, to)
+    reasons: tuple[str, ...] = ()  # the errors left, when refused
+    notes: tuple[str, ...] = ()  # what else changes in the image and around it
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What ``dockergen upgrade`` found for one profile."""
+
+    profile: str
+    engine: str
+    current: str
+    index: str
+    moves: tuple[Move, ...]  # newest first
+    derived: dict[str, dict[str, Any]] = field(default_factory=dict)  # version -> row
+
+    @property
+    def proposal(self) -> Move | None:
+        """The newest release every rule accepts, if any."""
+        return next((m for m in self.moves if m.ok), None)
+
+
+# --- facts from the index ------------------------------------------------------------------
+
+class _Remote(io.RawIOBase):
+    """A wheel on the index read through range requests (what pip's lazy wheel does): the
+    zip's central directory and one member, not the 400 MB."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        tail, self.size = outdated.read_range(url, 0, 1)
+        self.url, self.pos = url, 0
+        self.cache: dict[tuple[int, int], bytes] = {(0, 1): tail}
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = max(0, {0: 0, 1: self.pos, 2: self.size}[whence] + offset)
+        return self.pos
+
+    def readinto(self, buf: Any) -> int:
+        end = min(self.pos + len(buf), self.size)
+        if end <= self.pos:
+            return 0
+        # the central directory sits in the last MiB or so: fetch a generous block once
+        lo = max(0, min(self.pos, end - RANGE_BLOCK))
+        block = next((b for (a, z), b in self.cache.items() if a <= self.pos and end <= z), None)
+        if block is None:
+            data, _ = outdated.read_range(self.url, lo, max(end, lo + RANGE_BLOCK))
+            self.cache[(lo, lo + len(data))] = data
+            block_start = lo
+        else:
+            block_start = next(a for (a, z), b in self.cache.items() if b is block)
+            data = block
+        piece = data[self.pos - block_start:end - block_start]
+        buf[:len(piece)] = piece
+        self.pos += len(piece)
+        return len(piece)
+
+
+def _metadata(url: str, filename: str) -> str:
+    meta = outdated.read_file(url + ".metadata")
+    if meta is not None:
+        return meta.decode("utf-8", "replace")
+    try:
+        source: io.BufferedIOBase = io.BufferedReader(_Remote(url), RANGE_BLOCK)
+    except outdated.IndexReadError as exc:  # no range requests here: a small wheel whole
+        wheel = outdated.read_file(url, WHEEL_LIMIT)
+        if wheel is None:
+            raise UpgradeError(f"{filename}: the index lists it but does not serve it") \
+                from exc
+        source = io.BytesIO(wheel)
+    with zipfile.ZipFile(source) as zf:
+        names = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
+        if len(names) != 1:
+            raise UpgradeError(f"{filename}: no single .dist-info/METADATA in the wheel")
+        return zf.read(names[0]).decode("utf-8", "replace")
+
+
+def _requirements(text: str) -> list[Requirement]:
+    out = []
+    for line in email.parser.HeaderParser().parsestr(text).get_all("Requires-Dist") or []:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.marker is None or "extra" not in str(req.marker):  # what a plain install gets
+            out.append(req)
+    return out
+
+
+def _pin(reqs: list[Requirement], name: str) -> tuple[str, str] | None:
+    """(extras as ``[a,b]`` or "", the exact version) of ``name``'s ``==`` pin."""
+    for req in reqs:
+        if req.name.lower().replace("_", "-") == name:
+            exact = [s.version for s in req.specifier if s.operator == "=="]
+            if exact:
+                return ("[" + ",".join(sorted(req.extras)) + "]" if req.extras else ""), exact[0]
+    return None
+
+
+def derive_row(index: str, engine: str, package: str, version: str) -> dict[str, Any]:
+    """The knowledge row of an engine release, read from its wheel's METADATA on ``index``."""
+    wheels = [(n, u) for n, v, u in outdated.files(index, package)
+              if str(v) == version and n.endswith(".whl")]
+    if not wheels:
+        raise UpgradeError(f"{package} {version}: the index lists no wheel of it")
+    # a Linux x86_64 wheel, as the image installs
+    name, url = sorted(wheels, key=lambda w: ("x86_64" not in w[0], w[0]))[0]
+    text = _metadata(url, name)
+    head = email.parser.HeaderParser().parsestr(text)
+    reqs = _requirements(text)
+    torch_pin = _pin(reqs, "torch")
+    python = head.get("Requires-Python")
+    if torch_pin is None or not python:
+        raise UpgradeError(f"{name}: METADATA pins no torch (==) or gives no Requires-Python")
+    torch = torch_pin[1]
+    source = f"{name} METADATA"
+    majors = {int(m.group(1)) for r in reqs
+              if (m := re.fullmatch(r"nvidia-.*-cu(\d+)", r.name.lower()))}
+    majors |= {int(m.group(1)) for r in reqs for e in r.extras
+               if (m := re.fullmatch(r"cu(\d+)", e))}
+    toolkit = _pin(reqs, "cuda-toolkit")
+    if toolkit:
+        majors.add(Version(toolkit[1]).major)
+    if len(majors) > 1:
+        raise UpgradeError(f"{name}: METADATA names CUDA {sorted(majors)}: not one CUDA major")
+    if not majors:  # the engine's wheel is built for the CUDA of the torch wheel it pins
+        row = knowledge.load_facts("torch")["releases"].get(
+            f"{Version(torch).major}.{Version(torch).minor}") or {}
+        if row.get("pypi_cuda_major") is None:
+            raise UpgradeError(f"{name}: no CUDA library in METADATA, and torch {torch} is not "
+                               "in the knowledge (its CUDA cannot be derived)")
+        majors.add(int(row["pypi_cuda_major"]))
+        source += f"; CUDA: PyPI's torch {torch} wheel (torch.yaml pypi_cuda_major)"
+    out: dict[str, Any] = {"torch": torch, "python": python, "cuda_major": majors.pop()}
+    if engine == "sglang":
+        kernel, flashinfer = _pin(reqs, "sglang-kernel"), _pin(reqs, "flashinfer-python")
+        if kernel is None or flashinfer is None:
+            raise UpgradeError(f"{name}: METADATA pins no sglang-kernel or flashinfer-python")
+        out["kernel"] = f"sglang-kernel=={kernel[1]}"
+        out["flashinfer"] = f"flashinfer-python{flashinfer[0]}=={flashinfer[1]}"
+    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    out["src"] = f"observed by dockergen upgrade from {redact(index)} on {today}: {source}"
+    return out
+
+
+# --- moves ---------------------------------------------------------------------------------
+
+def _value(loaded: LoadedProfile, dotted: str) -> str:
+    node: Any = loaded.profile
+    for part in dotted.split("."):
+        node = getattr(node, part, None)
+    if isinstance(node, (list, tuple)):
+        return "[" + ", ".join(str(v) for v in node) + "]"
+    return "" if node is None else str(node)
+
+
+def _move(loaded: LoadedProfile, version: str, known: bool, driver: str | None) -> Move:
+    """The profile moved to ``version``, with the fixes the rules ask for on the way."""
+    fields: dict[str, str] = {"engine.version": version}
+    reasons: list[str] = []
+    for _ in range(ROUNDS):
+        try:
+            edited = with_overrides(loaded, tuple(f"{k}={v}" for k, v in fields.items()))
+        except ProfileError as exc:
+            return Move(version, known, False, reasons=tuple(str(p) for p in exc.problems))
+        with knowledge.user_facts(edited.user_facts):
+            ctx = check(edited, python_lock=False)
+        errors = [p for p in ctx.problems if p.severity is Severity.ERROR]
+        reasons = [f"{p.field}: {p.message}" for p in errors]
+        taken = False
+        if driver and not _driver_ok((("cuda.version", edited.profile.cuda.version),), driver):
+            need = (cuda.toolkit(edited.profile.cuda.version) or {})["min_driver"]
+            reasons.append(f"cuda.version: CUDA {edited.profile.cuda.version} needs driver >= "
+                           f"{need}, but --driver is {driver}")
+            major = Version(edited.profile.cuda.version).major
+            fits = [v for v in cuda.versions() if Version(v).major == major
+                    and _driver_ok((("cuda.version", v),), driver)]
+            if fits:
+                fields["cuda.version"] = fits[-1]
+                taken = True
+        elif not errors:
+            return _accepted(loaded, edited, ctx.torch_pin, version, known, fields)
+        for problem in errors:
+            edit = next((e for e in problem.edits if not e.drastic
+                         and not any(k.startswith(_KEEP) for k, _ in e.sets)
+                         and _driver_ok(e.sets, driver)), None)
+            if edit is not None:
+                fields.update(edit.sets)
+                taken = True
+        if not taken:
+            break
+    return Move(version, known, False, reasons=tuple(reasons))
+
+
+def _driver_ok(sets: tuple[tuple[str, str], ...], driver: str | None) -> bool:
+    """Whether every CUDA version ``sets`` names runs on ``driver`` (its minimum driver)."""
+    for name, value in sets:
+        if name == "cuda.version" and driver:
+            need = (cuda.toolkit(value) or {}).get("min_driver", "0")
+            if Version(str(need)) > Version(driver):
+                return False
+    return True
+
+
+def _accepted(loaded: LoadedProfile, edited: LoadedProfile, torch_pin: str | None,
+              version: str, known: bool, fields: dict[str, str]) -> Move:
+    changes = tuple((k, _value(loaded, k), v) for k, v in sorted(fields.items())
+                    if _value(loaded, k) != v)
+    with knowledge.user_facts(loaded.user_facts):
+        before = resolve(loaded, python_lock=False, pin=False)
+    notes = []
+    if before.engine.torch != torch_pin:
+        notes.append(f"torch {before.engine.torch} -> {torch_pin} (pinned by the release)")
+    if loaded.profile.cuda.version != edited.profile.cuda.version:
+        notes.append(f"CUDA {loaded.profile.cuda.version} -> {edited.profile.cuda.version}: "
+                     "the base images and every CUDA wheel change")
+    if not known:
+        notes.append("not in dockergen's knowledge: its serve flags, metric names, "
+                     "quantization floors and kernel archs are not read here; the image's "
+                     "smoke test runs the release's own argument parser on the exact command")
+    return Move(version, known, True, changes=changes, notes=tuple(notes))
+
+
+def plan(path: Path, overrides: tuple[str, ...] = (), index: str | None = None,
+         to: str | None = None, driver: str | None = None) -> Plan:
+    """The moves of the profile at ``path`` to each newer release (or ``to``)."""
+    loaded = load_profile(path, overrides)
+    with knowledge.user_facts(loaded.user_facts):
+        resolve(loaded, python_lock=False)  # the profile's own errors first
+    p = loaded.profile
+    engine = engine_for(p.engine.name)
+    package = str(engine.facts()["package"])
+    where = index or p.build.pip_index_url or MAIN_INDEX
+    listed = [v for v in outdated.releases(where, package)
+              if not (v.is_prerelease or v.is_devrelease)]
+    if to is not None:
+        if Version(to) not in {*listed, *(Version(v) for v in engine.versions())}:
+            raise UpgradeError(f"{package} {to} is neither on {redact(where)} nor in "
+                               "dockergen's knowledge")
+        wanted = [Version(to)]
+    else:
+        wanted = sorted((v for v in listed if v > Version(p.engine.version)), reverse=True)
+    facts_name = engine.facts_file
+    derived: dict[str, dict[str, Any]] = {}
+    moves = []
+    for v in wanted:
+        known = str(v) in engine.versions()
+        if not known:
+            try:
+                derived[str(v)] = derive_row(where, p.engine.name, package, str(v))
+            except (UpgradeError, outdated.IndexReadError) as exc:
+                moves.append(Move(str(v), False, False, reasons=(str(exc),)))
+                continue
+            problems = knowledge.row_problems(facts_name, "releases", str(v), derived[str(v)])
+            if problems:
+                moves.append(Move(str(v), False, False, reasons=tuple(
+                    f"derived row: {m}" for _, m, _ in problems)))
+                del derived[str(v)]
+                continue
+        overlay = _with_rows(loaded.user_facts, facts_name, derived)
+        moves.append(_move(dataclasses.replace(loaded, user_facts=overlay), str(v), known,
+                           driver))
+    return Plan(str(path), p.engine.name, p.engine.version, redact(where), tuple(moves),
+                derived)
+
+
+def _with_rows(user: dict[str, dict[str, dict[str, Any]]], facts_name: str,
+               rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    merged = {k: {t: dict(r) for t, r in v.items()} for k, v in user.items()}
+    table = merged.setdefault(facts_name, {}).setdefault("releases", {})
+    for key, row in rows.items():
+        table[key] = {**row, "user": "dockergen upgrade"}
+    return merged
+
+
+# --- output --------------------------------------------------------------------------------
+
+def to_text(result: Plan) -> str:
+    """The plan for people."""
+    lines = [f"{result.profile}: {result.engine} {result.current} (index {result.index})"]
+    if not result.moves:
+        lines.append("  no newer release")
+    for m in result.moves:
+        state = "ok" if m.ok else "refused"
+        lines.append(f"  {m.version:<10} {'known' if m.known else 'derived':<8} {state}")
+        lines += [f"      {f}: {a} -> {b}" for f, a, b in m.changes]
+        lines += [f"      note: {n}" for n in m.notes]
+        lines += [f"      because {r}" for r in m.reasons]
+    chosen = result.proposal
+    lines.append(f"proposal: {result.engine} {chosen.version}" if chosen else
+                 "proposal: none (no newer release passes every rule on these GPUs)")
+    return "\n".join(lines) + "\n"
+
+
+def to_json(result: Plan) -> str:
+    """The plan for machines."""
+    data = dataclasses.asdict(result)
+    data["proposal"] = result.proposal.version if result.proposal else None
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def write(result: Plan, path: Path) -> list[Path]:
+    """Write the knowledge file and the extending profile of the proposal next to ``path``;
+    the user's profile is never rewritten. Returns what was written."""
+    chosen = result.proposal
+    if chosen is None:
+        raise UpgradeError("nothing to write: no newer release passes every rule")
+    loaded = load_profile(path)
+    stem = f"{path.stem}-{result.engine}-{chosen.version}"
+    written = []
+    lists = list(loaded.profile.knowledge)
+    if chosen.version in result.derived:
+        facts = engine_for(result.engine).facts_file
+        kfile = path.with_name(f"{stem}.knowledge.yaml")
+        body = yaml.safe_dump({facts: {"releases": {chosen.version: result.derived[
+            chosen.version]}}}, sort_keys=True, width=100)
+        atomic.write_file(kfile, f"{_HEADER} (knowledge)\n{body}", ours=_ours)
+        written.append(kfile)
+        lists.append(kfile.name)
+    doc: dict[str, Any] = {"extends": path.stem}
+    for name, _, value in chosen.changes:
+        node = doc
+        *parents, last = name.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    if lists != list(loaded.profile.knowledge):
+        doc["knowledge"] = lists
+    out = path.with_name(f"{stem}.yaml")
+    atomic.write_file(out, f"{_HEADER} (profile: {path.name} moved to {result.engine} "
+                      f"{chosen.version})\n" + yaml.safe_dump(doc, sort_keys=False, width=100),
+                      ours=_ours)
+    written.append(out)
+    try:  # what was written resolves as the plan said (else nothing stays)
+        load_profile(out)
+    except ProfileError:
+        for f in written:
+            f.unlink()
+        raise
+    return written
+
+
+def _ours(head: bytes) -> bool:
+    return head.startswith(_HEADER.encode())

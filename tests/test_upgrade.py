@@ -1,0 +1,219 @@
+"""`dockergen upgrade`: new engine releases published into a stand-in index, their facts
+derived from their own wheel METADATA, and the move accepted or refused with the reasons.
+
+The index on 127.0.0.1 serves PEP 691 JSON pages and real (small) wheel files: one release
+with a PEP 658 ``.metadata`` file beside it, the others only as wheels, read through HTTP range
+requests or whole. Everything below the index is the product's own code. One test reads PyPI
+itself (network-marked).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import threading
+import zipfile
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROFILES, run_cli
+
+H100 = str(PROFILES / "h100-fp8.yaml")  # vLLM 0.33.0, torch 2.14.0, Python 3.12
+
+
+def _wheel(version: str, requires: list[str], python: str) -> bytes:
+    meta = (f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n"
+            f"Requires-Python: {python}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("vllm/__init__.py", f'__version__ = "{version}"\n')
+        zf.writestr(f"vllm-{version}.dist-info/METADATA", meta)
+        zf.writestr(f"vllm-{version}.dist-info/RECORD", "")
+    return buf.getvalue()
+
+
+# Releases published after 0.33.0 (dockergen knows up to 0.33.0):
+RELEASES = {
+    # the next release as vLLM publishes them: same torch, CUDA 13 kernels -> accepted
+    "0.35.0": _wheel("0.35.0", ["torch==2.14.0", "nvidia-cutlass-dsl[cu13]==4.3.0",
+                                'pytest; extra == "test"'], ">=3.11,<3.15"),
+    # needs a newer Python than the profile's: accepted with python moved
+    "0.36.0": _wheel("0.36.0", ["torch==2.14.0"], ">=3.13,<3.15"),
+    # pins a torch dockergen does not know: its CUDA cannot be derived -> refused
+    "0.37.0": _wheel("0.37.0", ["torch==2.99.0"], ">=3.11,<3.15"),
+    # built for CUDA 12 while the profile's GPUs and base are CUDA 13: a proven fix moves CUDA
+    "0.38.0": _wheel("0.38.0", ["torch==2.14.0", "nvidia-nccl-cu12==2.27.3"], ">=3.11,<3.15"),
+}
+WITH_METADATA = {"0.35.0"}  # PEP 658: the METADATA file beside the wheel
+NO_RANGES = {"0.36.0"}  # this file is served whole only (no range requests)
+
+
+class _Index(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        path = self.path.split("?", 1)[0]
+        if path.rstrip("/") == "/simple/vllm":
+            files = [{"filename": f"vllm-{v}-cp38-abi3-manylinux_2_28_x86_64.whl",
+                      "url": f"/files/vllm-{v}-cp38-abi3-manylinux_2_28_x86_64.whl",
+                      "hashes": {}} for v in [*RELEASES, "0.33.0", "0.40.0rc1"]]
+            return self._send(json.dumps({"meta": {"api-version": "1.1"}, "name": "vllm",
+                                          "files": files}).encode(),
+                              "application/vnd.pypi.simple.v1+json")
+        if path.startswith("/simple/"):  # torch and the other pins: nothing newer here
+            name = path.strip("/").split("/")[-1]
+            return self._send(json.dumps({"meta": {"api-version": "1.1"}, "name": name,
+                                          "files": []}).encode(),
+                              "application/vnd.pypi.simple.v1+json")
+        m = re.fullmatch(r"/files/vllm-([0-9.a-z]+)-cp38-abi3-manylinux_2_28_x86_64\.whl"
+                         r"(\.metadata)?", path)
+        if not m or m.group(1) not in RELEASES:
+            return self._send(b"", "text/plain", 404)
+        version, meta = m.group(1), m.group(2)
+        body = RELEASES[version]
+        if meta:
+            if version not in WITH_METADATA:
+                return self._send(b"", "text/plain", 404)
+            with zipfile.ZipFile(io.BytesIO(body)) as zf:
+                return self._send(zf.read(f"vllm-{version}.dist-info/METADATA"), "text/plain")
+        wanted = re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers.get("Range", ""))
+        if wanted and version not in NO_RANGES:
+            lo, hi = int(wanted.group(1)), min(int(wanted.group(2)), len(body) - 1)
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {lo}-{hi}/{len(body)}")
+            self.send_header("Content-Length", str(hi - lo + 1))
+            self.end_headers()
+            self.wfile.write(body[lo:hi + 1])
+            return None
+        return self._send(body, "application/octet-stream")
+
+    def _send(self, body: bytes, kind: str, status: int = 200) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def index() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Index)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/simple"
+    server.shutdown()
+    server.server_close()
+
+
+def _plan(*args: str) -> dict:
+    result = run_cli("upgrade", *args, "--json")
+    assert result.rc == 0, result.err
+    return json.loads(result.out)
+
+
+def _move(plan: dict, version: str) -> dict:
+    return next(m for m in plan["moves"] if m["version"] == version)
+
+
+def test_outdated_reports_the_published_releases_as_unknown(index: str) -> None:
+    result = run_cli("outdated", H100, "--index", index, "--json")
+    assert result.rc == 0, result.err
+    vllm = next(p for p in json.loads(result.out)[0]["packages"] if p["name"] == "vllm")
+    assert [(n["version"], n["known"], n["verdict"]) for n in vllm["newer"]] == [
+        (v, False, "unknown") for v in RELEASES]
+
+
+def test_upgrade_derives_each_release_and_accepts_or_refuses_it(index: str) -> None:
+    plan = _plan(H100, "--index", index)
+    assert [m["version"] for m in plan["moves"]] == ["0.38.0", "0.37.0", "0.36.0", "0.35.0"]
+    assert all(not m["known"] for m in plan["moves"])  # pre-release 0.40.0rc1 not listed
+
+    # facts from the wheels' own METADATA (PEP 658 file, range requests, whole wheel)
+    assert {v: {k: r[k] for k in ("torch", "python", "cuda_major")}
+            for v, r in plan["derived"].items()} == {
+        "0.35.0": {"torch": "2.14.0", "python": ">=3.11,<3.15", "cuda_major": 13},
+        "0.36.0": {"torch": "2.14.0", "python": ">=3.13,<3.15", "cuda_major": 13},
+        "0.38.0": {"torch": "2.14.0", "python": ">=3.11,<3.15", "cuda_major": 12}}
+    assert all(r["src"].startswith(f"observed by dockergen upgrade from {index} on ")
+               for r in plan["derived"].values())
+    # 0.36.0's CUDA came from its torch: no CUDA library among its requirements
+    assert "CUDA: PyPI's torch 2.14.0 wheel" in plan["derived"]["0.36.0"]["src"]
+
+    ok = _move(plan, "0.35.0")
+    assert ok["ok"] and ok["changes"] == [["engine.version", "0.33.0", "0.35.0"]]
+    assert any("not in dockergen's knowledge" in n for n in ok["notes"])
+
+    python = _move(plan, "0.36.0")
+    assert python["ok"] and ["python", "3.12", "3.13"] in python["changes"]
+
+    refused = _move(plan, "0.37.0")
+    assert not refused["ok"]
+    assert refused["reasons"] == [
+        "vllm-0.37.0-cp38-abi3-manylinux_2_28_x86_64.whl: no CUDA library in METADATA, and "
+        "torch 2.99.0 is not in the knowledge (its CUDA cannot be derived)"]
+
+    # CUDA 12 wheels: a proven fix moves cuda.version to a CUDA 12 release that torch 2.14
+    # has wheels for; H100 runs on it, so the move stands, with the change shown
+    cuda12 = _move(plan, "0.38.0")
+    assert cuda12["ok"], cuda12
+    (cuda_change,) = [c for c in cuda12["changes"] if c[0] == "cuda.version"]
+    assert cuda_change[1] == "13.0.2" and cuda_change[2].startswith("12.")
+    assert plan["proposal"] == "0.38.0"
+
+
+def test_the_drivers_limit_refuses_what_it_cannot_run(index: str) -> None:
+    # 570.124.06 runs CUDA <= 12.8 (CUDA-RN Table 3): only the CUDA 12 release fits,
+    # and its CUDA is the newest that driver runs
+    plan = _plan(H100, "--index", index, "--driver", "570.124.06")
+    assert plan["proposal"] == "0.38.0"
+    assert ["cuda.version", "13.0.2", "12.8.1"] in _move(plan, "0.38.0")["changes"]
+    assert "needs driver >= 580" in " ".join(_move(plan, "0.35.0")["reasons"])
+
+
+def test_write_puts_the_proposal_beside_the_profile_and_never_rewrites_it(
+        index: str, tmp_path: Path) -> None:
+    profile = tmp_path / "serve.yaml"
+    profile.write_text("extends: h100-fp8\nname: serve\n")
+    before = profile.read_bytes()
+    result = run_cli("upgrade", "serve.yaml", "--index", index, "--to", "0.35.0", "--write",
+                     cwd=tmp_path)
+    assert result.rc == 0, result.err
+    assert profile.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "serve-vllm-0.35.0.knowledge.yaml", "serve-vllm-0.35.0.yaml", "serve.yaml"]
+    moved = run_cli("explain", "serve-vllm-0.35.0.yaml", cwd=tmp_path)
+    assert moved.rc == 0, moved.err
+    assert "vllm==0.35.0" in moved.out or "0.35.0" in moved.out
+    assert "observed by dockergen upgrade from" in moved.out  # the fact's source is shown
+    # a file of that name the user wrote is not replaced
+    (tmp_path / "serve-vllm-0.35.0.yaml").write_text("# mine\n")
+    again = run_cli("upgrade", "serve.yaml", "--index", index, "--to", "0.35.0", "--write",
+                    cwd=tmp_path)
+    assert again.rc == 4, again.err
+    assert (tmp_path / "serve-vllm-0.35.0.yaml").read_text() == "# mine\n"
+
+
+@pytest.mark.parametrize(("args", "hint"), [(("--to", "next"), "--to"),
+                                            (("--driver", "latest"), "--driver")])
+def test_bad_versions_are_usage_errors(args: tuple[str, str], hint: str) -> None:
+    result = run_cli("upgrade", H100, *args)
+    assert result.rc == 64 and hint in result.err and "Traceback" not in result.err
+
+
+@pytest.mark.network
+def test_pypi_an_older_vllm_is_offered_the_newest_valid_release() -> None:
+    """On PyPI: h100-fp8 moved back to vLLM 0.31.0 gets every newer release with a verdict,
+    the newest accepted one as the proposal, and the field changes of each accepted move."""
+    plan = _plan(H100, "--set", "engine.version=0.31.0")
+    versions = [m["version"] for m in plan["moves"]]
+    assert versions[-2:] == ["0.33.0", "0.32.0"] and versions == sorted(
+        versions, key=lambda v: tuple(int(x) for x in v.split(".")), reverse=True)
+    accepted = [m for m in plan["moves"] if m["ok"]]
+    assert accepted and plan["proposal"] == accepted[0]["version"]
+    assert all(["engine.version", "0.31.0", m["version"]] in m["changes"] for m in accepted)
+    assert all(m["reasons"] for m in plan["moves"] if not m["ok"])
