@@ -113,9 +113,9 @@ def _proven(problems: list[Problem], loaded: LoadedProfile, python_lock: bool,
             # no one change does it: a change and what the next rule then asks for
             pairs = (Edit(f"{edit.text} and {then.text}", edit.sets + then.sets,
                           edit.drastic or then.drastic)
-                     for edit in edits
+                     for edit in problem.edits if edit.drastic <= drastic
                      for new in (errors_with(edit) or ()) if new.identity() not in before
-                     for then in new.edits if then.drastic <= drastic)
+                     for then in new.edits if (edit.drastic or then.drastic) == drastic)
             kept = _first_per_field(pair for pair in itertools.islice(pairs, PAIRS_PER_PROBLEM)
                                     if works(pair, problem.identity()))
             if kept:

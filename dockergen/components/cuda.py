@@ -15,9 +15,11 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.knowledge`,
 from __future__ import annotations
 
 import difflib
+import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from packaging.version import Version
@@ -165,19 +167,19 @@ def check_cuda(c: Context) -> None:
     cuda = Version(version)
     for t in c.targets:
         arch = cc_arch(t.cc) or {}
-        if cuda < Version(arch["min_cuda"]):
-            floor = Version(arch["min_cuda"])
+        floor = Version(arch["min_cuda"])
+        if cuda < floor:
+            newer = version_edits(version, partial(operator.le, floor))  # floor <= v
             c.error(("cuda", "version"), f"CUDA {version} cannot compile for compute capability "
                     f"{t.cc} (CUDA >= {arch['min_cuda']} can), but gpu.targets includes "
-                    f"{describe(t)}", edits=[*version_edits(version, lambda v, f=floor: v >= f),
-                                              *c.drop(t)])
-        if "max_cuda" in arch and cuda > Version(arch["max_cuda"] + ".99"):
-            ceiling = Version(arch["max_cuda"] + ".99")
+                    f"{describe(t)}", edits=[*newer, *c.drop(t)])
+        ceiling = Version(arch.get("max_cuda", "999") + ".99")
+        if cuda > ceiling:
+            older = version_edits(version, partial(operator.ge, ceiling))  # v <= ceiling
+            still = retarget(c, [t], lambda g: (cc_arch(g.cc) or {}).get("max_cuda") is None)
             c.error(("cuda", "version"), f"CUDA {version} dropped compute capability {t.cc} "
                     f"(CUDA <= {arch['max_cuda']} has it), but gpu.targets includes "
-                    f"{describe(t)}", edits=[*version_edits(version, lambda v, f=ceiling: v <= f),
-                                              *c.drop(t), *retarget(c, [t], lambda g: (
-                                                  cc_arch(g.cc) or {}).get("max_cuda") is None)])
+                    f"{describe(t)}", edits=[*older, *c.drop(t), *still])
 
 
 # nvidia/cuda's tag scheme, kept by mirrors: VERSION-[cudnn-]FLAVOUR-OS

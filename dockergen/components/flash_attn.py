@@ -15,7 +15,9 @@ pinned pip), :mod:`dockergen.components.torch` (the C++ standard its headers nee
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from packaging.version import Version
@@ -113,7 +115,7 @@ def check(c: Context) -> None:
         if have < need:  # flash-attn would silently skip it
             c.error(("cuda", "version"), f"flash-attn skips arch {arch} without an error when "
                     f"nvcc < {need}; CUDA {p.cuda.version} would ship no kernels for it",
-                    edits=cuda.version_edits(p.cuda.version, lambda v, n=need: v >= n))
+                    edits=cuda.version_edits(p.cuda.version, partial(operator.le, need)))
     if not in_range(p.python + ".0", release["python"]):
         c.error(("python",), f"flash-attn {version} requires Python {release['python']}",
                 edits=python.version_edits(p.python, release["python"]))
