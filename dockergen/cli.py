@@ -300,7 +300,7 @@ def _check_python_lock_options(python_platform: str | None, torch_index: str | N
 def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
                  python_platform: str | None, torch_index: str | None) -> None:
     """`dockergen lock --python`: write or check one profile's hashed Python lock."""
-    from dockergen import pylock
+    from dockergen import owners, pylock
 
     inp = pylock.inputs_of(path, overrides, platform=python_platform, torch_index=torch_index)
     target = pylock.default_path(path)
@@ -312,6 +312,7 @@ def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
     bad = pylock.verify_sources(text, inp)
     if bad:
         raise pylock.LockError("the resolved closure mixes indexes: " + "; ".join(bad))
+    owners.check(text)  # two wheels writing one file: refused before any build
     try:
         pylock.write_lock(target, text)
     except OSError as exc:

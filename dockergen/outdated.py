@@ -20,15 +20,19 @@ from __future__ import annotations
 
 import base64
 import html.parser
+import io
 import json
 import netrc
 import os
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
+import zipfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from packaging.utils import (
     InvalidSdistFilename,
@@ -54,6 +58,10 @@ from dockergen.model import MAIN_INDEX
 
 # A simple-API page is read up to this size (PyPI's JSON page of torch is a few MiB).
 PAGE_LIMIT = 64 << 20
+# A wheel is read whole (an index without range requests) only up to this size: a mirror
+# that serves a 400 MB vLLM wheel that way gets a clear refusal, not a long download.
+WHEEL_LIMIT = 64 << 20
+RANGE_BLOCK = 2 << 20  # bytes per range request
 TIMEOUT_S = 30
 USER_ENV, PASSWORD_ENV = "DOCKERGEN_INDEX_USERNAME", "DOCKERGEN_INDEX_PASSWORD"
 _ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
@@ -204,28 +212,41 @@ def _version_of(filename: str, name: str) -> Version | None:
     return version if dist == canonicalize_name(name) else None
 
 
-def files(index: str, name: str) -> list[tuple[str, Version, str]]:
-    """(file name, version, absolute URL) of every file of ``name`` the index lists."""
+@dataclass(frozen=True)
+class IndexFile:
+    """One file of a project as the index lists it."""
+
+    name: str  # vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl
+    version: Version
+    url: str  # absolute
+    sha256: str  # "" when the index gives none
+
+
+def files(index: str, name: str) -> list[IndexFile]:
+    """Every file of ``name`` the index lists."""
     url = f"{index.rstrip('/')}/{canonicalize_name(name)}/"
     body, kind = _read(url)
-    links: list[tuple[str, str]]
+    links: list[tuple[str, str, str]]  # (file name, href, sha256)
     if "json" in kind:
         try:
             page = json.loads(body)
-            links = [(str(f["filename"]), str(f["url"])) for f in page.get("files", [])]
+            links = [(str(f["filename"]), str(f["url"]),
+                      str((f.get("hashes") or {}).get("sha256", "")))
+                     for f in page.get("files", [])]
         except (ValueError, TypeError, KeyError, AttributeError):
             raise IndexReadError(f"{redact(url)}: not a PEP 691 JSON page") from None
     else:
         parser = _Links()
         parser.feed(body.decode("utf-8", "replace"))
-        links = parser.links
-    return [(n, v, urllib.parse.urljoin(url, href.split("#", 1)[0])) for n, href in links
-            if (v := _version_of(n, name)) is not None]
+        links = [(n, href, href.split("#sha256=", 1)[1] if "#sha256=" in href else "")
+                 for n, href in parser.links]
+    return [IndexFile(n, v, urllib.parse.urljoin(url, href.split("#", 1)[0]), digest)
+            for n, href, digest in links if (v := _version_of(n, name)) is not None]
 
 
 def releases(index: str, name: str) -> list[Version]:
     """Every release of ``name`` the index lists (its files' versions), sorted."""
-    return sorted({v for _, v, _ in files(index, name)})
+    return sorted({f.version for f in files(index, name)})
 
 
 def read_range(url: str, start: int, end: int) -> tuple[bytes, int]:
@@ -235,6 +256,69 @@ def read_range(url: str, start: int, end: int) -> tuple[bytes, int]:
         return body, int(content_range.rsplit("/", 1)[1])
     except (IndexError, ValueError):
         raise IndexReadError(f"{redact(url)}: no Content-Range in a range answer") from None
+
+
+class RemoteFile(io.RawIOBase):
+    """A file on the index read through range requests (what pip's lazy wheel does): a
+    wheel's zip directory and one member, not the 400 MB."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        first, self.size = read_range(url, 0, 1)
+        self.url, self.pos = url, 0
+        self.blocks: list[tuple[int, bytes]] = [(0, first)]
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = max(0, {0: 0, 1: self.pos, 2: self.size}[whence] + offset)
+        return self.pos
+
+    def readinto(self, buf: Any) -> int:
+        end = min(self.pos + len(buf), self.size)
+        if end <= self.pos:
+            return 0
+        start, data = next(((a, b) for a, b in self.blocks
+                            if a <= self.pos and end <= a + len(b)), (None, b""))
+        if start is None:  # one generous block: the zip directory sits near the end
+            start = max(0, min(self.pos, end - RANGE_BLOCK))
+            data, _ = read_range(self.url, start, max(end, start + RANGE_BLOCK))
+            self.blocks.append((start, data))
+        piece = data[self.pos - start:end - start]
+        buf[:len(piece)] = piece
+        self.pos += len(piece)
+        return len(piece)
+
+
+def wheel_member(url: str, pattern: str, shown: str) -> str:
+    """The text of the one member of the wheel at ``url`` whose name matches ``pattern``:
+    through range requests, else (an index without them) the wheel whole up to
+    :data:`WHEEL_LIMIT`."""
+    try:
+        source: Any = io.BufferedReader(RemoteFile(url), RANGE_BLOCK)
+    except IndexReadError as exc:
+        if exc.status is not None and exc.status != 416:
+            raise
+        whole = read_file(url, WHEEL_LIMIT)
+        if whole is None:
+            raise IndexReadError(f"{shown}: the index lists it but does not serve it",
+                                 404) from exc
+        source = io.BytesIO(whole)
+    try:
+        with zipfile.ZipFile(source) as zf:
+            names = [n for n in zf.namelist() if re.fullmatch(pattern, n)]
+            if len(names) != 1:
+                raise IndexReadError(f"{shown}: not one member like {pattern} in the wheel")
+            return zf.read(names[0]).decode("utf-8", "replace")
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise IndexReadError(f"{shown}: not a readable wheel ({exc})") from None
 
 
 def read_file(url: str, limit: int = PAGE_LIMIT) -> bytes | None:

@@ -26,10 +26,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import email.parser
-import io
 import json
 import re
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,11 +44,6 @@ from dockergen.loader import LoadedProfile, load_profile, with_overrides
 from dockergen.model import MAIN_INDEX
 from dockergen.resolve import check, resolve
 
-# A wheel without a PEP 658 metadata file is read whole only up to this size (PyPI serves
-# the metadata file for every wheel; a mirror that does not, for a 400 MB vLLM wheel, gets
-# a clear refusal instead of a long download).
-WHEEL_LIMIT = 64 << 20
-RANGE_BLOCK = 2 << 20  # bytes per range request
 # rounds of "take the first proven fix of each failing rule" before a move is refused
 ROUNDS = 4
 _HEADER = "# Written by dockergen upgrade"
@@ -96,66 +89,14 @@ class Plan:
 
 # --- facts from the index ------------------------------------------------------------------
 
-class _Remote(io.RawIOBase):
-    """A wheel on the index read through range requests (what pip's lazy wheel does): the
-    zip's central directory and one member, not the 400 MB."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__()
-        tail, self.size = outdated.read_range(url, 0, 1)
-        self.url, self.pos = url, 0
-        self.cache: dict[tuple[int, int], bytes] = {(0, 1): tail}
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        self.pos = max(0, {0: 0, 1: self.pos, 2: self.size}[whence] + offset)
-        return self.pos
-
-    def readinto(self, buf: Any) -> int:
-        end = min(self.pos + len(buf), self.size)
-        if end <= self.pos:
-            return 0
-        # the central directory sits in the last MiB or so: fetch a generous block once
-        lo = max(0, min(self.pos, end - RANGE_BLOCK))
-        block = next((b for (a, z), b in self.cache.items() if a <= self.pos and end <= z), None)
-        if block is None:
-            data, _ = outdated.read_range(self.url, lo, max(end, lo + RANGE_BLOCK))
-            self.cache[(lo, lo + len(data))] = data
-            block_start = lo
-        else:
-            block_start = next(a for (a, z), b in self.cache.items() if b is block)
-            data = block
-        piece = data[self.pos - block_start:end - block_start]
-        buf[:len(piece)] = piece
-        self.pos += len(piece)
-        return len(piece)
-
-
 def _metadata(url: str, filename: str) -> str:
     meta = outdated.read_file(url + ".metadata")
     if meta is not None:
         return meta.decode("utf-8", "replace")
     try:
-        source: io.BufferedIOBase = io.BufferedReader(_Remote(url), RANGE_BLOCK)
-    except outdated.IndexReadError as exc:  # no range requests here: a small wheel whole
-        wheel = outdated.read_file(url, WHEEL_LIMIT)
-        if wheel is None:
-            raise UpgradeError(f"{filename}: the index lists it but does not serve it") \
-                from exc
-        source = io.BytesIO(wheel)
-    with zipfile.ZipFile(source) as zf:
-        names = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
-        if len(names) != 1:
-            raise UpgradeError(f"{filename}: no single .dist-info/METADATA in the wheel")
-        return zf.read(names[0]).decode("utf-8", "replace")
+        return outdated.wheel_member(url, r"[^/]+\.dist-info/METADATA", filename)
+    except outdated.IndexReadError as exc:
+        raise UpgradeError(str(exc)) from None
 
 
 def _requirements(text: str) -> list[Requirement]:
@@ -182,8 +123,8 @@ def _pin(reqs: list[Requirement], name: str) -> tuple[str, str] | None:
 
 def derive_row(index: str, engine: str, package: str, version: str) -> dict[str, Any]:
     """The knowledge row of an engine release, read from its wheel's METADATA on ``index``."""
-    wheels = [(n, u) for n, v, u in outdated.files(index, package)
-              if str(v) == version and n.endswith(".whl")]
+    wheels = [(f.name, f.url) for f in outdated.files(index, package)
+              if str(f.version) == version and f.name.endswith(".whl")]
     if not wheels:
         raise UpgradeError(f"{package} {version}: the index lists no wheel of it")
     # a Linux x86_64 wheel, as the image installs

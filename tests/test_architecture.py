@@ -108,6 +108,8 @@ ALLOWED: dict[str, set[str]] = {
     # newer releases on an index, judged by resolving the profile moved to each
     "dockergen.outdated": _BASE | {"dockergen.api", "dockergen.components.serving",
                                    "dockergen.knowledge", "dockergen.model"},
+    # who writes which file of a locked closure (RECORDs read from the index)
+    "dockergen.owners": _BASE | {"dockergen.components.python", "dockergen.outdated"},
     # a profile moved to newer releases: resolution with facts derived from the index
     "dockergen.upgrade": _BASE | {"dockergen.components.cuda", "dockergen.components.serving",
                                   "dockergen.knowledge", "dockergen.loader", "dockergen.model",
