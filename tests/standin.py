@@ -479,8 +479,9 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
         _wheel(files, "vllm", version, vllm,
                requires=[f"torch=={torch}", "triton==3.8.0", *flashinfer],
                scripts={"vllm": "vllm.cli:main"})
-    _wheel(files, "tensorrt_llm", "1.1.0",
-           {"tensorrt_llm/__init__.py": '__version__ = "1.1.0"\n',
+    # the stand-in release of tests/profiles/standin-trtllm.knowledge.yaml
+    _wheel(files, "tensorrt_llm", "1.1.0.post900",
+           {"tensorrt_llm/__init__.py": '__version__ = "1.1.0.post900"\n',
             "tensorrt_llm/serve.py": TRTLLM_CLI},
            requires=["torch==2.9.0"], scripts={"trtllm-serve": "tensorrt_llm.serve:main"})
     # sglang 0.5.23 as its real metadata pins it (Requires-Python >=3.11, torch==2.14.1,

@@ -55,9 +55,6 @@ T4_FP8_TRT = [
     "  mx.yaml:8:34: quantization.weights: fp8 needs compute capability >= 8.9 on "
     "tensorrt-llm, but gpu.targets includes t4 (7.5); target l4 instead of t4, or target "
     "h100 instead of t4",
-    "  mx.yaml:9:88: engine.version: the python range of tensorrt-llm 1.1.0 is unverified "
-    "(PYPI tensorrt_llm-1.1.0 PKG-INFO (torch<=2.9.0,>=2.9.0a0; nvidia-nccl-cu13); "
-    "TRTLLM:requirements.txt@000867d); confirm before a long build [warning]",
 ]
 
 

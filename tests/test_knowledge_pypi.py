@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import re
@@ -24,8 +25,9 @@ def test_knowledge_matches_the_pypi_snapshot() -> None:
     report = kc.compare(kc.KnowledgeView.load(), kc.load_snapshot())
     assert report.differences == []
     # what no machine can check here is listed, not compared
-    assert any("tensorrt-llm.releases.1.2.1: python" in u for u in report.unverified)
     assert any(u.startswith("torch.2.14: cuda") for u in report.unverified)
+    # TensorRT-LLM's Python range is read from its stubs' classifiers, not left unverified
+    assert not any("tensorrt-llm" in u for u in report.unverified)
 
 
 def test_snapshot_is_deterministic_and_dated() -> None:
@@ -90,10 +92,21 @@ def test_every_kind_of_difference_fails_the_check(what: str, edit, expect: str) 
 
 def test_unverified_facts_are_reported_not_compared() -> None:
     view = _view()
-    view.data["engines"]["tensorrt-llm"]["releases"]["1.2.1"]["python"] = ">=3.10,<3.14"
+    view.data["torch"]["2.14"]["cuda"] = ["12.6", "13.0"]
     report = kc.compare(view, kc.load_snapshot())
     assert report.differences == []
-    assert any("1.2.1: python = '>=3.10,<3.14' (unverified" in u for u in report.unverified)
+    assert any(u.startswith("torch.2.14: cuda = ['12.6', '13.0'] (unverified")
+               for u in report.unverified)
+
+
+def test_tensorrt_llms_python_range_is_checked_against_its_classifiers() -> None:
+    """The stub's classifiers say 3.10 and 3.12: a range that admits 3.11 is a difference."""
+    view = _view()
+    view.data["engines"]["tensorrt-llm"]["releases"]["1.2.1"]["python"] = ">=3.10,<3.13"
+    report = kc.compare(view, kc.load_snapshot())
+    assert any("tensorrt-llm.releases.1.2.1: python is '<3.13,>=3.10' in the knowledge, "
+               "'!=3.11.*,<3.13,>=3.10' on PyPI" in d for d in report.differences), \
+        report.differences
 
 
 def test_check_command_offline(tmp_path: Path) -> None:
@@ -231,7 +244,7 @@ def test_live_pypi_matches_the_knowledge_and_the_snapshot() -> None:
     live = kc.observe_all(kb, Pages(), probe=False)
     old = kc.load_snapshot()
     old.pop("compile_probe", None)
-    changed = kc._changed(old, live)
+    changed, _coverage = kc.drift(old, live)
     assert [c for c in changed if not _is_news(c)] == []
     differences = kc.compare(kb, {**live, "compile_probe": kc.load_snapshot()["compile_probe"]}
                              ).differences
@@ -264,3 +277,51 @@ def test_live_compile_probe_against_the_real_torch_headers() -> None:
     assert recorded["2.14.0"]["cxx17"] == "rejected"
     assert "C++20 or later compatible compiler is required" in recorded["2.14.0"][
         "first_error_cxx17"]
+
+
+def test_drift_tells_pypis_news_from_the_snapshots_coverage() -> None:
+    """`live` says "PyPI changed" only when PyPI did: a release published after the
+    snapshot, or a fact that moved; a release that was there all along and that the
+    knowledge names only now (a probe added for torch 2.7.0) is coverage."""
+    old = {"newest": {"vllm": "0.33.0", "torch": "2.15.0", "flash-attn": "2.8.3.post2"},
+           "engines": {"vllm": {"0.33.0": {"torch": "2.14.0"}}},
+           "torch": {"2.14.0": {"python": ">=3.10"}}, "torch_minors": {"2.14": {"x": 1}},
+           "flash_attn": {"2.8.3": {"cxx_std": [17]}}}
+    coverage_only = json.loads(json.dumps(old))
+    coverage_only["torch"]["2.7.0"] = {"python": ">=3.9"}
+    coverage_only["torch_minors"]["2.7"] = {"x": 0}
+    del coverage_only["flash_attn"]["2.8.3"]
+    published, covered = kc.drift(old, coverage_only)
+    assert published == []
+    assert covered == [
+        "torch.2.7.0: now observed (on PyPI before the snapshot; the knowledge names it now)",
+        "torch_minors.2.7: now observed (on PyPI before the snapshot; the knowledge names it "
+        "now)",
+        "flash_attn.2.8.3: no longer observed (the knowledge no longer names it)"]
+
+    news = json.loads(json.dumps(old))
+    news["newest"]["vllm"] = "0.34.0"
+    news["engines"]["vllm"]["0.34.0"] = {"torch": "2.14.0"}
+    news["engines"]["vllm"]["0.33.0"]["torch"] = "2.14.1"  # a fact that moved
+    published, covered = kc.drift(old, news)
+    assert covered == []
+    assert published == ["engines.vllm.0.33.0.torch: '2.14.0' -> '2.14.1'",
+                         "engines.vllm.0.34.0: None -> {'torch': '2.14.0'}",
+                         "newest.vllm: '0.33.0' -> '0.34.0'"]
+
+
+def test_live_prints_which_kind_of_drift(tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command's own words, with the snapshot read from PyPI replaced by one that only
+    covers one more old release (no network)."""
+    snap = kc.load_snapshot()
+    wider = json.loads(json.dumps(snap))
+    minors = wider["torch_minors"]
+    minors["2.6"] = dict(minors[min(minors, key=lambda m: tuple(map(int, m.split("."))))])
+    monkeypatch.setattr(kc, "observe_all", lambda kb, probe=True: wider)
+    out = tmp_path / "out.txt"
+    with out.open("w") as f, contextlib.redirect_stdout(f):
+        kc.main(["live", "--no-probe"])
+    text = out.read_text()
+    assert "coverage changed: torch_minors.2.6: now observed" in text
+    assert "PyPI did not change" in text and "PyPI changed since" not in text

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from dockergen.knowledge import is_unverified
 from dockergen.maint.observe import (
@@ -300,18 +300,76 @@ def main(argv: list[str] | None = None) -> int:
             write_snapshot(snap, args.snapshot)
             print(f"wrote {args.snapshot} (observed {snap['observed_on']})")
         else:
-            old = load_snapshot(args.snapshot)
-            changed = _changed(old, snap)
-            _print(changed, "snapshot drift: ")
-            if changed:
+            published, covered = drift(load_snapshot(args.snapshot), snap)
+            _print(published, "PyPI changed: ")
+            _print(covered, "coverage changed: ")
+            if published:
                 print("PyPI changed since the snapshot: run `python -m dockergen.maint.knowledge"
                       " refresh`, then fix the knowledge where `check` reports differences")
+            elif covered:
+                print("PyPI did not change; the snapshot covers other releases than the "
+                      "knowledge now names: run `python -m dockergen.maint.knowledge refresh`")
     report = compare(kb, snap)
     _print(report.unverified, "unverified: ")
     _print(report.differences, "DIFFERENT: ")
     print(f"{len(report.differences)} difference(s), {len(report.unverified)} unverified "
           f"fact(s) against the snapshot of {snap['observed_on']}")
     return 1 if report.differences else 0
+
+
+# snapshot tables keyed by release -> the package whose newest release dates them
+_RELEASE_TABLES = {"torch": "torch", "torch_minors": "torch", "flash_attn": "flash-attn"}
+
+
+def drift(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(what PyPI changed, what only the snapshot's coverage changed) between two snapshots.
+
+    A release that appears is PyPI's news when it is newer than the old snapshot's newest
+    release of its package (published since); an older one was on PyPI all along and only
+    the knowledge now asks about it, as a release that disappears is one it no longer names.
+    A fact that changes on a release both observed is PyPI's change.
+    """
+    published: list[str] = []
+    covered: list[str] = []
+    tables: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
+        (f"engines.{name}", name, (old.get("engines") or {}).get(name) or {},
+         (new.get("engines") or {}).get(name) or {})
+        for name in sorted({*(old.get("engines") or {}), *(new.get("engines") or {})})]
+    tables += [(t, pkg, old.get(t) or {}, new.get(t) or {}) for t, pkg in _RELEASE_TABLES.items()]
+    if "compile_probe" in old and "compile_probe" in new:  # a live run with the probe
+        tables.append(("compile_probe.torch", "torch", old["compile_probe"].get("torch") or {},
+                       new["compile_probe"].get("torch") or {}))
+    for where, package, a_rows, b_rows in tables:
+        newest = (old.get("newest") or {}).get(package)
+        for key in sorted({*a_rows, *b_rows}):
+            a, b = a_rows.get(key), b_rows.get(key)
+            if a == b:
+                continue
+            line = f"{where}.{key}: {a!r} -> {b!r}"
+            if a is None:
+                later = newest is None or _later(key, newest)
+                (published if later else covered).append(
+                    line if later else f"{where}.{key}: now observed (on PyPI before the "
+                    "snapshot; the knowledge names it now)")
+            elif b is None:
+                covered.append(f"{where}.{key}: no longer observed (the knowledge no longer "
+                               "names it)")
+            else:
+                published += _changed(a, b, f"{where}.{key}")
+    published += _changed(old.get("newest") or {}, new.get("newest") or {}, "newest")
+    rest = set(old) | set(new)
+    rest -= {"engines", "newest", "observed_on", "compiler", "compile_probe", *_RELEASE_TABLES}
+    for key in sorted(rest):
+        if old.get(key) != new.get(key):
+            covered.append(f"{key}: {old.get(key)!r} -> {new.get(key)!r} (how it was read)")
+    return published, covered
+
+
+def _later(key: str, newest: str) -> bool:
+    try:
+        return Version(key) > Version(newest)
+    except InvalidVersion:  # a minor ("2.16") against a release ("2.15.0")
+        return True
 
 
 def _changed(old: dict[str, Any], new: dict[str, Any], path: str = "") -> list[str]:

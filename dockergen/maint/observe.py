@@ -174,6 +174,15 @@ def observe_engine(pages: Pages, package: str, version: str) -> dict[str, Any] |
         (lo_major, lo), (hi_major, hi) = tags[0], tags[-1]
         python = spec(f">={lo_major}.{lo},<{hi_major}.{hi + 1}")
     out["python" if wheel is not None else "python_stub"] = python
+    minors = sorted({tuple(int(x) for x in m.split(".")) for m in re.findall(
+        r"^Classifier: Programming Language :: Python :: (3\.\d+)\s*$", meta, re.M)})
+    if wheel is None and minors:
+        # the stub's Requires-Python is not the wheels' (">=3.10, <4"); its classifiers are
+        # the CPython versions NVIDIA builds wheels for: the range they span, less the gaps
+        (major, lo), hi = minors[0], minors[-1][1]
+        gaps = [f"!={major}.{m}.*" for m in range(lo, hi + 1) if (major, m) not in minors]
+        out["python"] = spec(",".join([f">={major}.{lo}", f"<{major}.{hi + 1}", *gaps]))
+        out["python_from"] = "classifiers"
     return out
 
 
