@@ -325,3 +325,15 @@ def test_live_prints_which_kind_of_drift(tmp_path: Path,
     text = out.read_text()
     assert "coverage changed: torch_minors.2.6: now observed" in text
     assert "PyPI did not change" in text and "PyPI changed since" not in text
+
+
+def test_pre_releases_are_listed_as_deliberately_ignored() -> None:
+    """tensorrt-llm 1.3.0rc*/1.4.0rc* are on PyPI after 1.2.1: not known, and said so."""
+    snap = kc.load_snapshot()
+    assert "1.4.0rc1" in snap["prereleases"]["tensorrt-llm"]
+    report = kc.compare(kc.KnowledgeView.load(), snap)
+    (line,) = [i for i in report.ignored if i.startswith("tensorrt-llm:")]
+    assert "pre-release(s) newer than 1.2.1" in line and "1.4.0rc1" in line
+    assert "deliberately not known" in line
+    none = dict(snap, prereleases={name: [] for name in snap["prereleases"]})
+    assert kc.compare(kc.KnowledgeView.load(), none).ignored == []

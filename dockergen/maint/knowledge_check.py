@@ -20,7 +20,7 @@ import datetime
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +109,10 @@ def observe_all(kb: KnowledgeView, pages: Pages | None = None, probe: bool = Tru
         "how": ("PEP 691 JSON simple API; wheel METADATA via PEP 658 or HTTP range reads of "
                 "the wheel; sdist setup.py/README.md/PKG-INFO; compile probe with g++"),
         "newest": newest,
+        # pre-releases newer than the newest final release: listed, deliberately not known
+        "prereleases": {name: [v for v in pages.versions(name)
+                               if Version(v).is_prerelease and Version(v) > Version(newest[name])]
+                        for name in sorted(newest)},
         "engines": engines,
         "torch": torch,
         "torch_minors": _torch_minors(torch),
@@ -165,10 +169,12 @@ def load_snapshot(path: Path = SNAPSHOT) -> dict[str, Any]:
 
 @dataclass
 class Report:
-    """Differences (failures) and the unverified facts that were not compared."""
+    """Differences (failures), the unverified facts that were not compared, and the
+    pre-releases on PyPI that the knowledge leaves out on purpose."""
 
     differences: list[str]
     unverified: list[str]
+    ignored: list[str] = field(default_factory=list)
 
 
 def compare(kb: KnowledgeView, snap: dict[str, Any]) -> Report:
@@ -268,7 +274,13 @@ def compare(kb: KnowledgeView, snap: dict[str, Any]) -> Report:
         same("flash_attn", fa, "archs_env_since", first, fa.get("archs_env_since"))
         values = sorted({a for v in with_env for a in seen_fa[v]["default_archs"]}, key=int)
         same("flash_attn", fa, "arch_values", values, fa.get("arch_values"))
-    return Report(diff, unverified)
+    ignored = [f"{package}: {len(versions)} pre-release(s) newer than {newest.get(package)} "
+               f"({', '.join(versions[:3])}{' ... ' + versions[-1] if len(versions) > 3 else ''})"
+               ", deliberately not known: the knowledge holds final releases, and outdated and "
+               "upgrade do not list pre-releases"
+               for package, versions in sorted((snap.get("prereleases") or {}).items())
+               if versions]
+    return Report(diff, unverified, ignored)
 
 
 def _print(lines: Iterable[str], prefix: str) -> None:
@@ -311,9 +323,12 @@ def main(argv: list[str] | None = None) -> int:
                       "knowledge now names: run `python -m dockergen.maint.knowledge refresh`")
     report = compare(kb, snap)
     _print(report.unverified, "unverified: ")
+    _print(report.ignored, "ignored: ")
     _print(report.differences, "DIFFERENT: ")
     print(f"{len(report.differences)} difference(s), {len(report.unverified)} unverified "
-          f"fact(s) against the snapshot of {snap['observed_on']}")
+          f"fact(s) against the snapshot of {snap['observed_on']}"
+          + (f"; pre-releases of {len(report.ignored)} package(s) ignored"
+             if report.ignored else ""))
     return 1 if report.differences else 0
 
 
@@ -356,9 +371,11 @@ def drift(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[str
                                "names it)")
             else:
                 published += _changed(a, b, f"{where}.{key}")
-    published += _changed(old.get("newest") or {}, new.get("newest") or {}, "newest")
+    for key in ("newest", "prereleases"):
+        published += _changed(old.get(key) or {}, new.get(key) or {}, key)
     rest = set(old) | set(new)
-    rest -= {"engines", "newest", "observed_on", "compiler", "compile_probe", *_RELEASE_TABLES}
+    rest -= {"engines", "newest", "prereleases", "observed_on", "compiler", "compile_probe",
+             *_RELEASE_TABLES}
     for key in sorted(rest):
         if old.get(key) != new.get(key):
             covered.append(f"{key}: {old.get(key)!r} -> {new.get(key)!r} (how it was read)")
