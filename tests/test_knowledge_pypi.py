@@ -337,3 +337,19 @@ def test_pre_releases_are_listed_as_deliberately_ignored() -> None:
     assert "deliberately not known" in line
     none = dict(snap, prereleases={name: [] for name in snap["prereleases"]})
     assert kc.compare(kc.KnowledgeView.load(), none).ignored == []
+
+
+def test_the_cuda_table_against_pypis_cuda_wheels() -> None:
+    """Every known CUDA release is a cuda-toolkit release on PyPI; newer minors (13.3 to
+    13.5 on 2026-12-03) are listed as not known; a known release PyPI lacks is a
+    difference."""
+    snap = kc.load_snapshot()
+    kb = kc.KnowledgeView.load()
+    assert set(kb.cuda_versions()) <= set(snap["cuda_toolkit"])
+    report = kc.compare(kb, snap)
+    (line,) = [i for i in report.ignored if i.startswith("cuda:")]
+    assert "CUDA 13.3.1, 13.4.3, 13.5.0 are on PyPI as CUDA wheels" in line
+    view = _view()
+    view.data["cuda"]["13.0.9"] = {"min_driver": "580.0", "os": ["ubuntu22.04"], "src": "x"}
+    assert "cuda.13.0.9: no cuda-toolkit 13.0.9 on PyPI" in kc.compare(
+        view, snap).differences

@@ -55,11 +55,16 @@ class KnowledgeView:
             facts = load_facts(f"serving/{path.stem}")
             engines[str(facts["package"])] = facts
         return cls({"engines": engines, "torch": load_facts("torch")["releases"],
-                    "flash_attn": load_facts("flash_attn")})
+                    "flash_attn": load_facts("flash_attn"),
+                    "cuda": load_facts("cuda")["cuda"]})
 
     def engines(self) -> dict[str, tuple[str, dict[str, dict[str, Any]]]]:
         """engine name -> (PyPI package, {release: row})."""
         return {name: (e["package"], e["releases"]) for name, e in self.data["engines"].items()}
+
+    def cuda_versions(self) -> list[str]:
+        """The CUDA toolkit releases the knowledge has rows for."""
+        return sorted(self.data.get("cuda", {}), key=Version)
 
     def torch_rows(self) -> dict[str, dict[str, Any]]:
         return dict(self.data["torch"])
@@ -114,6 +119,10 @@ def observe_all(kb: KnowledgeView, pages: Pages | None = None, probe: bool = Tru
                                if Version(v).is_prerelease and Version(v) > Version(newest[name])]
                         for name in sorted(newest)},
         "engines": engines,
+        # CUDA toolkit releases as PyPI's CUDA wheels show them (the cuda-toolkit metapackage
+        # carries the toolkit's own version: 13.0.2, 13.5.0)
+        "cuda_toolkit": [v for v in pages.versions("cuda-toolkit")
+                         if not Version(v).is_prerelease],
         "torch": torch,
         "torch_minors": _torch_minors(torch),
         "flash_attn": flash_attn,
@@ -274,13 +283,46 @@ def compare(kb: KnowledgeView, snap: dict[str, Any]) -> Report:
         same("flash_attn", fa, "archs_env_since", first, fa.get("archs_env_since"))
         values = sorted({a for v in with_env for a in seen_fa[v]["default_archs"]}, key=int)
         same("flash_attn", fa, "arch_values", values, fa.get("arch_values"))
-    ignored = [f"{package}: {len(versions)} pre-release(s) newer than {newest.get(package)} "
+    cuda_diff, cuda_unverified, ignored = _cuda_toolkit(kb, snap)
+    diff += cuda_diff
+    unverified += cuda_unverified
+    ignored += [f"{package}: {len(versions)} pre-release(s) newer than {newest.get(package)} "
                f"({', '.join(versions[:3])}{' ... ' + versions[-1] if len(versions) > 3 else ''})"
                ", deliberately not known: the knowledge holds final releases, and outdated and "
                "upgrade do not list pre-releases"
                for package, versions in sorted((snap.get("prereleases") or {}).items())
                if versions]
     return Report(diff, unverified, ignored)
+
+
+def _cuda_toolkit(kb: KnowledgeView, snap: dict[str, Any]
+                  ) -> tuple[list[str], list[str], list[str]]:
+    """(differences, unverified, ignored) of the CUDA table against PyPI's cuda-toolkit
+    releases: every known release is one PyPI's CUDA wheels carry; a newer patch of a known
+    minor, and newer minors, are listed (a row's nvidia/cuda image tags and minimum driver
+    come from NVIDIA's release notes, which no machine here reads)."""
+    on_pypi = snap.get("cuda_toolkit")
+    if on_pypi is None:
+        return [], [], []
+    diff: list[str] = []
+    unverified: list[str] = []
+    for version in kb.cuda_versions():
+        if version not in on_pypi:
+            diff.append(f"cuda.{version}: no cuda-toolkit {version} on PyPI")
+        patches = [v for v in on_pypi
+                   if _minor(v) == _minor(version) and Version(v) > Version(version)]
+        if patches:
+            unverified.append(f"cuda.{version}: PyPI has the newer patch {patches[-1]} (its "
+                              "image tags and driver minimum are not checked here)")
+    known = Version(kb.cuda_versions()[-1])
+    minors = sorted({_minor(v) for v in on_pypi if Version(v) > known
+                     and _minor(v) != _minor(str(known))}, key=Version)
+    if not minors:
+        return diff, unverified, []
+    latest = [max((v for v in on_pypi if _minor(v) == m), key=Version) for m in minors]
+    return diff, unverified, [f"cuda: CUDA {', '.join(latest)} are on PyPI as CUDA wheels and "
+                              "not in the knowledge (a row needs the nvidia/cuda image tags "
+                              "and the minimum driver, from NVIDIA's release notes)"]
 
 
 def _print(lines: Iterable[str], prefix: str) -> None:
@@ -327,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     _print(report.differences, "DIFFERENT: ")
     print(f"{len(report.differences)} difference(s), {len(report.unverified)} unverified "
           f"fact(s) against the snapshot of {snap['observed_on']}"
-          + (f"; pre-releases of {len(report.ignored)} package(s) ignored"
+          + (f"; {len(report.ignored)} newer line(s) on PyPI deliberately not known"
              if report.ignored else ""))
     return 1 if report.differences else 0
 
@@ -373,9 +415,13 @@ def drift(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[str
                 published += _changed(a, b, f"{where}.{key}")
     for key in ("newest", "prereleases"):
         published += _changed(old.get(key) or {}, new.get(key) or {}, key)
+    if old.get("cuda_toolkit") != new.get("cuda_toolkit"):
+        added = sorted(set(new.get("cuda_toolkit") or []) - set(old.get("cuda_toolkit") or []),
+                       key=Version)
+        published.append(f"cuda_toolkit: {', '.join(added) or 'releases removed'} on PyPI")
     rest = set(old) | set(new)
-    rest -= {"engines", "newest", "prereleases", "observed_on", "compiler", "compile_probe",
-             *_RELEASE_TABLES}
+    rest -= {"engines", "newest", "prereleases", "cuda_toolkit", "observed_on", "compiler",
+             "compile_probe", *_RELEASE_TABLES}
     for key in sorted(rest):
         if old.get(key) != new.get(key):
             covered.append(f"{key}: {old.get(key)!r} -> {new.get(key)!r} (how it was read)")
