@@ -231,7 +231,7 @@ _NEWER = re.compile(r"PyPI's newest release \S+ is missing from the knowledge$")
 def _is_news(change: str) -> bool:
     """A release PyPI published after the snapshot (a new entry, or a new newest): news for
     the maintainers, not a fact of the knowledge gone wrong."""
-    return change.startswith("newest.") or (
+    return change.startswith(("newest.", "prereleases.", "cuda_toolkit:")) or (
         change.startswith(("engines.", "torch.", "flash_attn.")) and ": None -> " in change)
 
 
