@@ -44,6 +44,8 @@ from dockergen.loader import LoadedProfile, load_profile, with_overrides
 from dockergen.model import MAIN_INDEX
 from dockergen.resolve import check, resolve
 
+# the torch family comes from PyTorch's CUDA index, not the main one: not looked up there
+_INDEX_PINNED = {"torch", "torchaudio", "torchvision"}
 # rounds of "take the first proven fix of each failing rule" before a move is refused
 ROUNDS = 4
 _HEADER = "# Written by dockergen upgrade"
@@ -121,6 +123,26 @@ def _pin(reqs: list[Requirement], name: str) -> tuple[str, str] | None:
     return None
 
 
+def _missing_pins(index: str, reqs: list[Requirement]) -> list[str]:
+    """The exact (``==``) pins of ``reqs`` whose version the index does not list (vLLM
+    0.34.0 pins flashinfer-python==0.7.3, which PyPI never carried: no install resolves)."""
+    missing = []
+    for req in reqs:
+        exact = [s.version for s in req.specifier if s.operator == "=="]
+        if not exact or "*" in exact[0] or req.name.lower() in _INDEX_PINNED:
+            continue
+        try:
+            listed = {str(v) for v in outdated.releases(index, req.name)}
+        except outdated.IndexReadError as exc:
+            if exc.status == 404:
+                listed = set()
+            else:
+                raise
+        if str(Version(exact[0])) not in listed:
+            missing.append(f"{req.name}=={exact[0]}")
+    return missing
+
+
 def derive_row(index: str, engine: str, package: str, version: str) -> dict[str, Any]:
     """The knowledge row of an engine release, read from its wheel's METADATA on ``index``."""
     wheels = [(f.name, f.url) for f in outdated.files(index, package)
@@ -162,6 +184,10 @@ def derive_row(index: str, engine: str, package: str, version: str) -> dict[str,
             raise UpgradeError(f"{name}: METADATA pins no sglang-kernel or flashinfer-python")
         out["kernel"] = f"sglang-kernel=={kernel[1]}"
         out["flashinfer"] = f"flashinfer-python{flashinfer[0]}=={flashinfer[1]}"
+    missing = _missing_pins(index, reqs)
+    if missing:
+        raise UpgradeError(f"{name} pins {', '.join(missing)}, which {redact(index)} does not "
+                           "carry: the release cannot be installed from this index")
     today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     out["src"] = f"observed by dockergen upgrade from {redact(index)} on {today}: {source}"
     return out

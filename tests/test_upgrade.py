@@ -47,7 +47,13 @@ RELEASES = {
     "0.37.0": _wheel("0.37.0", ["torch==2.99.0"], ">=3.11,<3.15"),
     # built for CUDA 12 while the profile's GPUs and base are CUDA 13: a proven fix moves CUDA
     "0.38.0": _wheel("0.38.0", ["torch==2.14.0", "nvidia-nccl-cu12==2.27.3"], ">=3.11,<3.15"),
+    # pins a dependency release the index does not carry (as vLLM 0.34.0 pins
+    # flashinfer-python==0.7.3, which PyPI never had): cannot be installed -> refused
+    "0.39.0": _wheel("0.39.0", ["torch==2.14.0", "flashinfer-python==0.7.3"], ">=3.11,<3.15"),
 }
+# what the index carries of the packages the releases pin (torch comes from PyTorch's index)
+OTHERS = {"nvidia-cutlass-dsl": ["4.3.0"], "nvidia-nccl-cu12": ["2.27.3"],
+          "flashinfer-python": ["0.7.2", "0.7.4"]}
 WITH_METADATA = {"0.35.0"}  # PEP 658: the METADATA file beside the wheel
 NO_RANGES = {"0.36.0"}  # this file is served whole only (no range requests)
 
@@ -62,10 +68,13 @@ class _Index(BaseHTTPRequestHandler):
             return self._send(json.dumps({"meta": {"api-version": "1.1"}, "name": "vllm",
                                           "files": files}).encode(),
                               "application/vnd.pypi.simple.v1+json")
-        if path.startswith("/simple/"):  # torch and the other pins: nothing newer here
+        if path.startswith("/simple/"):  # the other pins: what OTHERS lists
             name = path.strip("/").split("/")[-1]
+            files = [{"filename": f"{name.replace('-', '_')}-{v}-py3-none-any.whl",
+                      "url": f"/files/{name.replace('-', '_')}-{v}-py3-none-any.whl",
+                      "hashes": {}} for v in OTHERS.get(name, [])]
             return self._send(json.dumps({"meta": {"api-version": "1.1"}, "name": name,
-                                          "files": []}).encode(),
+                                          "files": files}).encode(),
                               "application/vnd.pypi.simple.v1+json")
         m = re.fullmatch(r"/files/vllm-([0-9.a-z]+)-cp38-abi3-manylinux_2_28_x86_64\.whl"
                          r"(\.metadata)?", path)
@@ -130,7 +139,11 @@ def test_outdated_reports_the_published_releases_as_unknown(index: str) -> None:
 
 def test_upgrade_derives_each_release_and_accepts_or_refuses_it(index: str) -> None:
     plan = _plan(H100, "--index", index)
-    assert [m["version"] for m in plan["moves"]] == ["0.38.0", "0.37.0", "0.36.0", "0.35.0"]
+    assert [m["version"] for m in plan["moves"]] == ["0.39.0", "0.38.0", "0.37.0", "0.36.0",
+                                                     "0.35.0"]
+    assert _move(plan, "0.39.0")["reasons"] == [
+        "vllm-0.39.0-cp38-abi3-manylinux_2_28_x86_64.whl pins flashinfer-python==0.7.3, which "
+        f"{index} does not carry: the release cannot be installed from this index"]
     assert all(not m["known"] for m in plan["moves"])  # pre-release 0.40.0rc1 not listed
 
     # facts from the wheels' own METADATA (PEP 658 file, range requests, whole wheel)
