@@ -479,7 +479,7 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
         _wheel(files, "vllm", version, vllm,
                requires=[f"torch=={torch}", "triton==3.8.0", *flashinfer],
                scripts={"vllm": "vllm.cli:main"})
-    # the stand-in release of tests/profiles/standin-trtllm.knowledge.yaml
+    # the stand-in release of tests/profiles/knowledge/standin-trtllm.yaml
     _wheel(files, "tensorrt_llm", "1.1.0.post900",
            {"tensorrt_llm/__init__.py": '__version__ = "1.1.0.post900"\n',
             "tensorrt_llm/serve.py": TRTLLM_CLI},
