@@ -13,7 +13,8 @@ The index is read through its simple API, PEP 691 JSON or PEP 503 HTML, whicheve
 Credentials come from ``DOCKERGEN_INDEX_USERNAME``/``DOCKERGEN_INDEX_PASSWORD`` or from netrc
 (``$NETRC`` or ``~/.netrc``) for the index's host; they are sent only to that host and never
 written or printed. May import: :mod:`dockergen.api`, :mod:`dockergen.components.serving`,
-:mod:`dockergen.errors`, :mod:`dockergen.knowledge`, :mod:`dockergen.model`.
+:mod:`dockergen.errors`, :mod:`dockergen.knowledge`, :mod:`dockergen.model`,
+:mod:`dockergen.ranges`.
 """
 
 from __future__ import annotations
@@ -55,13 +56,13 @@ from dockergen.errors import (
 )
 from dockergen.knowledge import load_facts
 from dockergen.model import MAIN_INDEX
+from dockergen.ranges import BLOCK, RangeReader
 
 # A simple-API page is read up to this size (PyPI's JSON page of torch is a few MiB).
 PAGE_LIMIT = 64 << 20
 # A wheel is read whole (an index without range requests) only up to this size: a mirror
 # that serves a 400 MB vLLM wheel that way gets a clear refusal, not a long download.
 WHEEL_LIMIT = 64 << 20
-RANGE_BLOCK = 2 << 20  # bytes per range request
 TIMEOUT_S = 30
 USER_ENV, PASSWORD_ENV = "DOCKERGEN_INDEX_USERNAME", "DOCKERGEN_INDEX_PASSWORD"
 _ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
@@ -258,43 +259,13 @@ def read_range(url: str, start: int, end: int) -> tuple[bytes, int]:
         raise IndexReadError(f"{redact(url)}: no Content-Range in a range answer") from None
 
 
-class RemoteFile(io.RawIOBase):
-    """A file on the index read through range requests (what pip's lazy wheel does): a
-    wheel's zip directory and one member, not the 400 MB."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__()
-        first, self.size = read_range(url, 0, 1)
-        self.url, self.pos = url, 0
-        self.blocks: list[tuple[int, bytes]] = [(0, first)]
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        self.pos = max(0, {0: 0, 1: self.pos, 2: self.size}[whence] + offset)
-        return self.pos
-
-    def readinto(self, buf: Any) -> int:
-        end = min(self.pos + len(buf), self.size)
-        if end <= self.pos:
-            return 0
-        start, data = next(((a, b) for a, b in self.blocks
-                            if a <= self.pos and end <= a + len(b)), (None, b""))
-        if start is None:  # one generous block: the zip directory sits near the end
-            start = max(0, min(self.pos, end - RANGE_BLOCK))
-            data, _ = read_range(self.url, start, max(end, start + RANGE_BLOCK))
-            self.blocks.append((start, data))
-        piece = data[self.pos - start:end - start]
-        buf[:len(piece)] = piece
-        self.pos += len(piece)
-        return len(piece)
+def _ranges(url: str) -> RangeReader:
+    """The file at ``url`` read through range requests, its last MiBs (where a wheel's zip
+    directory is) fetched at once."""
+    _, size = read_range(url, 0, 1)  # one byte: the answer's Content-Range has the size
+    reader = RangeReader(size, lambda lo, hi: read_range(url, lo, hi)[0])
+    reader.prefetch(max(0, size - 2 * BLOCK), size)
+    return reader
 
 
 def wheel_member(url: str, pattern: str, shown: str) -> str:
@@ -302,7 +273,7 @@ def wheel_member(url: str, pattern: str, shown: str) -> str:
     through range requests, else (an index without them) the wheel whole up to
     :data:`WHEEL_LIMIT`."""
     try:
-        source: Any = io.BufferedReader(RemoteFile(url), RANGE_BLOCK)
+        source: Any = io.BufferedReader(_ranges(url), BLOCK)
     except IndexReadError as exc:
         if exc.status is not None and exc.status != 416:
             raise

@@ -27,6 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.inputs": {"dockergen.errors"},
     "dockergen.atomic": {"dockergen.errors", "dockergen.inputs"},
     "dockergen.refs": set(),  # the image-reference grammar: a leaf every layer may read
+    "dockergen.ranges": set(),  # a remote file through range requests (leaf)
     # the base-image lock read as the typed pins resolution applies
     "dockergen.pins": {"dockergen.errors", "dockergen.inputs", "dockergen.refs"},
     "dockergen.knowledge": set(),
@@ -107,7 +108,7 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.observe": {"dockergen.observe.generate"},
     # newer releases on an index, judged by resolving the profile moved to each
     "dockergen.outdated": _BASE | {"dockergen.api", "dockergen.components.serving",
-                                   "dockergen.knowledge", "dockergen.model"},
+                                   "dockergen.knowledge", "dockergen.model", "dockergen.ranges"},
     # who writes which file of a locked closure (RECORDs read from the index)
     "dockergen.owners": _BASE | {"dockergen.components.python", "dockergen.outdated"},
     # a profile moved to newer releases: resolution with facts derived from the index
@@ -120,7 +121,7 @@ ALLOWED: dict[str, set[str]] = {
                                  "dockergen.components.python"},
     # maintainer tools: read the knowledge files and PyPI, never the rendering pipeline
     "dockergen.maint": set(),
-    "dockergen.maint.": _BASE | {"dockergen.knowledge", "dockergen.maint",
+    "dockergen.maint.": _BASE | {"dockergen.knowledge", "dockergen.maint", "dockergen.ranges",
                                  "dockergen.maint.*"},
 }
 # Third-party packages with one owner.

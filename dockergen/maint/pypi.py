@@ -9,7 +9,7 @@
 Everything downloaded is kept under the cache folder (``DOCKERGEN_CACHE_DIR``, default
 ``~/.cache/dockergen``), keyed by the file's sha256 from the index, and verified against it
 where the whole file is read.
-May import: :mod:`dockergen.errors`.
+May import: :mod:`dockergen.errors`, :mod:`dockergen.ranges`.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from dockergen.errors import DockergenError, ExitCode
+from dockergen.ranges import BLOCK, RangeReader
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 _TIMEOUT_S = 120
-_BLOCK = 1 << 20  # range-request granularity: 1 MiB
 
 
 class PyPIError(DockergenError):
@@ -106,58 +106,15 @@ def files_of(page: dict[str, Any], version: str) -> list[DistFile]:
     return sorted(out, key=lambda d: d.filename)
 
 
-class RangeReader(io.RawIOBase):
-    """A read-only, seekable view of a remote file through HTTP range requests."""
-
-    def __init__(self, url: str, size: int) -> None:
-        super().__init__()
-        self.url, self.size, self.pos = url, size, 0
-        self.blocks: dict[int, bytes] = {}
-        self.fetched = 0  # bytes actually downloaded (for the report)
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self.pos, 2: self.size}[whence]
-        self.pos = max(0, base + offset)
-        return self.pos
-
-    def prefetch(self, start: int, end: int) -> None:
-        """Fetch ``[start, end)`` in one request (e.g. every member of a folder)."""
-        first, last = start // _BLOCK, (min(end, self.size) - 1) // _BLOCK
-        missing = [b for b in range(first, last + 1) if b not in self.blocks]
-        if not missing:
-            return
-        lo, hi = missing[0] * _BLOCK, min((missing[-1] + 1) * _BLOCK, self.size)
-        data = _get(self.url, {"Range": f"bytes={lo}-{hi - 1}"})
+def range_reader(url: str, size: int) -> RangeReader:
+    """``url`` (``size`` bytes) read through range requests to PyPI."""
+    def fetch(lo: int, hi: int) -> bytes:
+        data = _get(url, {"Range": f"bytes={lo}-{hi - 1}"})
         if len(data) != hi - lo:
-            raise PyPIError(f"{self.url}: the server ignored a range request")
-        self.fetched += len(data)
-        for b in range(missing[0], missing[-1] + 1):
-            self.blocks[b] = data[(b - missing[0]) * _BLOCK:(b - missing[0] + 1) * _BLOCK]
+            raise PyPIError(f"{url}: the server ignored a range request")
+        return data
 
-    def readinto(self, buf: Any) -> int:
-        n = min(len(buf), self.size - self.pos)
-        if n <= 0:
-            return 0
-        self.prefetch(self.pos, self.pos + n)
-        out = bytearray()
-        pos = self.pos
-        while len(out) < n:
-            b, off = divmod(pos, _BLOCK)
-            chunk = self.blocks[b][off:off + n - len(out)]
-            out += chunk
-            pos += len(chunk)
-        buf[:n] = out
-        self.pos += n
-        return n
+    return RangeReader(size, fetch)
 
 
 def wheel_metadata(f: DistFile) -> str:
@@ -169,11 +126,11 @@ def wheel_metadata(f: DistFile) -> str:
     if f.has_metadata:
         text = _get(f.url + ".metadata").decode("utf-8")
     else:
-        reader = RangeReader(f.url, f.size)
+        reader = range_reader(f.url, f.size)
         # The central directory sits at the end; one request for the last 4 MiB usually
         # holds all of it (a torch wheel lists ~15k members).
-        reader.prefetch(max(0, f.size - 4 * _BLOCK), f.size)
-        with zipfile.ZipFile(io.BufferedReader(reader, _BLOCK)) as zf:
+        reader.prefetch(max(0, f.size - 4 * BLOCK), f.size)
+        with zipfile.ZipFile(io.BufferedReader(reader, BLOCK)) as zf:
             names = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
             if len(names) != 1:
                 raise PyPIError(f"{f.filename}: no single .dist-info/METADATA member")
@@ -211,9 +168,9 @@ def extract_prefix(f: DistFile, prefix: str, dest: Path) -> int:
     Members of one folder are stored together in a wheel, so their byte span is fetched in
     one range request (torch/include is ~30 MB of a ~900 MB wheel). Returns the bytes read.
     """
-    reader = RangeReader(f.url, f.size)
-    reader.prefetch(max(0, f.size - 4 * _BLOCK), f.size)
-    with zipfile.ZipFile(io.BufferedReader(reader, _BLOCK)) as zf:
+    reader = range_reader(f.url, f.size)
+    reader.prefetch(max(0, f.size - 4 * BLOCK), f.size)
+    with zipfile.ZipFile(io.BufferedReader(reader, BLOCK)) as zf:
         infos = [i for i in zf.infolist() if i.filename.startswith(prefix) and not i.is_dir()]
         if not infos:
             raise PyPIError(f"{f.filename}: nothing under {prefix}")
