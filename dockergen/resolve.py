@@ -80,6 +80,10 @@ ALTERNATIVES_PER_FIELD = 2
 PAIRS_PER_PROBLEM = 24
 
 Key = tuple[str, str]
+# what an error says when every candidate fix broke another rule
+NO_ONE_CHANGE = ("no single change fixes this with the rest of the profile as it is (each "
+                 "candidate broke another rule): fix the other errors first, then validate "
+                 "again")
 
 
 def _proven(problems: list[Problem], loaded: LoadedProfile, python_lock: bool,
@@ -120,7 +124,8 @@ def _proven(problems: list[Problem], loaded: LoadedProfile, python_lock: bool,
                                     if works(pair, problem.identity()))
             if kept:
                 break
-        out.append(problem.keeping(tuple(kept)))
+        proven = problem.keeping(tuple(kept))
+        out.append(proven if proven.fix else dataclasses.replace(proven, fix=NO_ONE_CHANGE))
     return out
 
 

@@ -105,3 +105,17 @@ def test_every_fix_applied_gives_no_error_it_did_not_fix() -> None:
     assert not failed, f"{len(failed)} fixes fail:\n" + "\n".join(
         f"{k}\n    {v}" for k, v in sorted(failed.items())[:40])
     assert profiles >= 2000 and checked >= 1000, (profiles, checked)
+
+
+def test_an_error_whose_every_candidate_fails_says_so() -> None:
+    """No error is left without something to do: when every candidate fix breaks another
+    rule (here: a value no profile accepts), the fix says to fix the rest first."""
+    from dockergen import resolve
+    from dockergen.errors import Edit, Location
+    from dockergen.loader import load_profile
+
+    loaded = load_profile(ROOT / "profiles" / "h100-fp8.yaml")
+    bad = Problem(Location("x"), "python", "a rule failed", edits=(
+        Edit.set("python", "not-a-version"),))
+    (proven,) = resolve._proven([bad], loaded, False, None)
+    assert proven.edits == () and proven.fix == resolve.NO_ONE_CHANGE

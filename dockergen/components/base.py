@@ -11,6 +11,7 @@ May import: :mod:`dockergen.errors`, :mod:`dockergen.loader`, :mod:`dockergen.mo
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +79,18 @@ def nearest(values: list[str], current: str) -> list[str]:
     here = ordered.index(current)
     return sorted((v for v in ordered if v != current),
                   key=lambda v: (abs(ordered.index(v) - here), -ordered.index(v)))
+
+
+def release_edits(c: Context, rows: Mapping[str, Mapping[str, Any]],
+                  keep: Callable[[Mapping[str, Any]], bool] = lambda row: True) -> list[Edit]:
+    """Candidate fixes of engine.version: the releases of the profile's engine (``rows``,
+    its ``releases`` table) that ``keep`` accepts, the closest first; an engine.torch the
+    profile sets moves with the release."""
+    name = c.p.engine.name
+    return [Edit(f"use {name} {v}", (("engine.version", v),
+                                     *((("engine.torch", str(rows[v]["torch"])),)
+                                       if c.p.engine.torch else ())))
+            for v in nearest(list(rows), c.p.engine.version) if keep(rows[v])]
 
 
 def dotted(path: tuple[str | int, ...]) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 from packaging.version import Version
 
 from dockergen.components import cuda, python, torch
-from dockergen.components.base import Context, describe, nearest
+from dockergen.components.base import Context, describe, nearest, release_edits
 from dockergen.errors import Edit
 from dockergen.knowledge import in_range, load_facts
 from dockergen.model import (
@@ -120,12 +120,13 @@ def check(c: Context) -> None:
         c.error(("python",), f"flash-attn {version} requires Python {release['python']}",
                 edits=python.version_edits(p.python, release["python"]))
     if c.torch_pin and Version(c.torch_pin) < Version(release["torch_min"]):
-        floor = Version(release["torch_min"])
+        floor, pin = Version(release["torch_min"]), Version(c.torch_pin)
+        newer_torch = release_edits(c, _releases(c),
+                                    lambda row: Version(str(row["torch"])) >= floor)
+        older_fa = version_edits(str(version),
+                                 lambda v: Version(fa["releases"][v]["torch_min"]) <= pin)
         c.error(("engine", "version"), f"flash-attn {version} needs torch >= {floor}, but "
-                f"the image gets torch {c.torch_pin}",
-                edits=[*_engine_edits(c, lambda row: Version(str(row["torch"])) >= floor),
-                       *version_edits(str(version), lambda v: Version(
-                           fa["releases"][v]["torch_min"]) <= Version(c.torch_pin or "0"))])
+                f"the image gets torch {c.torch_pin}", edits=[*newer_torch, *older_fa])
     if c.torch_pin:
         check_cxx_std(c, release, c.torch_pin)
     jobs = p.flash_attn.max_jobs
@@ -171,8 +172,8 @@ def check_cxx_std(c: Context, release: dict[str, Any], pin: str) -> None:
     if int(str(forced)) >= int(need):
         return
     where = "flash_attn.source" if source is not None else f"flash-attn {p.flash_attn.version}"
-    edits = _engine_edits(c, lambda row: int((torch.release_row(str(row["torch"])) or {})
-                                             .get("cxx_min", 99)) <= int(str(forced)))
+    edits = release_edits(c, _releases(c), lambda row: int(
+        (torch.release_row(str(row["torch"])) or {}).get("cxx_min", 99)) <= int(str(forced)))
     edits.append(Edit.set("flash_attn.build", "none",
                           "set flash_attn.build: none (vLLM's attention uses its own bundled "
                           "kernels)") if p.engine.name == "vllm" else NO_BUILD)
@@ -189,22 +190,16 @@ def check_cxx_std(c: Context, release: dict[str, Any], pin: str) -> None:
 NO_BUILD = Edit.set("flash_attn.build", "none")
 
 
+def _releases(c: Context) -> dict[str, Any]:
+    """The releases table of the profile's serving engine."""
+    return dict(load_facts("serving/" + c.p.engine.name.replace("-", "_"))["releases"])
+
+
 def version_edits(current: str, keep: Callable[[str], bool] = lambda v: True) -> list[Edit]:
     """Candidate fixes of flash_attn.version: known releases ``keep`` accepts, the closest
     to ``current`` first."""
     return [Edit.set("flash_attn.version", v, f"use flash-attn {v}")
             for v in nearest(list(facts()["releases"]), current) if keep(v)]
-
-
-def _engine_edits(c: Context, keep: Callable[[dict[str, Any]], bool]) -> list[Edit]:
-    """Candidate fixes of engine.version: releases of the profile's engine whose row
-    ``keep`` accepts, the closest first (an engine.torch moves with the release)."""
-    name = c.p.engine.name
-    rows = load_facts("serving/" + name.replace("-", "_"))["releases"]
-    return [Edit(f"use {name} {v}", (("engine.version", v),
-                                     *((("engine.torch", str(rows[v]["torch"])),)
-                                       if c.p.engine.torch else ())))
-            for v in nearest(list(rows), c.p.engine.version) if keep(rows[v])]
 
 
 def build_apt(c: Context) -> tuple[str, ...]:

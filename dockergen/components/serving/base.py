@@ -21,7 +21,7 @@ import json
 import os
 import posixpath
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -30,7 +30,7 @@ from packaging.version import Version
 from dockergen import inputs
 from dockergen.components import cuda, python
 from dockergen.components import torch as torch_component
-from dockergen.components.base import Context, describe_all, dotted, nearest
+from dockergen.components.base import Context, describe_all, dotted, release_edits
 from dockergen.errors import Edit
 from dockergen.knowledge import COMPONENTS_DIR, in_range, is_unverified, load_facts
 from dockergen.model import (
@@ -166,14 +166,6 @@ class ServingEngine:
     def versions(self) -> list[str]:
         return sorted(self.facts()["releases"], key=Version)
 
-    def release_edits(self, current: str, keep: Callable[[dict[str, Any]], bool]
-                      = lambda row: True) -> list[Edit]:
-        """Candidate fixes of engine.version: known releases whose row ``keep`` accepts,
-        the closest to ``current`` first."""
-        rows = self.facts()["releases"]
-        return [Edit.set("engine.version", v, f"use {self.name} {v}")
-                for v in nearest(self.versions(), current) if keep(rows[v])]
-
     def quant(self, kind: str, value: str) -> dict[str, Any] | None:
         """``kind`` is ``"quantization"`` (weights) or ``"kv_cache"``."""
         entry = self.facts()[kind].get(value)
@@ -227,7 +219,7 @@ class ServingEngine:
                     "knowledge base", "add the release with its source in a knowledge file "
                     f"listed under the profile's `knowledge:`, table {self.facts_file}: "
                     "releases (`dockergen outdated` shows what is known)",
-                    edits=self.release_edits(p.engine.version))
+                    edits=release_edits(c, self.facts()["releases"]))
             return
         c.release = release
         c.torch_pin = p.engine.torch or str(release["torch"])
@@ -255,8 +247,8 @@ class ServingEngine:
             c.error(("cuda", "version"), f"{p.engine.name} {p.engine.version} wheels are built "
                     f"for CUDA {want}.x, but cuda.version is {p.cuda.version}",
                     edits=[*cuda.version_edits(p.cuda.version, lambda v: v.major == want),
-                           *self.release_edits(p.engine.version,
-                                               lambda row: row["cuda_major"] == major)])
+                           *release_edits(c, self.facts()["releases"],
+                                          lambda row: row["cuda_major"] == major)])
 
     def check_quantization(self, c: Context) -> None:
         """Weight and KV-cache methods exist for this engine and run on the targets."""
