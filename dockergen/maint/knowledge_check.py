@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from dockergen.knowledge import is_unverified
 from dockergen.maint.observe import (
@@ -402,12 +402,11 @@ def drift(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[str
             a, b = a_rows.get(key), b_rows.get(key)
             if a == b:
                 continue
-            line = f"{where}.{key}: {a!r} -> {b!r}"
-            if a is None:
-                later = newest is None or _later(key, newest)
-                (published if later else covered).append(
-                    line if later else f"{where}.{key}: now observed (on PyPI before the "
-                    "snapshot; the knowledge names it now)")
+            if a is None and (newest is None or Version(key) > Version(newest)):
+                published.append(f"{where}.{key}: {a!r} -> {b!r}")
+            elif a is None:
+                covered.append(f"{where}.{key}: now observed (on PyPI before the snapshot; the "
+                               "knowledge names it now)")
             elif b is None:
                 covered.append(f"{where}.{key}: no longer observed (the knowledge no longer "
                                "names it)")
@@ -426,13 +425,6 @@ def drift(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[str
         if old.get(key) != new.get(key):
             covered.append(f"{key}: {old.get(key)!r} -> {new.get(key)!r} (how it was read)")
     return published, covered
-
-
-def _later(key: str, newest: str) -> bool:
-    try:
-        return Version(key) > Version(newest)
-    except InvalidVersion:  # a minor ("2.16") against a release ("2.15.0")
-        return True
 
 
 def _changed(old: dict[str, Any], new: dict[str, Any], path: str = "") -> list[str]:
