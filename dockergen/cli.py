@@ -312,7 +312,11 @@ def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
     bad = pylock.verify_sources(text, inp)
     if bad:
         raise pylock.LockError("the resolved closure mixes indexes: " + "; ".join(bad))
-    owners.check(text)  # two wheels writing one file: refused before any build
+    unchecked = owners.check(text)  # two wheels writing one file: refused before any build
+    if unchecked:
+        click.echo("file ownership not checked for what has no wheel on its index (its files "
+                   "are known once built; the image's smoke check reads them): "
+                   + ", ".join(unchecked), err=True)
     try:
         pylock.write_lock(target, text)
     except OSError as exc:

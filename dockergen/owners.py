@@ -18,6 +18,7 @@ import csv
 import io
 import re
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from dockergen import outdated
 from dockergen.components.python import facts as python_facts
@@ -41,40 +42,53 @@ def locked(text: str) -> list[tuple[str, str, set[str], str]]:
              m.group(4)) for m in _ENTRY.finditer(text)]
 
 
-def _record(name: str, version: str, hashes: set[str], index: str) -> list[str]:
+def _record(name: str, version: str, hashes: set[str], index: str) -> list[str] | None:
+    """The paths a locked wheel installs (its RECORD), or None when the index holds no
+    wheel with a locked hash (an sdist: its files are known only once it is built)."""
     found = [f for f in outdated.files(index, name)
              if f.sha256 in hashes and f.name.endswith(".whl")]
     if not found:
-        raise OwnershipError(f"{name}=={version}: no wheel with a locked sha256 on {index} "
-                             "(an sdist's files are known only once it is built)")
+        return None
     text = outdated.wheel_member(found[0].url, r"[^/]+\.dist-info/RECORD", found[0].name)
     paths = [row[0] for row in csv.reader(io.StringIO(text)) if row]
-    # a distribution's own .dist-info is its own by name; scripts and data may collide
-    return [p for p in paths if ".dist-info/" not in p.split("/", 1)[0] + "/"]
+    # a distribution's own .dist-info folder is named after it: never shared
+    return [p for p in paths if not p.split("/", 1)[0].endswith(".dist-info")]
 
 
-def shared_paths(text: str) -> dict[str, list[str]]:
-    """Path -> the distributions of the lock whose RECORD lists it (two or more), less the
-    known harmless cases."""
+@dataclass(frozen=True)
+class Owners:
+    """What the RECORDs of a lock's wheels say."""
+
+    shared: dict[str, list[str]]  # path -> the distributions that write it (two or more)
+    unchecked: list[str]  # name==version of artifacts with no wheel on their index
+
+
+def read(text: str) -> Owners:
+    """The paths two or more distributions of the lock write, less the known harmless
+    cases (python.yaml shared_files), and what could not be read."""
     entries = locked(text)
     with ThreadPoolExecutor(WORKERS) as pool:
         records = list(pool.map(lambda e: _record(*e), entries))
     owners: dict[str, list[str]] = {}
     for (name, _, _, _), paths in zip(entries, records, strict=True):
-        for path in paths:
+        for path in paths or ():
             owners.setdefault(path, []).append(name)
     allowed = {(a["path"], tuple(sorted(a["dists"]))) for a in python_facts()["shared_files"]}
-    return {path: sorted(names) for path, names in sorted(owners.items())
-            if len(names) > 1 and (path, tuple(sorted(_norm(n) for n in names))) not in allowed}
+    shared = {path: sorted(names) for path, names in sorted(owners.items())
+              if len(names) > 1 and (path, tuple(sorted(_norm(n) for n in names))) not in allowed}
+    return Owners(shared, [f"{name}=={version}" for (name, version, _, _), paths
+                           in zip(entries, records, strict=True) if paths is None])
 
 
 def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def check(text: str) -> None:
-    """Raise :class:`OwnershipError` naming every path two distributions of the lock write."""
-    shared = shared_paths(text)
+def check(text: str) -> list[str]:
+    """Raise :class:`OwnershipError` naming every path two distributions of the lock write;
+    return the artifacts that could not be checked (sdists)."""
+    found = read(text)
+    shared = found.shared
     if shared:
         by_pair: dict[tuple[str, ...], list[str]] = {}
         for path, names in shared.items():
@@ -89,3 +103,4 @@ def check(text: str) -> None:
                              "cuda-bindings instead of carrying it), or move to a release "
                              "whose closure has only one; a shared file that is harmless "
                              "belongs in python.yaml shared_files with its source")
+    return found.unchecked

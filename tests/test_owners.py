@@ -65,6 +65,7 @@ def test_a_known_harmless_shared_file_passes(tmp_path: Path) -> None:
 def test_a_closure_without_shared_files_is_locked(tmp_path: Path) -> None:
     rc, err, lock = _lock(tmp_path, [])
     assert rc == 0, err
+    assert "not checked" not in err  # every artifact is a wheel whose RECORD was read
     text = lock.read_text()
     # every locked artifact is one the check looked up (by its sha256, on its index)
     assert len(owners.locked(text)) == len([line for line in text.splitlines()
@@ -82,11 +83,24 @@ def test_pypi_closure_of_the_shipped_vllm_profile(monkeypatch: pytest.MonkeyPatc
         "UV_CACHE_DIR", str(Path.home() / ".cache" / "dockergen" / "uv")))
     text = pylock.compile_lock(pylock.inputs_of(PROFILE, torch_index=pylock.PYPI))
     assert len(owners.locked(text)) > 100
-    shared = owners.shared_paths(text)
+    shared = owners.read(text).shared
     pairs = {tuple(names) for names in shared.values()}
     assert pairs <= {("cuda-bindings", "cuda-python")}, pairs
     if pairs:
         assert all(path.startswith("cuda/bindings/") for path in shared)
         pinned = pylock.compile_lock(pylock.inputs_of(
             PROFILE, ('packages.pip=["cuda-python==13.0.3"]',), torch_index=pylock.PYPI))
-        assert owners.shared_paths(pinned) == {}
+        assert owners.read(pinned).shared == {}
+
+
+def test_an_artifact_without_a_wheel_is_reported_unchecked_not_refused(tmp_path: Path) -> None:
+    """An sdist's files are known only once it is built: the lock is not refused for it,
+    and the artifact is named as not checked (the image's smoke check reads it later)."""
+    build_index(tmp_path / "idx" / "pypi" / "simple", PYPI_LIKE)
+    with serve(tmp_path / "idx") as base:
+        index = f"{base}/pypi/simple"
+        text = (f"certifi==2026.10.19 \\\n    --hash=sha256:{'0' * 64}\n    # from {index}\n"
+                f"requests==2.33.0 \\\n    --hash=sha256:{'1' * 64}\n    # from {index}\n")
+        found = owners.read(text)
+    assert found.shared == {}
+    assert found.unchecked == ["certifi==2026.10.19", "requests==2.33.0"]
