@@ -28,6 +28,7 @@ import ast
 import json
 import sys
 import zipfile
+from typing import Any
 
 SERVER_ARGS = "sglang/srt/server_args.py"
 
@@ -56,7 +57,7 @@ def _call_name(call: ast.Call) -> str | None:
     return None
 
 
-def add_argument_flags(tree: ast.Module, path: str) -> list[dict]:
+def add_argument_flags(tree: ast.Module, path: str) -> list[dict[str, Any]]:
     """Literal add_argument calls inside every function named add_cli_args."""
     out = []
     funcs = [
@@ -100,7 +101,7 @@ def _is_annotated(ann: ast.AST) -> bool:
     return name in ("A", "Annotated")
 
 
-def class_field_flags(cls: ast.ClassDef, path: str) -> list[dict]:
+def class_field_flags(cls: ast.ClassDef, path: str) -> list[dict[str, Any]]:
     """Flags that add_cli_args_from_dataclass derives from a class's annotated fields."""
     out = []
     for stmt in cls.body:
@@ -108,9 +109,10 @@ def class_field_flags(cls: ast.ClassDef, path: str) -> list[dict]:
             continue
         if not _is_annotated(stmt.annotation):
             continue
+        assert isinstance(stmt.annotation, ast.Subscript)  # _is_annotated checked it
         sl = stmt.annotation.slice
         elts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
-        meta = None
+        meta: ast.Call | str | None = None
         for m in elts[1:]:
             if isinstance(m, ast.Call) and _call_name(m) == "Arg":
                 meta = m
@@ -178,7 +180,7 @@ def _module_path(module: str) -> str:
     return module.replace(".", "/") + ".py"
 
 
-def extract(wheel: str) -> list[dict]:
+def extract(wheel: str) -> list[dict[str, Any]]:
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         if SERVER_ARGS not in names:

@@ -29,6 +29,7 @@ import re
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 ARG_UTILS = "vllm/engine/arg_utils.py"
 # where make_arg_parser and the frontend dataclasses live: common/ from 0.33.0,
@@ -100,7 +101,7 @@ def main(argv: list[str]) -> int:
     version, flags = extract(wheel)
     if len(argv) == 3 and argv[1] == "--update":
         target = Path(argv[2])
-        data = json.loads(target.read_text()) if target.exists() else {
+        data: dict[str, Any] = json.loads(target.read_text()) if target.exists() else {
             "about": "Flags of `vllm serve` per release, extracted from the real wheel by "
                      "tools/vllm_flags.py (see its docstring for what is and is not listed).",
             "releases": {}, "src": {}}

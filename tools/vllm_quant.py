@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from dockergen.knowledge import builtin_facts  # noqa: E402 - after the path set-up
 from dockergen.maint import pypi  # noqa: E402
+from dockergen.ranges import BLOCK  # noqa: E402
 
 OUTPUT = ROOT / "dockergen" / "components" / "serving" / "vllm_quant.json"
 QUANT = "vllm/model_executor/layers/quantization/"
@@ -126,8 +127,8 @@ def from_pypi(version: str) -> dict[str, Any]:
     if not wheels:
         raise LayoutError(f"vllm {version}: no x86_64 wheel on PyPI")
     f = wheels[0]
-    reader = pypi.RangeReader(f.url, f.size)
-    reader.prefetch(max(0, f.size - (4 << 20)), f.size)  # the central directory
+    reader = pypi.range_reader(f.url, f.size)
+    reader.prefetch(max(0, f.size - 4 * BLOCK), f.size)  # the central directory
     with zipfile.ZipFile(io.BufferedReader(reader, 1 << 20)) as zf:
         out = read_wheel(zf, version)
     out["src"] = f"VLLM-WHEEL {version} {f.filename} sha256:{f.sha256}"
@@ -218,6 +219,7 @@ def main(argv: list[str]) -> int:
             print(line, file=sys.stderr)
         return 1 if diff else 0
     if update:
+        data: dict[str, Any]
         data = json.loads(OUTPUT.read_text(encoding="utf-8")) if OUTPUT.exists() else {
             "about": "Per vLLM release: each quantization method's minimum compute capability "
                      "(get_min_capability, by AST) and the wheel's FlashInfer Requires-Dist, "
