@@ -48,7 +48,8 @@ def checks(loaded: LoadedProfile, python_lock: bool = True) -> list[Callable[[Co
     resolves the profile to refresh a lock that may no longer match it).
     """
     engine = engine_for(loaded.profile.engine.name)
-    return [cuda.check_gpus, cuda.check_cuda, cuda.check_locked, engine.check_release, torch.check,
+    return [cuda.check_gpus, cuda.check_cuda, cuda.check_locked, engine.check_release,
+            engine.check_kernels, torch.check,
             python.check_python_source, flash_attn.check, engine.check_quantization,
             engine.check_scheduler, engine.check_server_args, engine.check_model_path,
             engine.check_extra_args, engine.check_packages, image.check_tags,

@@ -10,8 +10,8 @@ checks, and why it does or does not want a FlashAttention-2 build. The engine st
 formatted by ``templates/components/serving.j2``.
 May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.cuda`,
 :mod:`dockergen.components.python`, :mod:`dockergen.components.torch`,
-:mod:`dockergen.errors`, :mod:`dockergen.inputs` (the Python lock), :mod:`dockergen.knowledge`,
-:mod:`dockergen.model`.
+:mod:`dockergen.errors`, :mod:`dockergen.inputs` (the Python lock), :mod:`dockergen.kernels`
+(which GPUs compiled code runs on), :mod:`dockergen.knowledge`, :mod:`dockergen.model`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from packaging.version import Version
 
-from dockergen import inputs
+from dockergen import inputs, kernels
 from dockergen.components import cuda, python
 from dockergen.components import torch as torch_component
 from dockergen.components.base import Context, describe_all, dotted, release_edits
@@ -249,6 +249,62 @@ class ServingEngine:
                     edits=[*cuda.version_edits(p.cuda.version, lambda v: v.major == want),
                            *release_edits(c, self.facts()["releases"],
                                           lambda row: row["cuda_major"] == major)])
+
+    def kernel_version(self, release: str) -> str | None:
+        """The version of the package holding the release's compiled kernels: the engine's
+        own, or the one its release row pins (``kernel: NAME==VERSION``)."""
+        facts = self.facts()
+        if facts["kernel_libraries"]["package"] == facts["package"]:
+            return release
+        pin = (facts["releases"].get(release) or {}).get("kernel")
+        return str(pin).split("==", 1)[1] if pin else None
+
+    def kernel_code(self, release: str, cc: str) -> dict[str, list[str]] | None:
+        """The libraries a GPU of compute capability ``cc`` loads on ``release`` and the code
+        each carries (``kernels`` facts), or None when nothing was read for it."""
+        facts = self.facts()
+        version = self.kernel_version(release)
+        row = facts.get("kernels", {}).get(version) if version else None
+        if row is None:
+            return None
+        select = facts["kernel_libraries"]["select"]
+        members = select.get(cc, select["*"])
+        return {m: list(row["code"][m]) for m in members if m in row["code"]}
+
+    def _runs(self, release: str, target: GpuTarget) -> bool | None:
+        code = self.kernel_code(release, target.cc)
+        return None if code is None else all(kernels.runs_on(c, target.cc)
+                                             for c in code.values())
+
+    def check_kernels(self, c: Context) -> None:
+        """engine-kernel-archs: every target runs the code of the compiled library each model
+        loads (read from the release's wheel), whatever the quantization floors say."""
+        facts, p = self.facts(), c.p
+        if "kernel_libraries" not in facts or c.release is None:
+            return
+        package = facts["kernel_libraries"]["package"]
+        version = self.kernel_version(p.engine.version)
+        if not c.targets or self.kernel_code(p.engine.version, c.targets[0].cc) is None:
+            c.warn(("engine", "version"), f"the GPU code of {package} {version} has not been "
+                   "read (tools/kernel_archs.py): whether it runs on every target is "
+                   "unknown until the image runs there", "test it on each GPU first")
+            return
+        bad = [t for t in c.targets if not self._runs(p.engine.version, t)]
+        if not bad:
+            return
+        shown: dict[str, list[str]] = {}
+        for t in bad:
+            shown.update(self.kernel_code(p.engine.version, t.cc) or {})
+        libraries = "; ".join(f"{m}: {kernels.span(code)}" for m, code in sorted(shown.items()))
+        src = facts["kernels"][version]["src"]
+        works = {v: row for v, row in facts["releases"].items()
+                 if all(self._runs(v, t) for t in c.targets)}
+        c.error(("gpu", "targets"), f"{p.engine.name} {p.engine.version} cannot run on "
+                f"{describe_all(bad)}; its compiled kernels carry no code for that compute "
+                f"capability ({libraries}; {src}), so the server stops at its first kernel "
+                "with \"no kernel image is available\"",
+                edits=[*release_edits(c, works), *c.drop(*bad),
+                       *cuda.retarget(c, bad, lambda g: bool(self._runs(p.engine.version, g)))])
 
     def check_quantization(self, c: Context) -> None:
         """Weight and KV-cache methods exist for this engine and run on the targets."""
