@@ -8,7 +8,7 @@ as tests/test_real_images.py does; keep them with DOCKERGEN_TEST_KEEP_IMAGES=1):
 For each image: its total and per-layer size (uncompressed, as the engine stores it), the 15
 largest installed Python distributions (their RECORD sizes), shared objects present twice
 (the same file name and size in two places), and what the base image adds. Then the ratios
-the README quotes: the image against the published upstream sizes (marked as published, not
+docs/building.md quotes: the image against the published upstream sizes (marked as published, not
 measured here), against its own Python environment plus a minimal OS (the physical floor),
 the largest layer's share, and for all images given, the bytes a registry stores (each
 distinct layer once) against the sum of the images' sizes.

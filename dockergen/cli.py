@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # the loader (pydantic) is imported by the commands that need
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# How dockergen.loader.parse_set reads a --set value; the README says the same, and
+# How dockergen.loader.parse_set reads a --set value; docs/commands.md says the same, and
 # tests/test_set_origins.py checks each kind against the parser.
 SET_HELP = ("Override a profile field before validation. A text field (python, cuda.version, "
             "serving.model, ...) takes VALUE as it is, without quotes: python=3.10 is the text "
@@ -851,6 +851,22 @@ def schema(output: str | None) -> None:
         atomic.write_file(Path(output or ""), text, ours=is_schema_text)
 
 
+@cli.command()
+@click.option("-o", "--output", type=click.Path(dir_okay=False), callback=_path_given,
+              help="Write the reference to this file instead of stdout.")
+def reference(output: str | None) -> None:
+    """Print the Markdown reference of profile fields, generated from the same model as
+    `dockergen schema` (the documentation's docs/reference/profile.md)."""
+    from dockergen import atomic
+    from dockergen.reference import is_reference_text, profile_reference
+
+    text = profile_reference()
+    if _stdout(output):
+        click.echo(text, nl=False)
+    else:
+        atomic.write_file(Path(output or ""), text, ours=is_reference_text)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and turn errors into messages and exit codes."""
     # dockergen uses no pydantic plugins; skipping their entry-point scan saves ~25 ms
@@ -892,7 +908,7 @@ def main(argv: list[str] | None = None) -> None:
 
 # Commands whose work ends with their one write (a matrix's folders and bake file are one
 # change): once it is complete, an interrupt has nothing left to undo.
-_ONE_WRITE = ("render", "deploy", "observe", "schema")
+_ONE_WRITE = ("render", "deploy", "observe", "schema", "reference")
 
 
 def _interrupted() -> None:

@@ -216,7 +216,7 @@ def redact(text: str) -> str:
 
 
 class ExitCode(IntEnum):
-    """Process exit codes of the ``dockergen`` command (documented in the README)."""
+    """Process exit codes of the ``dockergen`` command (the README's exit-code table)."""
 
     OK = 0
     BUG = 1  # an unexpected exception: a dockergen bug, traceback shown

@@ -5,7 +5,7 @@ model configs and safetensors headers, build records, base-image and Python lock
 docker config) and every file dockergen reads back from an output path to decide whether
 it is its own is opened here, once. A device (``/dev/zero``), a FIFO, a socket or a folder
 is refused before it is opened, so nothing blocks or reads without end; a file larger than
-the limit of its kind (:data:`LIMITS`, listed in the README) is refused before it is read;
+the limit of its kind (:data:`LIMITS`, listed in docs/commands.md) is refused before it is read;
 a symbolic link loop or a dangling link is named as such. Each refusal is an
 :class:`InputError` that says which file, what is wrong and what to do; callers turn it
 into the error of their command (a located profile problem, a plan or deploy error).
@@ -27,7 +27,7 @@ from dockergen.errors import DockergenError, ExitCode, path_holds_secret, redact
 _MIB = 1 << 20
 
 # kind -> (the most bytes read, what such a file is). One table: the messages and the
-# README's "Input limits" list come from it (tests/test_hostile_files.py compares them).
+# "Input limits" list of docs/commands.md come from it (tests/test_hostile_files.py compares them).
 LIMITS: dict[str, tuple[int, str]] = {
     "profile": (4 * _MIB, "a profile, a parent it extends, or a knowledge file"),
     "certificate": (4 * _MIB, "a CA certificate (PEM; a whole CA bundle fits)"),
@@ -45,7 +45,8 @@ LIMITS: dict[str, tuple[int, str]] = {
 }
 
 
-_BIGGER_FIX = "give the right file (the README's Input limits lists what each kind may hold)"
+_BIGGER_FIX = ('give the right file (docs/commands.md, "Input limits", lists what each kind may '
+               "hold)")
 
 
 class InputError(DockergenError):

@@ -3,7 +3,7 @@
 #   docker buildx bake --print            # what would be built
 #   docker buildx bake --push [TARGET|GROUP]
 # cache-to type=registry needs a builder with cache export (docker-container,
-# remote or kubernetes driver); see the README, "Fleet builds with Bake".
+# remote or kubernetes driver); see docs/fleet.md, "Fleet builds with Bake".
 
 group "default" {
   targets = ["a100-bf16", "a100-h100", "fleet-a100-bf16", "fleet-h100-bf16", "fleet-h100-fp8", "fleet-l40s-bf16", "fleet-l40s-fp8", "h100-fp8", "h100-sglang-fp8", "h100-standalone", "h100-trtllm-fp8", "l40s-awq"]

@@ -30,7 +30,7 @@ By hand (from the repository root, with the provisioned engine)::
     python -m tests.standin images              # build the stand-in base images once
     python -m tests.standin serve --port 8777   # build and serve the index (Ctrl-C stops)
 
-``serve`` prints the ``dockergen build`` command that uses it (see README, "Tests").
+``serve`` prints the ``dockergen build`` command that uses it (see docs/testing.md).
 """
 
 from __future__ import annotations

@@ -190,7 +190,7 @@ def test_build_timeout_is_a_real_duration(value: str) -> None:
 
 
 @pytest.mark.parametrize("command", [("render", "-q", "h100-fp8"), ("explain", "h100-fp8"),
-                                     ("schema",), ("--help",), ("--version",)])
+                                     ("schema",), ("reference",), ("--help",), ("--version",)])
 def test_output_that_cannot_be_written_is_exit_4(command: tuple[str, ...]) -> None:
     """/dev/full raised an OSError traceback (exit 1); a closed stdout lost the output with
     exit 0."""
@@ -221,6 +221,7 @@ def test_a_closed_stdout_does_not_matter_when_writing_to_a_folder(tmp_path: Path
 
 
 @pytest.mark.parametrize("args", [("render", "h100-fp8", "-o", ""), ("schema", "-o", ""),
+                                  ("reference", "-o", ""),
                                   ("render", "h100-fp8", "--syntax", "docker/dockerfile:1\nRUN id"),
                                   ("render", "h100-fp8", "--syntax", ""),
                                   ("render", "h100-fp8", "--syntax", "bob:hunter2@reg.io/df:1")])
@@ -235,7 +236,8 @@ def test_too_long_paths_are_clear_errors(tmp_path: Path) -> None:
     long = "d" * 300
     for args, code in ((("validate", long), 2), (("validate", f"/tmp/{long}.yaml"), 2),
                        (("render", "h100-fp8", "-o", str(tmp_path / long)), 4),
-                       (("schema", "-o", str(tmp_path / long)), 4)):
+                       (("schema", "-o", str(tmp_path / long)), 4),
+                       (("reference", "-o", str(tmp_path / long)), 4)):
         result = run_cli(*args)
         assert result.rc == code, (args, result.err)
         assert "Traceback" not in result.err

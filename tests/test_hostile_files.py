@@ -263,8 +263,8 @@ def test_a_huge_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
     assert result.rc == 2
     assert result.err.splitlines()[0] == (
         "p.yaml: is 10737418240 bytes, more than the 4 MiB dockergen reads of a profile, a "
-        "parent it extends, or a knowledge file; give the right file (the README's Input "
-        "limits lists what each kind may hold)")
+        "parent it extends, or a knowledge file; give the right file (docs/commands.md, "
+        "\"Input limits\", lists what each kind may hold)")
 
 
 @pytest.mark.parametrize(("node", "message"), [
@@ -333,6 +333,7 @@ WRITES: list[tuple[str, dict[str, str], str, list[str]]] = [
     ("deploy-file", {"p.yaml": VALID}, "out",
      ["deploy", "-q", "p.yaml", "--format", "compose", "-o", "out"]),
     ("schema-file", {}, "out", ["schema", "-o", "out"]),
+    ("reference-file", {}, "out", ["reference", "-o", "out"]),
     ("render-folder", {"p.yaml": VALID}, "out", ["render", "-q", "p.yaml", "-o", "out"]),
     ("render-matrix", {}, "out", ["render", "-q", str(ROOT / "profiles" / "fleet.yaml"),
                                   "-o", "out"]),
@@ -347,7 +348,7 @@ _FOLDER_OUTPUTS = {"render-folder", "render-matrix", "observe-folder"}
 def _expected_write(case: str, node: str) -> int:
     if case == "render-matrix" and node == "folder":
         return 0  # -o is the parent of the variant folders: new ones go beside mine.txt
-    if case == "schema-file" and node == "folder":
+    if case in ("schema-file", "reference-file") and node == "folder":
         return 64  # click.Path(dir_okay=False)
     if case in _FOLDER_OUTPUTS and node in ("huge-sparse", "unreadable"):
         return 64  # click.Path(file_okay=False): a regular file is no folder
@@ -394,7 +395,7 @@ def test_a_file_the_user_wrote_is_not_overwritten_by_deploy(tmp_path: Path) -> N
     assert "127.0.0.2" in (folder / "userfile.yaml").read_text()
 
 
-@pytest.mark.parametrize("args", [["schema", "-o", "-"],
+@pytest.mark.parametrize("args", [["schema", "-o", "-"], ["reference", "-o", "-"],
                                   ["deploy", "-q", "p.yaml", "--format", "k8s", "-o", "-"],
                                   ["render", "-q", "p.yaml", "-o", "-"]])
 def test_dash_is_standard_output(args: list[str], tmp_path: Path) -> None:
@@ -497,10 +498,10 @@ def test_the_other_writers_replace_their_own_file_and_no_other(writer: str,
     assert out.read_text() == '{"mine": true}\n'
 
 
-def test_the_readme_lists_every_input_limit() -> None:
-    """One table of limits (dockergen/inputs.py LIMITS); the README shows it as it is."""
+def test_the_docs_list_every_input_limit() -> None:
+    """One table of limits (dockergen/inputs.py LIMITS); docs/commands.md shows it as it is."""
     from dockergen.inputs import LIMITS, size_text
 
-    readme = (ROOT / "README.md").read_text()
+    page = (ROOT / "docs" / "commands.md").read_text()
     for limit, what in LIMITS.values():
-        assert f"| {what} | {size_text(limit)}" in readme, what
+        assert f"| {what} | {size_text(limit)}" in page, what

@@ -1,5 +1,5 @@
 """Without an engine, the engine tests are skipped and reported (and fail under CI's
-DOCKERGEN_REQUIRE_ALL=1), as the README says; none fails or errors at teardown.
+DOCKERGEN_REQUIRE_ALL=1), as docs/testing.md says; none fails or errors at teardown.
 
 Two of them did: the token-service test opened its own docker client (a failure, not a
 skip), and the lock tests' own client fixture left a socket behind when the engine did not

@@ -14,7 +14,7 @@ path cannot be built here. What these tests prove instead, with the real uv the 
 * the same inside a real BuildKit build of the rendered Dockerfile (daemon test).
 
 What stays unverified: extracting a genuine archive from a mirror, the venv on top of it and
-the runtime stage's copy of that interpreter (README, "Air-gapped CPython").
+the runtime stage's copy of that interpreter (docs/python-lock.md, "Air-gapped CPython").
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The generated JSON Schema accepts every real profile and rejects broken ones.
 
 Checked with a real JSON Schema validator (the `jsonschema` package, draft 2020-12), on
-the committed schema file that editors load through the README's yaml-language-server line.
+the committed schema file that editors load through the yaml-language-server line of
+docs/profiles.md.
 """
 
 from __future__ import annotations
@@ -60,9 +61,9 @@ def test_every_shipped_and_test_profile_is_valid(path: Path,
     assert [e.message for e in validator.iter_errors(_plain(data))] == []
 
 
-def test_the_readme_profile_is_valid(validator: jsonschema.protocols.Validator) -> None:
-    readme = (ROOT / "README.md").read_text()
-    block = re.search(r"```yaml\n(extends: base.*?)```", readme, re.S)
+def test_the_documented_profile_is_valid(validator: jsonschema.protocols.Validator) -> None:
+    page = (ROOT / "docs" / "profiles.md").read_text()
+    block = re.search(r"```yaml\n(extends: base.*?)```", page, re.S)
     assert block is not None
     assert _errors(validator, block.group(1)) == []
 

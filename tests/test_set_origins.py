@@ -2,8 +2,8 @@
 
 A base-image lock's pins and `build --ca-cert` were applied as `--set` strings, so their
 problems read `--set cuda.devel_image` / `--set build.ca_certificates[0]`; a `--set` value
-got a YAML fix meant for a file. And the way `--set` reads its value is documented (README,
-`--help`) and checked here against the parser, kind by kind.
+got a YAML fix meant for a file. And the way `--set` reads its value is documented
+(docs/commands.md, `--help`) and checked here against the parser, kind by kind.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def test_set_reads_each_kind_as_documented(item: str, value: object) -> None:
     assert parse_set(item).value == value
 
 
-def test_set_reading_is_documented_in_help_and_readme() -> None:
+def test_set_reading_is_documented_in_help_and_docs() -> None:
     def flat(text: str) -> str:
         return " ".join(text.split())
 
@@ -113,8 +113,8 @@ def test_set_reading_is_documented_in_help_and_readme() -> None:
     assert flat(SET_HELP) in flat(help_text)
     assert 'a text field takes VALUE as it is (python=3.10 is the text "3.10")' in flat(
         run_cli("--help").out)
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("How `--set` reads VALUE"):]
+    page = (ROOT / "docs" / "commands.md").read_text()
+    section = page[page.index("How `--set` reads VALUE"):]
     for example in ("--set python=3.10", "--set serving.max_model_len=16384",
                     "--set 'gpu.targets=[h100,l40s]'", "--set matrix=null",
                     "--set 'serving.env={VLLM_LOGGING_LEVEL: INFO}'",

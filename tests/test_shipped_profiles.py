@@ -36,8 +36,8 @@ def test_a_standalone_profile_needs_only_what_it_deploys(tmp_path: Path) -> None
     assert result.rc == 0, result.err
     assert "flash-attn" not in [line.split()[-1] for line in result.out.splitlines()
                                 if line.startswith("FROM ")]
-    readme = (ROOT / "README.md").read_text()
-    assert "\n".join(line for line in text.splitlines() if not line.startswith("#")) in readme
+    page = (ROOT / "docs" / "profiles.md").read_text()
+    assert "\n".join(line for line in text.splitlines() if not line.startswith("#")) in page
 
 
 @pytest.mark.parametrize("mode", ["buildkit", "classic"])

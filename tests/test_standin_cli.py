@@ -45,10 +45,10 @@ def test_serve_answers_like_a_package_index(served: tuple[str, str]) -> None:
                     f"--set build.pip_index_url={url}/simple --set build.torch_index_url={url}\n")
 
 
-def test_the_readme_documents_it() -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert "python -m tests.standin serve --port 8777" in readme
-    assert "python -m tests.standin images" in readme
+def test_the_docs_document_it() -> None:
+    page = (ROOT / "docs" / "testing.md").read_text()
+    assert "python -m tests.standin serve --port 8777" in page
+    assert "python -m tests.standin images" in page
 
 
 @pytest.mark.daemon

@@ -217,7 +217,7 @@ def to_hcl(data: dict[str, Any], sources: Iterable[str] = ()) -> str:
              "#   docker buildx bake --print            # what would be built",
              "#   docker buildx bake --push [TARGET|GROUP]",
              "# cache-to type=registry needs a builder with cache export (docker-container,",
-             "# remote or kubernetes driver); see the README, \"Fleet builds with Bake\".",
+             "# remote or kubernetes driver); see docs/fleet.md, \"Fleet builds with Bake\".",
              ""]
     for name, group in data["group"].items():
         lines += [f"group {hcl_string(name)} {{",
