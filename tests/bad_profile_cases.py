@@ -255,7 +255,15 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                             'profile.yaml:5:12: cuda.version: flash-attn skips arch 100 '
                             'without an error when nvcc < 12.8; CUDA 12.4.1 would ship no '
                             'kernels for it; use CUDA 12.8.1 or 12.9.1'],
- 'volta-on-cuda-13': ['profile.yaml:5:12: cuda.version: CUDA 13.0.2 dropped compute capability '
+ 'volta-on-cuda-13': ['profile.yaml:3:12: gpu.targets: vllm 0.32.0 cannot run on v100 (7.0); its '
+                      'compiled kernels carry no code for that compute capability '
+                      '(vllm/_C_stable_libtorch.abi3.so: sass_75, sass_80, sass_86, sass_89, '
+                      'sass_90, sass_90a, sass_100, sass_120, ptx_80, ptx_89, ptx_90; '
+                      'vllm-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl .nv_fatbin '
+                      '(tools/kernel_archs.py)), so the server stops at its first kernel with '
+                      '"no kernel image is available"; use vllm 0.19.1 and use CUDA 12.9.1, or '
+                      'use vllm 0.19.1 and use CUDA 12.8.1',
+                      'profile.yaml:5:12: cuda.version: CUDA 13.0.2 dropped compute capability '
                       '7.0 (CUDA <= 12.9 has it), but gpu.targets includes v100 (7.0); use '
                       'CUDA 12.9.1 and use vllm 0.19.1, or use CUDA 12.9.1 and use vllm '
                       '0.17.1'],

@@ -198,3 +198,40 @@ def test_sglang_with_the_index_gets_the_matching_cubin_and_checks_it() -> None:
     assert r.engine.indexes[-1] == FI
     assert [(s.dist, s.version) for s in r.smoke_imports if s.dist.startswith("flashinfer")] == [
         ("flashinfer-cubin", "0.7.2"), ("flashinfer-python", "0.7.2")]
+
+
+# --- a flashinfer-python pin PyPI never carried (vLLM 0.34.0: 0.7.3) ---------------------
+
+def test_a_release_pinning_what_pypi_lacks_is_refused_from_pypi_with_a_release_that_installs(
+        ) -> None:
+    result = run_cli("validate", str(H100), "--set", "engine.version=0.34.0")
+    assert result.rc == 2, result.err
+    assert ("engine.version: vllm 0.34.0 requires flashinfer-python==0.7.3, which PyPI does "
+            "not carry" in result.err)
+    assert "the engine cannot be installed from PyPI; use vllm 0.33.0" in result.err
+    fixed = run_cli("validate", str(H100), "--set", "engine.version=0.33.0")
+    assert fixed.rc == 0, fixed.err
+
+
+def test_from_a_mirror_it_is_a_warning_naming_the_mirror() -> None:
+    mirror = "https://pypi.mirror.example/simple"
+    result = run_cli("validate", str(H100), "--set", "engine.version=0.34.0",
+                     "--set", f"build.pip_index_url={mirror}")
+    assert result.rc == 0, result.err
+    assert (f"which PyPI does not carry (VLLM-WHEEL 0.34.0 METADATA; PYPI flashinfer-python "
+            f"and flashinfer-cubin (no 0.7.3: 0.7.2.post1, then 0.7.4; read 2026-12-03)); the "
+            f"build must find it on {mirror}" in result.err)
+    assert result.err.rstrip().endswith("[warning]")
+
+
+@pytest.mark.network
+def test_python_on_pypi_says_what_pypi_lists() -> None:
+    """Every vLLM flashinfer row's flashinfer-python version is on PyPI unless the row says
+    it is not (`python_on_pypi: false`), and then it really is not."""
+    from dockergen.knowledge import builtin_facts
+    from dockergen.maint import pypi
+
+    listed = set(pypi.project("flashinfer-python").get("versions", []))
+    assert listed, "PyPI's flashinfer-python page lists no versions"
+    for release, row in builtin_facts("serving/vllm")["flashinfer"].items():
+        assert (row["python"] in listed) is row.get("python_on_pypi", True), release

@@ -77,8 +77,20 @@ def test_the_knowledge_holds_pypis_newest_releases() -> None:
      lambda d: d["flash_attn"]["arch_min_nvcc"].update({"100": "12.6"}),
      "arch_min_nvcc[100]"),
     ("a missing newest release",
-     lambda d: d["engines"]["vllm"]["releases"].pop("0.33.0"),
-     "engines.vllm: PyPI's newest release 0.33.0 is missing"),
+     lambda d: d["engines"]["vllm"]["releases"].pop("0.34.0"),
+     "engines.vllm: PyPI's newest release 0.34.0 is missing"),
+    ("a wrong SGLang kernel pin",
+     lambda d: d["engines"]["sglang"]["releases"]["0.5.23"].update(
+         {"kernel": "sglang-kernel==0.4.9"}),
+     "engines.sglang.releases.0.5.23: kernel is 'sglang-kernel==0.4.9' in the knowledge, "
+     "'sglang-kernel==0.4.10' on PyPI"),
+    ("a wrong SGLang FlashInfer pin",
+     lambda d: d["engines"]["sglang"]["releases"]["0.5.23"].update(
+         {"flashinfer": "flashinfer-python[cu13]==0.7.1"}),
+     "flashinfer is 'flashinfer-python[cu13]==0.7.1' in the knowledge"),
+    ("a wrong vLLM FlashInfer pin",
+     lambda d: d["engines"]["vllm"]["flashinfer"]["0.33.0"].update({"python": "0.7.2"}),
+     "engines.vllm.flashinfer.0.33.0: python is '0.7.2' in the knowledge, '0.7.2.post1' on PyPI"),
     ("a torch row marked verified that cannot be",
      lambda d: d["torch"]["2.13"].pop("unverified"),
      "torch.2.13: cuda (the download.pytorch.org index list) cannot be read"),

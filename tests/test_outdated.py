@@ -24,8 +24,8 @@ USER, PASSWORD = "dgtest", "idx-pass-7Qw2"
 FILES = {
     "vllm": ["vllm-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl", "vllm-0.32.0.tar.gz",
              "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl",
-             "vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl",
-             "vllm-0.35.0rc1-cp38-abi3-manylinux_2_28_x86_64.whl"],
+             "vllm-0.36.0-cp38-abi3-manylinux_2_28_x86_64.whl",
+             "vllm-0.37.0rc1-cp38-abi3-manylinux_2_28_x86_64.whl"],
     "torch": ["torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl",
               "torch-2.14.0-cp311-cp311-manylinux_2_28_x86_64.whl"],
     "flash-attn": ["flash_attn-2.8.3.post2.tar.gz"],
@@ -89,8 +89,8 @@ def test_a_valid_newer_release_is_exit_9_with_the_verdict_of_each(index: str) ->
     lines = result.out.splitlines()
     assert "  vllm 0.32.0 (engine.version): 2 newer" in lines
     assert any(line.split()[:3] == ["0.33.0", "known", "ok"] for line in lines)
-    assert any(line.split()[:4] == ["0.34.0", "not", "known", "unknown:"] for line in lines)
-    assert "0.35.0rc1" not in result.out  # pre-releases are not listed
+    assert any(line.split()[:4] == ["0.36.0", "not", "known", "unknown:"] for line in lines)
+    assert "0.37.0rc1" not in result.out  # pre-releases are not listed
     assert any(line.split()[:2] == ["2.14.0", "known"] and "moves with the engine" in line
                for line in lines)  # torch moves with the engine: no verdict of its own
     assert result.err.strip() == ("dockergen: 1 newer release(s) the profile can move to as "
@@ -104,7 +104,7 @@ def test_no_valid_newer_release_is_exit_0_and_json_for_machines(index: str) -> N
     vllm = next(p for p in report["packages"] if p["name"] == "vllm")
     assert vllm["current"] == "0.33.0" and vllm["setting"] == "engine.version"
     assert [(n["version"], n["known"], n["verdict"]) for n in vllm["newer"]] == [
-        ("0.34.0", False, "unknown")]
+        ("0.36.0", False, "unknown")]
     assert report["index"] == index
 
 
@@ -135,7 +135,7 @@ def test_credentials_come_from_netrc_or_the_environment_and_are_never_shown(
                                         "DOCKERGEN_INDEX_PASSWORD": PASSWORD}):
         result = run_cli("outdated", H100, "--index", private_index, env=env)
         assert result.rc == 0, result.err
-        assert "0.34.0" in result.out
+        assert "0.36.0" in result.out
         assert PASSWORD not in result.out + result.err
 
 

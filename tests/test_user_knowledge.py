@@ -9,8 +9,8 @@ from tests.conftest import run_cli
 FACTS = """\
 serving/vllm:
   releases:
-    "0.34.0": {torch: "2.14.0", python: ">=3.11,<3.15", cuda_major: 13,
-               src: "vllm-0.34.0 wheel METADATA, Requires-Dist torch==2.14.0"}
+    "0.35.0": {torch: "2.14.0", python: ">=3.11,<3.15", cuda_major: 13,
+               src: "vllm-0.35.0 wheel METADATA, Requires-Dist torch==2.14.0"}
 flash_attn:
   releases:
     "2.8.4": {cxx_std: 20, archs_env: true, default_archs: ["80", "90", "100", "120"],
@@ -25,7 +25,7 @@ extends: h100-fp8
 name: mine
 knowledge: [facts.yaml]
 engine:
-  version: "0.34.0"
+  version: "0.35.0"
 flash_attn:
   build: source
   version: "2.8.4"
@@ -39,37 +39,37 @@ def test_releases_dockergen_lacks_can_be_added(tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text(PROFILE)
     rendered = run_cli("render", "-q", "p.yaml", cwd=tmp_path)
     assert rendered.rc == 0, rendered.err
-    assert "vllm==0.34.0 torch==2.14.0" in rendered.out
+    assert "vllm==0.35.0 torch==2.14.0" in rendered.out
     assert "flash-attn==2.8.4" in rendered.out
     explained = run_cli("explain", "p.yaml", cwd=tmp_path).out.splitlines()
     i = explained.index(next(line for line in explained if line.split()[:1] == ["torch"]))
     assert explained[i + 2].split("src: ", 1)[1] == (
-        "user knowledge facts.yaml: vllm-0.34.0 wheel METADATA, Requires-Dist torch==2.14.0")
+        "user knowledge facts.yaml: vllm-0.35.0 wheel METADATA, Requires-Dist torch==2.14.0")
     users = [line.split() for line in explained if line.strip().startswith("user fact")]
     assert users == [["user", "fact", "flash_attn", "releases", "2.8.4"],
                      ["user", "fact", "serving/tensorrt_llm", "releases", "1.3.0"],
-                     ["user", "fact", "serving/vllm", "releases", "0.34.0"]]
+                     ["user", "fact", "serving/vllm", "releases", "0.35.0"]]
 
 
 def test_without_the_file_the_release_is_unknown(tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text(PROFILE.replace("knowledge: [facts.yaml]\n", ""))
     result = run_cli("render", "-q", "p.yaml", cwd=tmp_path)
     assert result.rc == 2
-    assert "vllm 0.34.0 is not in the knowledge base" in result.err
+    assert "vllm 0.35.0 is not in the knowledge base" in result.err
     assert "knowledge file listed under the profile's `knowledge:`" in result.err
 
 
 def test_shipped_facts_are_never_replaced_and_sources_are_required(tmp_path: Path) -> None:
     (tmp_path / "facts.yaml").write_text(
         'serving/vllm:\n  releases:\n    "0.33.0": {torch: "2.0.0", src: x}\n'
-        '    "0.34.0": {torch: "2.14.0"}\nnope: {}\n')
+        '    "0.35.0": {torch: "2.14.0"}\nnope: {}\n')
     (tmp_path / "p.yaml").write_text(PROFILE)
     result = run_cli("render", "-q", "p.yaml", cwd=tmp_path)
     assert result.rc == 2
     lines = result.err.splitlines()
     assert lines[0] == ("facts.yaml:3:5: serving/vllm.releases.0.33.0: dockergen already knows "
                         "this; shipped facts are not replaced; remove it from the knowledge file")
-    assert lines[1].startswith("facts.yaml:4:5: serving/vllm.releases.0.34.0: a fact needs its "
+    assert lines[1].startswith("facts.yaml:4:5: serving/vllm.releases.0.35.0: a fact needs its "
                                "source")
     assert lines[2].startswith("facts.yaml:5:1: nope: not a component's facts; use one of: ")
 
@@ -96,9 +96,9 @@ def test_tables_that_feed_commands_are_closed(tmp_path: Path) -> None:
 
 def test_a_release_row_needs_every_field_of_the_shipped_rows(tmp_path: Path) -> None:
     """Was KeyError: 'torch' (exit 1) when the engine stage read the row."""
-    lines = _refused(tmp_path, 'serving/vllm:\n  releases:\n    "0.34.0": {src: "x"}\n')
+    lines = _refused(tmp_path, 'serving/vllm:\n  releases:\n    "0.35.0": {src: "x"}\n')
     assert lines[0] == (
-        "facts.yaml:3:5: serving/vllm.releases.0.34.0: missing cuda_major, python, torch; "
+        "facts.yaml:3:5: serving/vllm.releases.0.35.0: missing cuda_major, python, torch; "
         'give every field the shipped rows have, e.g. cuda_major: 12, python: ">=3.9,<3.13", '
         'torch: "2.7.0"')
 
@@ -107,16 +107,16 @@ def test_values_and_fields_must_have_the_shape_of_the_shipped_rows(tmp_path: Pat
     """Was InvalidSpecifier (a traceback); a pin or flag with shell text must never render."""
     lines = _refused(tmp_path, (
         "serving/vllm:\n  releases:\n"
-        '    "0.34.0": {torch: "2.14.0 ; rm -rf /", python: "not a range", cuda_major: 13,\n'
+        '    "0.35.0": {torch: "2.14.0 ; rm -rf /", python: "not a range", cuda_major: 13,\n'
         '               src: "x", colour: red}\n'
         "  kv_cache:\n"
         '    int8: {min_cc: "8.0", flag: "int8 $(id)", src: "x"}\n'))
     assert lines[:4] == [
-        'facts.yaml:3:16: serving/vllm.releases.0.34.0.torch: "2.14.0 ; rm -rf /" is not a '
+        'facts.yaml:3:16: serving/vllm.releases.0.35.0.torch: "2.14.0 ; rm -rf /" is not a '
         'release version (PEP 440); write a release version (PEP 440) such as "2.7.0"',
-        'facts.yaml:3:44: serving/vllm.releases.0.34.0.python: "not a range" is not a version '
+        'facts.yaml:3:44: serving/vllm.releases.0.35.0.python: "not a range" is not a version '
         'range (PEP 440); write a version range (PEP 440) such as ">=3.9,<3.13"',
-        "facts.yaml:4:26: serving/vllm.releases.0.34.0.colour: not a field of "
+        "facts.yaml:4:26: serving/vllm.releases.0.35.0.colour: not a field of "
         "serving/vllm.releases rows; use one of: cuda_major, python, src, torch, unverified",
         'facts.yaml:6:27: serving/vllm.kv_cache.int8.flag: "int8 $(id)" is not a value the '
         "shipped rows use or null; write one of: fp8, fp8_e4m3 or null"]
@@ -133,9 +133,9 @@ def test_a_source_holding_a_credential_is_refused_without_echoing_it(tmp_path: P
     """explain prints every fact's source: a token cited there leaked into its output."""
     lines = _refused(tmp_path, (
         "serving/vllm:\n  releases:\n"
-        '    "0.34.0": {torch: "2.14.0", python: ">=3.10,<3.14", cuda_major: 13,\n'
+        '    "0.35.0": {torch: "2.14.0", python: ">=3.10,<3.14", cuda_major: 13,\n'
         '               src: "https://bob:hunter2@mirror.example.com/vllm ghp_abcdefghij0123"}\n'))
-    assert lines[0] == ("facts.yaml:4:21: serving/vllm.releases.0.34.0.src: holds something "
+    assert lines[0] == ("facts.yaml:4:21: serving/vllm.releases.0.35.0.src: holds something "
                         "shaped like a credential (a token, or a password in a URL); cite the "
                         "source without it")
     assert not any("hunter2" in line or "ghp_" in line for line in lines)
@@ -156,20 +156,20 @@ def test_a_folder_given_as_a_knowledge_file_is_named_a_folder(tmp_path: Path) ->
 
 def test_two_files_adding_one_row_is_an_error_and_keys_stay_as_written(
         tmp_path: Path) -> None:
-    """Two files adding vLLM 0.34.0 merged silently, the last one winning; an unquoted key
+    """Two files adding vLLM 0.35.0 merged silently, the last one winning; an unquoted key
     0.40 became release "0.4"."""
     (tmp_path / "facts.yaml").write_text(FACTS)
     (tmp_path / "facts2.yaml").write_text(
-        'serving/vllm:\n  releases:\n    "0.34.0": {torch: "2.13.0", python: ">=3.10",'
+        'serving/vllm:\n  releases:\n    "0.35.0": {torch: "2.13.0", python: ">=3.10",'
         ' cuda_major: 13, src: "another reading"}\n'
         '    0.40: {torch: "2.14.0", python: ">=3.10", cuda_major: 13, src: "x"}\n')
     (tmp_path / "p.yaml").write_text(PROFILE.replace("[facts.yaml]", "[facts.yaml, facts2.yaml]"))
     result = run_cli("validate", "p.yaml", cwd=tmp_path)
     assert result.rc == 2, result.err
-    assert ("facts2.yaml:3:5: serving/vllm.releases.0.34.0: facts.yaml adds this row too; "
+    assert ("facts2.yaml:3:5: serving/vllm.releases.0.35.0: facts.yaml adds this row too; "
             "keep it in one knowledge file") in result.err.splitlines()
     (tmp_path / "p.yaml").write_text(PROFILE.replace("[facts.yaml]", "[facts2.yaml]")
-                                     .replace('"0.34.0"', '"0.40"'))
+                                     .replace('"0.35.0"', '"0.40"'))
     (tmp_path / "facts2.yaml").write_text(
         'serving/vllm:\n  releases:\n'
         '    0.40: {torch: "2.14.0", python: ">=3.10", cuda_major: 13, src: "x"}\n')

@@ -62,6 +62,10 @@ class KnowledgeView:
         """engine name -> (PyPI package, {release: row})."""
         return {name: (e["package"], e["releases"]) for name, e in self.data["engines"].items()}
 
+    def flashinfer(self, engine: str) -> dict[str, dict[str, Any]]:
+        """The engine's ``flashinfer`` table (vLLM: the pin per release), else empty."""
+        return dict(self.data["engines"][engine].get("flashinfer") or {})
+
     def cuda_versions(self) -> list[str]:
         """The CUDA toolkit releases the knowledge has rows for."""
         return sorted(self.data.get("cuda", {}), key=Version)
@@ -186,20 +190,46 @@ class Report:
     ignored: list[str] = field(default_factory=list)
 
 
+@dataclass
+class _Findings:
+    """What a comparison found so far: differences and facts no artefact confirms."""
+
+    diff: list[str] = field(default_factory=list)
+    unverified: list[str] = field(default_factory=list)
+
+    def same(self, where: str, row: dict[str, Any], field_name: str, seen: Any,
+             want: Any) -> None:
+        """Record ``want`` (the knowledge's) against ``seen`` (PyPI's) for one fact."""
+        if is_unverified(row, field_name):
+            self.unverified.append(f"{where}: {field_name} = {want!r} (unverified; PyPI: "
+                                   f"{seen!r})")
+        elif seen != want:
+            self.diff.append(f"{where}: {field_name} is {want!r} in the knowledge, {seen!r} "
+                             f"on PyPI ({row.get('src', 'no src')})")
+
+
 def compare(kb: KnowledgeView, snap: dict[str, Any]) -> Report:
     """Every difference between the knowledge and a snapshot of PyPI."""
-    diff: list[str] = []
-    unverified: list[str] = []
+    f = _Findings()
+    _compare_engines(kb, snap, f)
+    _compare_torch(kb, snap, f)
+    _compare_flash_attn(kb, snap, f)
+    newest, diff, unverified = snap["newest"], f.diff, f.unverified
+    cuda_diff, cuda_unverified, ignored = _cuda_toolkit(kb, snap)
+    diff += cuda_diff
+    unverified += cuda_unverified
+    ignored += [f"{package}: {len(versions)} pre-release(s) newer than {newest.get(package)} "
+               f"({', '.join(versions[:3])}{' ... ' + versions[-1] if len(versions) > 3 else ''})"
+               ", deliberately not known: the knowledge holds final releases, and outdated and "
+               "upgrade do not list pre-releases"
+               for package, versions in sorted((snap.get("prereleases") or {}).items())
+               if versions]
+    return Report(diff, unverified, ignored)
 
-    def same(where: str, row: dict[str, Any], field_name: str, seen: Any, want: Any) -> None:
-        if is_unverified(row, field_name):
-            unverified.append(f"{where}: {field_name} = {want!r} (unverified; PyPI: {seen!r})")
-        elif seen != want:
-            diff.append(f"{where}: {field_name} is {want!r} in the knowledge, {seen!r} on PyPI "
-                        f"({row.get('src', 'no src')})")
 
-    newest = snap["newest"]
-    # engines
+def _compare_engines(kb: KnowledgeView, snap: dict[str, Any], f: _Findings) -> None:
+    """Each engine release's pins, Python range and CUDA major; the newest known."""
+    newest, diff, unverified, same = snap["newest"], f.diff, f.unverified, f.same
     for name, (package, releases) in sorted(kb.engines().items()):
         seen_all = snap["engines"].get(name, {})
         if newest.get(package) not in releases:
@@ -213,6 +243,14 @@ def compare(kb: KnowledgeView, snap: dict[str, Any]) -> Report:
                 continue
             same(where, row, "torch", seen["torch"], str(row["torch"]))
             same(where, row, "cuda_major", seen["cuda_major"], row["cuda_major"])
+            for pinned in ("kernel", "flashinfer"):  # SGLang's lockstep pins
+                if pinned in row:
+                    same(where, row, pinned, seen.get(pinned), str(row[pinned]))
+            fi_row = kb.flashinfer(name).get(version)
+            if fi_row is not None and not fi_row.get("extra_only"):  # vLLM's own table
+                pin = str(seen.get("flashinfer", "")).rpartition("==")[2] or None
+                same(f"engines.{name}.flashinfer.{version}", fi_row, "python", pin,
+                     str(fi_row["python"]))
             if "python" in seen:
                 same(where, row, "python", seen["python"], spec(row["python"]))
             elif not is_unverified(row, "python"):
@@ -221,7 +259,11 @@ def compare(kb: KnowledgeView, snap: dict[str, Any]) -> Report:
             else:
                 unverified.append(f"{where}: python = {row['python']!r} (unverified; PyPI's "
                                   f"stub says {seen.get('python_stub')!r})")
-    # torch
+
+
+def _compare_torch(kb: KnowledgeView, snap: dict[str, Any], f: _Findings) -> None:
+    """Each torch minor's Python range, CUDA major and C++ standard (compile probe)."""
+    newest, diff, unverified, same = snap["newest"], f.diff, f.unverified, f.same
     rows = kb.torch_rows()
     newest_minor = _minor(newest["torch"])
     if newest_minor not in rows:
@@ -254,7 +296,11 @@ def compare(kb: KnowledgeView, snap: dict[str, Any]) -> Report:
             same(where, row, "cxx_min", verdicts.pop(), row.get("cxx_min"))
         elif "cxx_min" in row:
             diff.append(f"{where}: cxx_min has no compile probe in the snapshot (run refresh)")
-    # flash-attn
+
+
+def _compare_flash_attn(kb: KnowledgeView, snap: dict[str, Any], f: _Findings) -> None:
+    """Each flash-attn release's build facts from its setup.py."""
+    newest, diff, same = snap["newest"], f.diff, f.same
     fa = kb.flash_attn()
     seen_fa = snap["flash_attn"]
     if newest["flash-attn"] not in fa["releases"]:
@@ -283,16 +329,6 @@ def compare(kb: KnowledgeView, snap: dict[str, Any]) -> Report:
         same("flash_attn", fa, "archs_env_since", first, fa.get("archs_env_since"))
         values = sorted({a for v in with_env for a in seen_fa[v]["default_archs"]}, key=int)
         same("flash_attn", fa, "arch_values", values, fa.get("arch_values"))
-    cuda_diff, cuda_unverified, ignored = _cuda_toolkit(kb, snap)
-    diff += cuda_diff
-    unverified += cuda_unverified
-    ignored += [f"{package}: {len(versions)} pre-release(s) newer than {newest.get(package)} "
-               f"({', '.join(versions[:3])}{' ... ' + versions[-1] if len(versions) > 3 else ''})"
-               ", deliberately not known: the knowledge holds final releases, and outdated and "
-               "upgrade do not list pre-releases"
-               for package, versions in sorted((snap.get("prereleases") or {}).items())
-               if versions]
-    return Report(diff, unverified, ignored)
 
 
 def _cuda_toolkit(kb: KnowledgeView, snap: dict[str, Any]

@@ -13,6 +13,7 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from dockergen.maint import pypi
@@ -165,6 +166,14 @@ def observe_engine(pages: Pages, package: str, version: str) -> dict[str, Any] |
         "cuda_from": f"{cuda_from}: {', '.join(names[:3])}" if cuda_from else None,
         "file": source.filename, "sha256": source.sha256,
     }
+    # the kernel packages a release pins in lockstep (SGLang: sglang-kernel; vLLM and
+    # SGLang: flashinfer-python), as the facts write them: NAME[EXTRAS]==VERSION
+    for field_name, name in (("kernel", "sglang-kernel"), ("flashinfer", "flashinfer-python")):
+        exact = [r for r in reqs if canonicalize_name(r.name) == name and _base(r)
+                 and str(r.specifier).startswith("==")]
+        if exact:
+            extras = f"[{','.join(sorted(exact[0].extras))}]" if exact[0].extras else ""
+            out[field_name] = f"{name}{extras}{exact[0].specifier}"
     python = spec(_field(meta, "Requires-Python"))
     tags = sorted({(int(m.group(1)), int(m.group(2))) for f in files
                    if (m := re.search(r"-cp(\d)(\d+)-cp\d+-manylinux[^-]*x86_64\.whl$",
