@@ -71,7 +71,9 @@ def has_facts(name: str) -> bool:
 
 
 # The tables a user knowledge file may add rows to: rows of facts keyed by a release (of the
-# component, or of the engine for vLLM's FlashInfer pins) or by a quantization method. Every
+# component, or of the engine for vLLM's FlashInfer pins, or of the kernel package for the
+# engines' `kernels`: their wheel members come from the shipped rows, their codes have a shape
+# of their own) or by a quantization method. Every
 # other table stays closed because its values reach the Dockerfile or the build without a
 # shape of their own to check them against: apt package names (tensorrt_llm.runtime_apt),
 # pinned tool and build-dependency versions (python.tools, flash_attn.build_deps), URLs and
@@ -79,14 +81,14 @@ def has_facts(name: str) -> bool:
 # (*.arch_scoped_libraries), server flags (vllm.removed_flags, sglang.flag_aliases), GPU
 # names and compute capabilities that become arch lists (cuda.gpus, cuda.cuda_archs,
 # flash_attn.arch_*), and single values that are not tables at all. The one list: the
-# loader checks against it and builds its fixes from it (README: "knowledge" row).
+# loader checks against it and builds its fixes from it (docs/knowledge.md).
 ADDABLE: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "cuda": ("cuda",),
     "flash_attn": ("releases",),
     "torch": ("releases",),
-    "serving/sglang": ("releases", "quantization", "kv_cache"),
+    "serving/sglang": ("releases", "quantization", "kv_cache", "kernels"),
     "serving/tensorrt_llm": ("releases", "quantization", "kv_cache"),
-    "serving/vllm": ("releases", "quantization", "kv_cache", "flashinfer"),
+    "serving/vllm": ("releases", "quantization", "kv_cache", "flashinfer", "kernels"),
 })
 
 # Shapes of the strings in shipped rows, narrowest first: a user's value must have the
@@ -121,6 +123,8 @@ _STRING_SHAPES: tuple[tuple[str, str, Callable[[str], bool]], ...] = (
      lambda t: bool(re.fullmatch(rf"{_RANGE}(?:,{_RANGE})*", t)) and _parses(SpecifierSet)(t)),
     ("pin", "a pinned requirement NAME[EXTRAS]==VERSION",
      lambda t: bool(re.fullmatch(rf"{_NAME}(?:\[{_NAME}(?:,{_NAME})*\])?=={_VERSION}", t))),
+    ("kernel code", "GPU code like sass_90a or ptx_80",
+     lambda t: bool(re.fullmatch(r"(?:sass|ptx)_[0-9]+a?", t))),
 )
 
 

@@ -14,7 +14,7 @@ Credentials come from ``DOCKERGEN_INDEX_USERNAME``/``DOCKERGEN_INDEX_PASSWORD`` 
 (``$NETRC`` or ``~/.netrc``) for the index's host; they are sent only to that host and never
 written or printed. May import: :mod:`dockergen.api`, :mod:`dockergen.components.serving`,
 :mod:`dockergen.errors`, :mod:`dockergen.knowledge`, :mod:`dockergen.model`,
-:mod:`dockergen.ranges`.
+:mod:`dockergen.ranges`, :mod:`dockergen.retry`.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
+from dockergen import retry
 from dockergen.api import resolve_profile
 from dockergen.components.serving import engine_for
 from dockergen.errors import (
@@ -63,6 +64,9 @@ PAGE_LIMIT = 64 << 20
 # A wheel is read whole (an index without range requests) only up to this size: a mirror
 # that serves a 400 MB vLLM wheel that way gets a clear refusal, not a long download.
 WHEEL_LIMIT = 64 << 20
+# One library read out of a wheel (range requests: only its compressed bytes travel) to list
+# its GPU code: vLLM 0.9.1's _C.abi3.so is 287 MiB unpacked, newer ones under 100 MiB.
+MEMBER_LIMIT = 512 << 20
 TIMEOUT_S = 30
 USER_ENV, PASSWORD_ENV = "DOCKERGEN_INDEX_USERNAME", "DOCKERGEN_INDEX_PASSWORD"
 _ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
@@ -181,12 +185,16 @@ def _read(url: str, limit: int = PAGE_LIMIT, span: tuple[int, int] | None = None
         token = base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
         # never sent on a redirect to another host
         request.add_unredirected_header("Authorization", f"Basic {token}")
-    try:
+    def fetch() -> tuple[bytes, str, int]:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as resp:  # noqa: S310
-            body = resp.read(limit + 1)
-            kind = resp.headers.get("Content-Range" if span else "Content-Type", "")
-            if span is not None and resp.status != 206:
-                raise IndexReadError(f"{redact(url)}: the server ignores range requests")
+            return (resp.read(limit + 1),
+                    resp.headers.get("Content-Range" if span else "Content-Type", ""),
+                    resp.status)
+
+    try:
+        body, kind, status = retry.retried(fetch)
+        if span is not None and status != 206:
+            raise IndexReadError(f"{redact(url)}: the server ignores range requests")
     except urllib.error.HTTPError as exc:
         hint = (f"; give credentials in {USER_ENV}/{PASSWORD_ENV} or netrc"
                 if exc.code in (401, 403) else "")
@@ -268,10 +276,9 @@ def _ranges(url: str) -> RangeReader:
     return reader
 
 
-def wheel_member(url: str, pattern: str, shown: str) -> str:
-    """The text of the one member of the wheel at ``url`` whose name matches ``pattern``:
-    through range requests, else (an index without them) the wheel whole up to
-    :data:`WHEEL_LIMIT`."""
+def _wheel(url: str, shown: str) -> zipfile.ZipFile:
+    """The wheel at ``url`` as a zip: through range requests, else (an index without them)
+    whole up to :data:`WHEEL_LIMIT`."""
     try:
         source: Any = io.BufferedReader(_ranges(url), BLOCK)
     except IndexReadError as exc:
@@ -283,13 +290,40 @@ def wheel_member(url: str, pattern: str, shown: str) -> str:
                                  404) from exc
         source = io.BytesIO(whole)
     try:
-        with zipfile.ZipFile(source) as zf:
+        return zipfile.ZipFile(source)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise IndexReadError(f"{shown}: not a readable wheel ({exc})") from None
+
+
+def wheel_member(url: str, pattern: str, shown: str) -> str:
+    """The text of the one member of the wheel at ``url`` whose name matches ``pattern``."""
+    try:
+        with _wheel(url, shown) as zf:
             names = [n for n in zf.namelist() if re.fullmatch(pattern, n)]
             if len(names) != 1:
                 raise IndexReadError(f"{shown}: not one member like {pattern} in the wheel")
             return zf.read(names[0]).decode("utf-8", "replace")
     except (zipfile.BadZipFile, OSError) as exc:
         raise IndexReadError(f"{shown}: not a readable wheel ({exc})") from None
+
+
+def wheel_members(url: str, names: list[str], shown: str) -> dict[str, bytes]:
+    """The members of the wheel at ``url`` among ``names`` (those it holds), each up to
+    :data:`MEMBER_LIMIT` unpacked."""
+    out = {}
+    try:
+        with _wheel(url, shown) as zf:
+            for info in zf.infolist():
+                if info.filename not in names:
+                    continue
+                if info.file_size > MEMBER_LIMIT:
+                    raise IndexReadError(f"{shown}: {info.filename} is {info.file_size} bytes "
+                                         f"unpacked, more than the {MEMBER_LIMIT >> 20} MiB "
+                                         "dockergen reads of one library")
+                out[info.filename] = zf.read(info)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise IndexReadError(f"{shown}: not a readable wheel ({exc})") from None
+    return out
 
 
 def read_file(url: str, limit: int = PAGE_LIMIT) -> bytes | None:

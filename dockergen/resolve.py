@@ -25,6 +25,7 @@ from dockergen import __version__, knowledge
 from dockergen.components import cuda, flash_attn, image, python, torch
 from dockergen.components.base import Context
 from dockergen.components.serving import engine_for
+from dockergen.components.serving.base import ServingPart
 from dockergen.errors import Edit, Problem, ProfileError, Severity
 from dockergen.loader import LoadedProfile, with_overrides
 from dockergen.model import (
@@ -34,11 +35,13 @@ from dockergen.model import (
     BuildBase,
     CudaBase,
     Derivation,
+    FlashAttnStage,
     Mode,
     Resolved,
     RuntimeStage,
 )
 from dockergen.pins import BasePins, read_pins
+from dockergen.profile import Profile
 
 
 def checks(loaded: LoadedProfile, python_lock: bool = True) -> list[Callable[[Context], None]]:
@@ -49,7 +52,7 @@ def checks(loaded: LoadedProfile, python_lock: bool = True) -> list[Callable[[Co
     """
     engine = engine_for(loaded.profile.engine.name)
     return [cuda.check_gpus, cuda.check_cuda, cuda.check_locked, engine.check_release,
-            engine.check_kernels, torch.check,
+            engine.check_kernels, engine.check_flashinfer_on_pypi, torch.check,
             python.check_python_source, flash_attn.check, engine.check_quantization,
             engine.check_scheduler, engine.check_server_args, engine.check_model_path,
             engine.check_extra_args, engine.check_packages, image.check_tags,
@@ -199,37 +202,23 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit",
     return dataclasses.replace(resolved, derivations=resolved.derivations + added)
 
 
-def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool,
-             pins: BasePins | None) -> Resolved:
-    ctx = check(loaded, python_lock, pins)
-    if any(pr.severity is Severity.ERROR for pr in ctx.problems):
-        raise ProfileError(ctx.problems)
-    p = loaded.profile
-    engine = engine_for(p.engine.name)
-    d: list[Derivation] = []
-
-    cuda_part = cuda.derive(ctx, d)
-    python_part = python.derive(ctx, d, mode)
-    torch_install = torch.derive(ctx, d, mode)
-    fa = flash_attn.derive(ctx, d, cuda_part.arch_list, mode)
-    serving = engine.derive(ctx, d, torch_install, fa is not None, mode)
-
-    base = BuildBase(
-        cuda=CudaBase(image=cuda_part.base.image,
-                      apt=tuple(sorted(cuda_part.base.apt + python_part.build_apt
-                                        + flash_attn.build_apt(ctx))),
-                      ca_certificates=cuda_part.base.ca_certificates,
-                      cert_dir=cuda_part.base.cert_dir),
-        python=python_part.setup, torch=torch_install)
-
-    env = {**cuda_part.env, **python_part.env, **serving.env}
-    _check_env_names(loaded, env)
-    env.update(p.serving.env)
-    for name, value in sorted(p.serving.env.items()):
+def _runtime_env(loaded: LoadedProfile, derived: dict[str, str], d: list[Derivation]
+                 ) -> dict[str, str]:
+    """The runtime image's environment: what dockergen derives, then serving.env (which may
+    not replace what the image depends on)."""
+    _check_env_names(loaded, derived)
+    user = loaded.profile.serving.env
+    for name, value in sorted(user.items()):
         d.append(Derivation(f"env {name}", value, "from serving.env (runtime image)", ""))
-    release_tags = image.tags(p)
-    stage = serving.stage
-    lock_core: dict[str, Any] = {
+    return {**derived, **user}
+
+
+def _lock_core(p: Profile, ctx: Context, cuda_part: cuda.CudaPart,
+               python_part: python.PythonPart, fa: FlashAttnStage | None, base: BuildBase,
+               serving: ServingPart, release_tags: list[str]) -> dict[str, Any]:
+    """What the profile hash covers: the profile's image inputs and every derived value."""
+    torch_install, stage = base.torch, serving.stage
+    return {
         # matrix: variants are resolved with it removed; cache_ref/attest only steer the
         # bake target, not the image content, so they leave the hash (and dg- tag) alone.
         # serving.hf_config only feeds `plan`/`validate` and observe: only monitoring
@@ -259,26 +248,16 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool,
             "tags": release_tags,
         },
     }
-    canonical = json.dumps(lock_core, sort_keys=True, separators=(",", ":"))
-    profile_hash = "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
-    # the immutable dg-<hash> tag hashes the build's inputs; `build` adds it (buildid.py)
-    tags = tuple(release_tags)
 
-    labels = image.labels(p, cuda_part.runtime_image, profile_hash, {
-        **cuda_part.labels,
-        "dockergen.flash-attn.archs": fa.archs if fa else "none",
-        "dockergen.engine": stage.requirement,
-        "dockergen.torch": torch_install.version,
-    }, d)
+
+def _runtime_stage(p: Profile, cuda_part: cuda.CudaPart, python_part: python.PythonPart,
+                   fa: FlashAttnStage | None, serving: ServingPart, env: dict[str, str],
+                   labels: dict[str, str], mode: Mode) -> RuntimeStage:
+    """The runtime stage: the CUDA runtime image with the venv, the server and its checks."""
     uid, start_period = p.runtime.uid, p.serving.health_start_period_s
-    d.append(Derivation("USER", f"{uid}:{uid}", "from runtime.uid: the numeric non-root user "
-                        "of the runtime image (label dockergen.runtime.uid)", ""))
-    d.append(Derivation("HEALTHCHECK --start-period", f"{start_period}s",
-                        "from serving.health_start_period_s: time for model loading before "
-                        "failed health checks count", ""))
     layers = python.venv_layers(p.python, p.cuda.version.split(".")[0], mode,
                                                serving.layer_packages)
-    runtime = RuntimeStage(
+    return RuntimeStage(
         image=cuda_part.runtime_image,
         apt=tuple(sorted(cuda_part.runtime_apt + python_part.runtime_apt
                          + serving.runtime_apt)),
@@ -293,9 +272,52 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool,
         jit_toolchain=p.runtime.jit_toolchain, jit_c_compiler=serving.c_compiler,
         venv_layers=layers,
     )
-    smoke = [torch.smoke_import(torch_install), *serving.smoke]
-    if fa is not None:
-        smoke.append(flash_attn.smoke_import(fa))
+
+
+def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool,
+             pins: BasePins | None) -> Resolved:
+    ctx = check(loaded, python_lock, pins)
+    if any(pr.severity is Severity.ERROR for pr in ctx.problems):
+        raise ProfileError(ctx.problems)
+    p = loaded.profile
+    engine = engine_for(p.engine.name)
+    d: list[Derivation] = []
+
+    cuda_part = cuda.derive(ctx, d)
+    python_part = python.derive(ctx, d, mode)
+    torch_install = torch.derive(ctx, d, mode)
+    fa = flash_attn.derive(ctx, d, cuda_part.arch_list, mode)
+    serving = engine.derive(ctx, d, torch_install, fa is not None, mode)
+
+    base = BuildBase(
+        cuda=CudaBase(image=cuda_part.base.image,
+                      apt=tuple(sorted(cuda_part.base.apt + python_part.build_apt
+                                        + flash_attn.build_apt(ctx))),
+                      ca_certificates=cuda_part.base.ca_certificates,
+                      cert_dir=cuda_part.base.cert_dir),
+        python=python_part.setup, torch=torch_install)
+
+    env = _runtime_env(loaded, {**cuda_part.env, **python_part.env, **serving.env}, d)
+    release_tags = image.tags(p)
+    stage = serving.stage
+    lock_core = _lock_core(p, ctx, cuda_part, python_part, fa, base, serving, release_tags)
+    canonical = json.dumps(lock_core, sort_keys=True, separators=(",", ":"))
+    profile_hash = "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+    labels = image.labels(p, cuda_part.runtime_image, profile_hash, {
+        **cuda_part.labels,
+        "dockergen.flash-attn.archs": fa.archs if fa else "none",
+        "dockergen.engine": stage.requirement,
+        "dockergen.torch": torch_install.version,
+    }, d)
+    d.append(Derivation("USER", f"{p.runtime.uid}:{p.runtime.uid}", "from runtime.uid: the "
+                        "numeric non-root user of the runtime image (label "
+                        "dockergen.runtime.uid)", ""))
+    d.append(Derivation("HEALTHCHECK --start-period", f"{p.serving.health_start_period_s}s",
+                        "from serving.health_start_period_s: time for model loading before "
+                        "failed health checks count", ""))
+    runtime = _runtime_stage(p, cuda_part, python_part, fa, serving, env, labels, mode)
+    smoke = [torch.smoke_import(torch_install), *serving.smoke,
+             *([flash_attn.smoke_import(fa)] if fa is not None else [])]
     lock = {"dockergen": __version__, "mode": mode, "profile_hash": profile_hash, **lock_core}
     return Resolved(
         profile=p, mode=mode, source_name=loaded.path.name,
@@ -304,7 +326,7 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool,
         context_files=MappingProxyType({
             **python_part.context_files, **serving.serve.context_files, **serving.context_files,
             **{f"{CERT_DIR}/extra-{i}.crt": pem for i, pem in enumerate(ctx.certificates)}}),
-        tags=tags,
+        tags=tuple(release_tags),  # the dg-<hash> tag of the inputs: `build` adds it
         lock=lock, profile_hash=profile_hash, smoke_imports=tuple(smoke),
         arch_scopes=serving.arch_scopes, serve_parser=serving.serve_parser,
         derivations=tuple(d),

@@ -17,8 +17,8 @@ smoke test runs the release's own parser).
 file with the derived rows, and a profile that extends the user's with exactly the changed
 fields and that knowledge file (so ``git diff`` shows the change and the user decides).
 May import: :mod:`dockergen.atomic`, :mod:`dockergen.components`, :mod:`dockergen.errors`,
-:mod:`dockergen.knowledge`, :mod:`dockergen.loader`, :mod:`dockergen.model`,
-:mod:`dockergen.outdated`, :mod:`dockergen.resolve`.
+:mod:`dockergen.kernels`, :mod:`dockergen.knowledge`, :mod:`dockergen.loader`,
+:mod:`dockergen.model`, :mod:`dockergen.outdated`, :mod:`dockergen.resolve`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
-from dockergen import atomic, knowledge, outdated
+from dockergen import atomic, kernels, knowledge, outdated
 from dockergen.components import cuda
 from dockergen.components.serving import engine_for
 from dockergen.errors import DockergenError, ExitCode, ProfileError, Severity, redact
@@ -82,6 +82,8 @@ class Plan:
     index: str
     moves: tuple[Move, ...]  # newest first
     derived: dict[str, dict[str, Any]] = field(default_factory=dict)  # version -> row
+    # kernel-package version -> its `kernels` row, for releases whose kernels were read here
+    derived_kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def proposal(self) -> Move | None:
@@ -193,6 +195,36 @@ def derive_row(index: str, engine: str, package: str, version: str) -> dict[str,
     return out
 
 
+def derive_kernels(index: str, engine: str, version: str, row: dict[str, Any]
+                   ) -> tuple[str, dict[str, Any]] | None:
+    """(kernel-package version, its ``kernels`` row) for a release dockergen lacks, read
+    from the kernel package's wheel on ``index``: the fatbin code of the libraries every
+    model loads (the engine's ``kernel_libraries``). None when the engine keeps no such
+    facts, the facts already know that version, or the wheel holds none of the libraries
+    (a pure-Python build: the kernel rule then warns that nothing was read)."""
+    serving = engine_for(engine)
+    facts = serving.facts()
+    spec = facts.get("kernel_libraries")
+    kernel_version = serving.kernel_version(version, row) if spec else None
+    if spec is None or kernel_version is None or kernel_version in facts.get("kernels", {}):
+        return None
+    package = str(spec["package"])
+    wheels = sorted((f.name, f.url) for f in outdated.files(index, package)
+                    if str(f.version) == kernel_version and f.name.endswith("x86_64.whl"))
+    if not wheels:
+        raise UpgradeError(f"{package} {kernel_version}: the index lists no x86_64 wheel "
+                           "of it, so the GPUs its kernels run on cannot be read")
+    name, url = wheels[-1]
+    wanted = sorted({m for members in spec["select"].values() for m in members})
+    found = outdated.wheel_members(url, wanted, name)
+    if not found:
+        return None
+    code = {m: list(kernels.code_of(data)) for m, data in sorted(found.items())}
+    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    return kernel_version, {"code": code, "src": f"observed by dockergen upgrade from "
+                                                f"{redact(index)} on {today}: {name} .nv_fatbin"}
+
+
 # --- moves ---------------------------------------------------------------------------------
 
 def _value(loaded: LoadedProfile, dotted: str) -> str:
@@ -265,9 +297,9 @@ def _accepted(loaded: LoadedProfile, edited: LoadedProfile, torch_pin: str | Non
         notes.append(f"CUDA {loaded.profile.cuda.version} -> {edited.profile.cuda.version}: "
                      "the base images and every CUDA wheel change")
     if not known:
-        notes.append("not in dockergen's knowledge: its serve flags, metric names, "
-                     "quantization floors and kernel archs are not read here; the image's "
-                     "smoke test runs the release's own argument parser on the exact command")
+        notes.append("not in dockergen's knowledge: its serve flags, metric names and "
+                     "quantization floors are not read here; the image's smoke test runs the "
+                     "release's own argument parser on the exact command")
     return Move(version, known, True, changes=changes, notes=tuple(notes))
 
 
@@ -291,35 +323,51 @@ def plan(path: Path, overrides: tuple[str, ...] = (), index: str | None = None,
     else:
         wanted = sorted((v for v in listed if v > Version(p.engine.version)), reverse=True)
     facts_name = engine.facts_file
-    derived: dict[str, dict[str, Any]] = {}
+    derived: dict[str, dict[str, dict[str, Any]]] = {"releases": {}, "kernels": {}}
     moves = []
     for v in wanted:
         known = str(v) in engine.versions()
         if not known:
-            try:
-                derived[str(v)] = derive_row(where, p.engine.name, package, str(v))
-            except (UpgradeError, outdated.IndexReadError) as exc:
-                moves.append(Move(str(v), False, False, reasons=(str(exc),)))
-                continue
-            problems = knowledge.row_problems(facts_name, "releases", str(v), derived[str(v)])
-            if problems:
-                moves.append(Move(str(v), False, False, reasons=tuple(
-                    f"derived row: {m}" for _, m, _ in problems)))
-                del derived[str(v)]
+            refused = _derive(where, p.engine.name, package, str(v), derived)
+            if refused:
+                moves.append(Move(str(v), False, False, reasons=refused))
                 continue
         overlay = _with_rows(loaded.user_facts, facts_name, derived)
         moves.append(_move(dataclasses.replace(loaded, user_facts=overlay), str(v), known,
                            driver))
     return Plan(str(path), p.engine.name, p.engine.version, redact(where), tuple(moves),
-                derived)
+                derived["releases"], derived["kernels"])
+
+
+def _derive(index: str, engine: str, package: str, version: str,
+            derived: dict[str, dict[str, dict[str, Any]]]) -> tuple[str, ...]:
+    """Derive the release row and kernel code of ``version`` into ``derived``; the reasons
+    the move is refused when they cannot be (nothing is kept then)."""
+    facts_name = engine_for(engine).facts_file
+    try:
+        row = derive_row(index, engine, package, version)
+        problems = knowledge.row_problems(facts_name, "releases", version, row)
+        code = None if problems else derive_kernels(index, engine, version, row)
+    except (UpgradeError, outdated.IndexReadError) as exc:
+        return (str(exc),)
+    if code is not None:
+        problems += knowledge.row_problems(facts_name, "kernels", code[0], code[1])
+    if problems:
+        return tuple(f"derived row: {m}" for _, m, _ in problems)
+    derived["releases"][version] = row
+    if code is not None:
+        derived["kernels"][code[0]] = code[1]
+    return ()
 
 
 def _with_rows(user: dict[str, dict[str, dict[str, Any]]], facts_name: str,
-               rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+               tables: dict[str, dict[str, dict[str, Any]]]
+               ) -> dict[str, dict[str, dict[str, Any]]]:
     merged = {k: {t: dict(r) for t, r in v.items()} for k, v in user.items()}
-    table = merged.setdefault(facts_name, {}).setdefault("releases", {})
-    for key, row in rows.items():
-        table[key] = {**row, "user": "dockergen upgrade"}
+    for name, rows in tables.items():
+        table = merged.setdefault(facts_name, {}).setdefault(name, {})
+        for key, row in rows.items():
+            table[key] = {**row, "user": "dockergen upgrade"}
     return merged
 
 
@@ -360,10 +408,15 @@ def write(result: Plan, path: Path) -> list[Path]:
     written = []
     lists = list(loaded.profile.knowledge)
     if chosen.version in result.derived:
-        facts = engine_for(result.engine).facts_file
+        row = result.derived[chosen.version]
+        engine = engine_for(result.engine)
+        tables: dict[str, Any] = {"releases": {chosen.version: row}}
+        kernel_version = (engine.kernel_version(chosen.version, row)
+                          if "kernel_libraries" in engine.facts() else None)
+        if kernel_version in result.derived_kernels:
+            tables["kernels"] = {kernel_version: result.derived_kernels[kernel_version]}
         kfile = path.with_name(f"{stem}.knowledge.yaml")
-        body = yaml.safe_dump({facts: {"releases": {chosen.version: result.derived[
-            chosen.version]}}}, sort_keys=True, width=100)
+        body = yaml.safe_dump({engine.facts_file: tables}, sort_keys=True, width=100)
         atomic.write_file(kfile, f"{_HEADER} (knowledge)\n{body}", ours=_ours)
         written.append(kfile)
         lists.append(kfile.name)

@@ -1,4 +1,4 @@
-"""The one-way flow of the README's Architecture section, enforced on the import graph.
+"""The one-way flow of docs/architecture.md, enforced on the import graph.
 
 Every module's imports (top level and inside functions) are read with ``ast`` and checked
 against the layer it belongs to. A violation names the module and the import.
@@ -28,6 +28,9 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.atomic": {"dockergen.errors", "dockergen.inputs"},
     "dockergen.refs": set(),  # the image-reference grammar: a leaf every layer may read
     "dockergen.ranges": set(),  # a remote file through range requests (leaf)
+    "dockergen.retry": set(),  # an HTTP read tried again when it failed transiently (leaf)
+    # which GPUs compiled code runs on: the image audit's reader, loaded from the templates
+    "dockergen.kernels": {"dockergen.resources"},
     # the base-image lock read as the typed pins resolution applies
     "dockergen.pins": {"dockergen.errors", "dockergen.inputs", "dockergen.refs"},
     "dockergen.knowledge": set(),
@@ -39,6 +42,8 @@ ALLOWED: dict[str, set[str]] = {
                                  "dockergen.profile", "dockergen.resources",
                                  "dockergen.yamlsource"},
     "dockergen.schema": _BASE | {"dockergen.profile"},
+    # the Markdown profile reference: written from the schema, never from the model itself
+    "dockergen.reference": {"dockergen.schema"},
     "dockergen.buildid": {"dockergen"},
     "dockergen.buildrecord": set(),  # the build record's Status: build writes, deploy reads
     "dockergen.model": _BASE | {"dockergen.profile"},
@@ -53,7 +58,8 @@ ALLOWED: dict[str, set[str]] = {
                                                      "dockergen.components.torch"},
     "dockergen.components.serving.base": _COMPONENT | {"dockergen.components.cuda",
                                                        "dockergen.components.python",
-                                                       "dockergen.components.torch"},
+                                                       "dockergen.components.torch",
+                                                       "dockergen.kernels"},
     # a serving engine sees the shared engine base, never another engine
     "dockergen.components.serving.": _COMPONENT | {"dockergen.components.serving.base"},
     "dockergen.components.serving": {"dockergen.components.serving",
@@ -108,12 +114,14 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.observe": {"dockergen.observe.generate"},
     # newer releases on an index, judged by resolving the profile moved to each
     "dockergen.outdated": _BASE | {"dockergen.api", "dockergen.components.serving",
-                                   "dockergen.knowledge", "dockergen.model", "dockergen.ranges"},
+                                   "dockergen.knowledge", "dockergen.model", "dockergen.ranges",
+                                   "dockergen.retry"},
     # who writes which file of a locked closure (RECORDs read from the index)
     "dockergen.owners": _BASE | {"dockergen.components.python", "dockergen.outdated"},
     # a profile moved to newer releases: resolution with facts derived from the index
     "dockergen.upgrade": _BASE | {"dockergen.components.cuda", "dockergen.components.serving",
-                                  "dockergen.knowledge", "dockergen.loader", "dockergen.model",
+                                  "dockergen.kernels", "dockergen.knowledge",
+                                  "dockergen.loader", "dockergen.model",
                                   "dockergen.outdated", "dockergen.resolve"},
     "dockergen.cli": {"dockergen", "dockergen.*"},
     "dockergen.__main__": {"dockergen.cli"},
@@ -122,7 +130,7 @@ ALLOWED: dict[str, set[str]] = {
     # maintainer tools: read the knowledge files and PyPI, never the rendering pipeline
     "dockergen.maint": set(),
     "dockergen.maint.": _BASE | {"dockergen.knowledge", "dockergen.maint", "dockergen.ranges",
-                                 "dockergen.maint.*"},
+                                 "dockergen.retry", "dockergen.maint.*"},
 }
 # Third-party packages with one owner.
 ONLY_IMPORTER = {"docker": "dockergen.daemon.docker", "requests": "dockergen.daemon.docker",
@@ -169,7 +177,7 @@ def _allowed_for(module: str) -> set[str]:
         if key.endswith(".") and module.startswith(key):
             return value
     raise AssertionError(f"{module} has no layer in tests/test_architecture.py: add it to the "
-                         "README's Architecture section and to ALLOWED")
+                         "Architecture page (docs/architecture.md) and to ALLOWED")
 
 
 def _permits(allowed: set[str], target: str) -> bool:

@@ -21,16 +21,20 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PROFILES, run_cli
+from tests.test_image_audit import _compile
 
 H100 = str(PROFILES / "h100-fp8.yaml")  # vLLM 0.33.0, torch 2.14.0, Python 3.12
 
 
-def _wheel(version: str, requires: list[str], python: str) -> bytes:
+def _wheel(version: str, requires: list[str], python: str,
+           libraries: dict[str, bytes] | None = None) -> bytes:
     meta = (f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n"
             f"Requires-Python: {python}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires))
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("vllm/__init__.py", f'__version__ = "{version}"\n')
+        for name, data in (libraries or {}).items():
+            zf.writestr(name, data)
         zf.writestr(f"vllm-{version}.dist-info/METADATA", meta)
         zf.writestr(f"vllm-{version}.dist-info/RECORD", "")
     return buf.getvalue()
@@ -61,10 +65,11 @@ NO_RANGES = {"0.36.0"}  # this file is served whole only (no range requests)
 class _Index(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         path = self.path.split("?", 1)[0]
+        releases: dict[str, bytes] = getattr(self.server, "releases", RELEASES)
         if path.rstrip("/") == "/simple/vllm":
             files = [{"filename": f"vllm-{v}-cp38-abi3-manylinux_2_28_x86_64.whl",
                       "url": f"/files/vllm-{v}-cp38-abi3-manylinux_2_28_x86_64.whl",
-                      "hashes": {}} for v in [*RELEASES, "0.33.0", "0.40.0rc1"]]
+                      "hashes": {}} for v in [*releases, "0.33.0", "0.40.0rc1"]]
             return self._send(json.dumps({"meta": {"api-version": "1.1"}, "name": "vllm",
                                           "files": files}).encode(),
                               "application/vnd.pypi.simple.v1+json")
@@ -78,10 +83,10 @@ class _Index(BaseHTTPRequestHandler):
                               "application/vnd.pypi.simple.v1+json")
         m = re.fullmatch(r"/files/vllm-([0-9.a-z]+)-cp38-abi3-manylinux_2_28_x86_64\.whl"
                          r"(\.metadata)?", path)
-        if not m or m.group(1) not in RELEASES:
+        if not m or m.group(1) not in releases:
             return self._send(b"", "text/plain", 404)
         version, meta = m.group(1), m.group(2)
-        body = RELEASES[version]
+        body = releases[version]
         if meta:
             if version not in WITH_METADATA:
                 return self._send(b"", "text/plain", 404)
@@ -109,14 +114,35 @@ class _Index(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="module")
-def index() -> Iterator[str]:
+def _serve(releases: dict[str, bytes]) -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Index)
+    server.releases = releases  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}/simple"
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture(scope="module")
+def index() -> Iterator[str]:
+    yield from _serve(RELEASES)
+
+
+LIBRARY = "vllm/_C_stable_libtorch.abi3.so"  # the library vLLM's CUDA platform loads
+
+
+@pytest.fixture(scope="module")
+def kernel_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Two releases whose wheels carry a real library built here by nvcc: one with code for
+    Blackwell only (sm_100), one with code an H100 runs (sm_90 and PTX 9.0)."""
+    tmp = tmp_path_factory.mktemp("kernels")
+    blackwell = _compile(tmp, "b.so", ["arch=compute_100,code=sm_100"]).read_bytes()
+    hopper = _compile(tmp, "h.so", ["arch=compute_90,code=sm_90",
+                                    "arch=compute_90,code=compute_90"]).read_bytes()
+    yield from _serve({
+        "0.41.0": _wheel("0.41.0", ["torch==2.14.0"], ">=3.11,<3.15", {LIBRARY: blackwell}),
+        "0.42.0": _wheel("0.42.0", ["torch==2.14.0"], ">=3.11,<3.15", {LIBRARY: hopper})})
 
 
 def _plan(*args: str) -> dict:
@@ -230,3 +256,28 @@ def test_pypi_an_older_vllm_is_offered_the_newest_valid_release() -> None:
     assert accepted and plan["proposal"] == accepted[0]["version"]
     assert all(["engine.version", "0.31.0", m["version"]] in m["changes"] for m in accepted)
     assert all(m["reasons"] for m in plan["moves"] if not m["ok"])
+
+
+def test_upgrade_reads_the_gpu_code_of_a_new_release_and_refuses_what_the_gpus_cannot_run(
+        kernel_index: str, tmp_path: Path) -> None:
+    plan = _plan(H100, "--index", kernel_index)
+    assert plan["derived_kernels"]["0.42.0"]["code"] == {LIBRARY: ["ptx_90", "sass_90"]}
+    assert plan["derived_kernels"]["0.41.0"]["code"] == {LIBRARY: ["sass_100"]}
+    assert plan["derived_kernels"]["0.41.0"]["src"].startswith(
+        f"observed by dockergen upgrade from {kernel_index} on ")
+    refused = _move(plan, "0.41.0")
+    assert not refused["ok"]
+    assert any(r.startswith("gpu.targets: vllm 0.41.0 cannot run on h100 (9.0); its compiled "
+                            f"kernels carry no code for that compute capability ({LIBRARY}: "
+                            "sass_100; observed by dockergen upgrade from") for r in
+               refused["reasons"]), refused["reasons"]
+    assert _move(plan, "0.42.0")["ok"] and plan["proposal"] == "0.42.0"
+
+    profile = tmp_path / "serve.yaml"
+    profile.write_text("extends: h100-fp8\nname: serve\n")
+    result = run_cli("upgrade", "serve.yaml", "--index", kernel_index, "--write", cwd=tmp_path)
+    assert result.rc == 0, result.err
+    facts = (tmp_path / "serve-vllm-0.42.0.knowledge.yaml").read_text()
+    assert "kernels:" in facts and "sass_90" in facts
+    moved = run_cli("validate", "serve-vllm-0.42.0.yaml", cwd=tmp_path)
+    assert moved.rc == 0 and "has not been read" not in moved.err, moved.err

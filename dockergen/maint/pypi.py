@@ -9,7 +9,7 @@
 Everything downloaded is kept under the cache folder (``DOCKERGEN_CACHE_DIR``, default
 ``~/.cache/dockergen``), keyed by the file's sha256 from the index, and verified against it
 where the whole file is read.
-May import: :mod:`dockergen.errors`, :mod:`dockergen.ranges`.
+May import: :mod:`dockergen.errors`, :mod:`dockergen.ranges`, :mod:`dockergen.retry`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dockergen import retry
 from dockergen.errors import DockergenError, ExitCode
 from dockergen.ranges import BLOCK, RangeReader
 
@@ -49,9 +50,12 @@ def cache_dir() -> Path:
 def _get(url: str, headers: dict[str, str] | None = None) -> bytes:
     req = urllib.request.Request(url, headers={"User-Agent": "dockergen-knowledge-check",
                                                **(headers or {})})
-    try:
+    def fetch() -> bytes:
         with urllib.request.urlopen(req, timeout=_TIMEOUT_S) as resp:  # noqa: S310 - https
             return bytes(resp.read())
+
+    try:
+        return retry.retried(fetch)
     except urllib.error.HTTPError as exc:
         raise PyPIError(f"{url}: HTTP {exc.code}") from exc
     except (urllib.error.URLError, TimeoutError, OSError) as exc:

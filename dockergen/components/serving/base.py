@@ -250,13 +250,14 @@ class ServingEngine:
                            *release_edits(c, self.facts()["releases"],
                                           lambda row: row["cuda_major"] == major)])
 
-    def kernel_version(self, release: str) -> str | None:
+    def kernel_version(self, release: str, row: Mapping[str, Any] | None = None) -> str | None:
         """The version of the package holding the release's compiled kernels: the engine's
-        own, or the one its release row pins (``kernel: NAME==VERSION``)."""
+        own, or the one its release row (``row``, else the facts') pins (``kernel:
+        NAME==VERSION``)."""
         facts = self.facts()
         if facts["kernel_libraries"]["package"] == facts["package"]:
             return release
-        pin = (facts["releases"].get(release) or {}).get("kernel")
+        pin = (row if row is not None else facts["releases"].get(release) or {}).get("kernel")
         return str(pin).split("==", 1)[1] if pin else None
 
     def kernel_code(self, release: str, cc: str) -> dict[str, list[str]] | None:
@@ -305,6 +306,26 @@ class ServingEngine:
                 "with \"no kernel image is available\"",
                 edits=[*release_edits(c, works), *c.drop(*bad),
                        *cuda.retarget(c, bad, lambda g: bool(self._runs(p.engine.version, g)))])
+
+    def check_flashinfer_on_pypi(self, c: Context) -> None:
+        """engine-pin-on-pypi: a release pinning a flashinfer-python PyPI never carried (vLLM
+        0.34.0: 0.7.3) cannot be installed from PyPI; from a mirror, it must be there."""
+        row = self.flashinfer_row(c)
+        if not row or row.get("python_on_pypi", True):
+            return
+        p = c.p
+        text = (f"{p.engine.name} {p.engine.version} requires flashinfer-python=={row['python']}, "
+                f"which PyPI does not carry ({row['src']})")
+        index = p.build.pip_index_url or p.build.flashinfer_index_url
+        if index:
+            c.warn(("engine", "version"), f"{text}; the build must find it on {index}",
+                   "check that the index carries it before a long build")
+            return
+        flashinfer = self.facts().get("flashinfer", {})
+        installable = {v: row for v, row in self.facts()["releases"].items()
+                       if (flashinfer.get(v) or {}).get("python_on_pypi", True)}
+        c.error(("engine", "version"), f"{text}: the engine cannot be installed from PyPI",
+                edits=release_edits(c, installable))
 
     def check_quantization(self, c: Context) -> None:
         """Weight and KV-cache methods exist for this engine and run on the targets."""
@@ -615,15 +636,10 @@ class ServingEngine:
         """Imports the built image must pass for what requirements() adds beside the engine."""
         return self.flashinfer_smoke_imports(c)
 
-    def derive(self, c: Context, d: list[Derivation], torch: TorchInstall,
-               flash_attn: bool, mode: Mode) -> ServingPart:
-        """The engine stage, the server command and the runtime contributions."""
+    def _explain_engine_index(self, c: Context, d: list[Derivation], indexes: list[str]
+                              ) -> None:
+        """Where the engine's wheels come from, when not from the main index."""
         p = c.p
-        indexes = self.indexes(c)
-        assert torch.from_main_index or indexes[0] == torch.index, (indexes, torch.index)
-        self.explain_requirements(c, d)
-        lock_args: tuple[str, ...] = ()
-        files: dict[str, bytes] = {}
         engine_index = p.build.engine_index_url or self.facts().get("extra_index_url")
         if engine_index:
             assert engine_index in indexes, (engine_index, indexes)
@@ -633,6 +649,65 @@ class ServingEngine:
                                 f"{p.engine.name}'s own wheel index (an extra index of the "
                                 "engine install)", "" if p.build.engine_index_url
                                 else f"{self.facts_file}.yaml extra_index_url"))
+
+    def _locked_install(self, c: Context, d: list[Derivation], indexes: list[str],
+                        files: dict[str, bytes]) -> tuple[str, ...]:
+        """uv's arguments for an install from the profile's hashed Python lock (which joins
+        the context files), or none without a lock."""
+        if c.python_lock is None:
+            return ()
+        # every artifact is pinned by its sha256, so index order decides nothing: the
+        # best-match strategy only lets uv find each pinned file wherever it is served.
+        inputs = self.lock_inputs(c)
+        files[LOCK_IN_CONTEXT] = c.python_lock.encode("utf-8")
+        d.append(Derivation("python lock", LOCK_IN_IMAGE, "the profile's hashed Python "
+                            "lock (dockergen lock --python) matches it",
+                            f"{c.loaded.path.stem}{LOCK_SUFFIX}"))
+        return ("--require-hashes", "--no-deps", "--index-strategy",
+                "unsafe-best-match", "--index-url", str(inputs["main_index"]),
+                *(a for i in indexes for a in ("--extra-index-url", i)))
+
+    def _constraints(self, c: Context, d: list[Derivation], files: dict[str, bytes],
+                     locked: bool) -> tuple[str, ...]:
+        """The install's constraints (none with a lock, which pins every file; they join the
+        context files), and the derivations of the packages the profile adds."""
+        p = c.p
+        constraints = () if locked else cuda.major_constraints(p.cuda.version)
+        if constraints:
+            files[CONSTRAINTS_IN_CONTEXT] = "".join(f"{c}\n" for c in constraints).encode()
+            d.append(Derivation("install constraints", ", ".join(constraints),
+                                "CUDA Python bindings of the image's CUDA major only: an "
+                                "older major's cuda-python overwrote cuda-bindings' files",
+                                "cuda.yaml same_major_packages"))
+        for pin in p.packages.pip:
+            d.append(Derivation("extra pip", pin, "from packages.pip: installed with the "
+                                "engine, torch pin kept (verified after install)", ""))
+        for apt in p.packages.apt:
+            d.append(Derivation("extra apt", apt, "from packages.apt: installed in the "
+                                "runtime image", ""))
+        return tuple(constraints)
+
+    def _runtime_apt(self, c: Context) -> tuple[tuple[str, ...], bool]:
+        """The runtime image's apt packages, and whether it keeps a C compiler (Triton's
+        launcher build needs one, libc and the Python headers)."""
+        p, facts = c.p, self.facts()
+        runtime_apt = list(facts.get("runtime_apt", [])) + list(p.packages.apt)
+        c_compiler = bool(facts.get("runtime_c_compiler"))
+        if c_compiler:
+            runtime_apt += list(python.C_COMPILER_PACKAGES)
+            if p.build.python_from == "image":
+                runtime_apt.append("python3-dev")  # uv's CPython carries its own headers
+        return tuple(runtime_apt), c_compiler
+
+    def derive(self, c: Context, d: list[Derivation], torch: TorchInstall,
+               flash_attn: bool, mode: Mode) -> ServingPart:
+        """The engine stage, the server command and the runtime contributions."""
+        p = c.p
+        indexes = self.indexes(c)
+        assert torch.from_main_index or indexes[0] == torch.index, (indexes, torch.index)
+        self.explain_requirements(c, d)
+        files: dict[str, bytes] = {}
+        self._explain_engine_index(c, d, indexes)
         # uv's default first-index takes every name from the first index that has it, and
         # the PyTorch index carries requests, pillow, certifi, setuptools at older versions
         # than the engine needs: "requests was found on .../cu130, but not at the requested
@@ -647,30 +722,8 @@ class ServingEngine:
                                 "(dockergen lock --python) pins every file instead",
                                 "VLLM:docker/Dockerfile@0000977 ENV UV_INDEX_STRATEGY; "
                                 "astral-sh/uv#2683"))
-        if c.python_lock is not None:
-            # every artifact is pinned by its sha256, so index order decides nothing: the
-            # best-match strategy only lets uv find each pinned file wherever it is served.
-            inputs = self.lock_inputs(c)
-            lock_args = ("--require-hashes", "--no-deps", "--index-strategy",
-                         "unsafe-best-match", "--index-url", str(inputs["main_index"]),
-                         *(a for i in indexes for a in ("--extra-index-url", i)))
-            files[LOCK_IN_CONTEXT] = c.python_lock.encode("utf-8")
-            d.append(Derivation("python lock", LOCK_IN_IMAGE, "the profile's hashed Python "
-                                "lock (dockergen lock --python) matches it",
-                                f"{c.loaded.path.stem}{LOCK_SUFFIX}"))
-        constraints = cuda.major_constraints(p.cuda.version) if not lock_args else ()
-        if constraints:
-            files[CONSTRAINTS_IN_CONTEXT] = "".join(f"{c}\n" for c in constraints).encode()
-            d.append(Derivation("install constraints", ", ".join(constraints),
-                                "CUDA Python bindings of the image's CUDA major only: an "
-                                "older major's cuda-python overwrote cuda-bindings' files",
-                                "cuda.yaml same_major_packages"))
-        for pin in p.packages.pip:
-            d.append(Derivation("extra pip", pin, "from packages.pip: installed with the "
-                                "engine, torch pin kept (verified after install)", ""))
-        for apt in p.packages.apt:
-            d.append(Derivation("extra apt", apt, "from packages.apt: installed in the "
-                                "runtime image", ""))
+        lock_args = self._locked_install(c, d, indexes, files)
+        constraints = self._constraints(c, d, files, locked=bool(lock_args))
         stage = EngineStage(name=p.engine.name,
                             requirements=self.requirements(c) + tuple(p.packages.pip),
                             torch=torch.version, indexes=tuple(indexes), venv=VENV, mode=mode,
@@ -686,14 +739,9 @@ class ServingEngine:
         health_path = facts.get("health_path", self.health_path)
         health = (f"import urllib.request; urllib.request.urlopen("
                   f"'http://127.0.0.1:{p.serving.port}{health_path}', timeout=5)")
-        runtime_apt = list(facts.get("runtime_apt", [])) + list(p.packages.apt)
-        c_compiler = bool(facts.get("runtime_c_compiler"))
-        if c_compiler:  # what Triton's launcher build needs: a C compiler, libc and Python headers
-            runtime_apt += list(python.C_COMPILER_PACKAGES)
-            if p.build.python_from == "image":
-                runtime_apt.append("python3-dev")  # uv's CPython carries its own headers
+        runtime_apt, c_compiler = self._runtime_apt(c)
         return ServingPart(
-            stage=stage, serve=serve, runtime_apt=tuple(runtime_apt), c_compiler=c_compiler,
+            stage=stage, serve=serve, runtime_apt=runtime_apt, c_compiler=c_compiler,
             copies=tuple(RuntimeCopy(name, f"{OPTIONS_DIR}/{name}")
                          for name in sorted(serve.context_files)),
             env=env, health_cmd=json.dumps([f"{VENV}/bin/python", "-c", health]),
