@@ -128,6 +128,31 @@ def observe_torch(pages: Pages, version: str) -> dict[str, Any] | None:
             "file": wheel.filename, "sha256": wheel.sha256}
 
 
+def _python_range(meta: str, files: list[pypi.DistFile], wheel: bool) -> dict[str, Any]:
+    """The Python range of an engine release: what its CPython wheel tags cover (else its
+    Requires-Python), or for a stub sdist, what its classifiers name."""
+    out: dict[str, Any] = {}
+    python = spec(_field(meta, "Requires-Python"))
+    tags = sorted({(int(m.group(1)), int(m.group(2))) for f in files
+                   if (m := re.search(r"-cp(\d)(\d+)-cp\d+-manylinux[^-]*x86_64\.whl$",
+                                      f.filename))})
+    if wheel and tags:
+        # one wheel per CPython (no abi3): the installable range is what the tags cover
+        (lo_major, lo), (hi_major, hi) = tags[0], tags[-1]
+        python = spec(f">={lo_major}.{lo},<{hi_major}.{hi + 1}")
+    out["python" if wheel else "python_stub"] = python
+    minors = sorted({tuple(int(x) for x in m.split(".")) for m in re.findall(
+        r"^Classifier: Programming Language :: Python :: (3\.\d+)\s*$", meta, re.M)})
+    if not wheel and minors:
+        # the stub's Requires-Python is not the wheels' (">=3.10, <4"); its classifiers are
+        # the CPython versions NVIDIA builds wheels for: the range they span, less the gaps
+        (major, lo), hi = minors[0], minors[-1][1]
+        gaps = [f"!={major}.{m}.*" for m in range(lo, hi + 1) if (major, m) not in minors]
+        out["python"] = spec(",".join([f">={major}.{lo}", f"<{major}.{hi + 1}", *gaps]))
+        out["python_from"] = "classifiers"
+    return out
+
+
 def observe_engine(pages: Pages, package: str, version: str) -> dict[str, Any] | None:
     """torch requirement, Requires-Python and CUDA major of one engine release.
 
@@ -174,24 +199,7 @@ def observe_engine(pages: Pages, package: str, version: str) -> dict[str, Any] |
         if exact:
             extras = f"[{','.join(sorted(exact[0].extras))}]" if exact[0].extras else ""
             out[field_name] = f"{name}{extras}{exact[0].specifier}"
-    python = spec(_field(meta, "Requires-Python"))
-    tags = sorted({(int(m.group(1)), int(m.group(2))) for f in files
-                   if (m := re.search(r"-cp(\d)(\d+)-cp\d+-manylinux[^-]*x86_64\.whl$",
-                                      f.filename))})
-    if wheel is not None and tags:
-        # one wheel per CPython (no abi3): the installable range is what the tags cover
-        (lo_major, lo), (hi_major, hi) = tags[0], tags[-1]
-        python = spec(f">={lo_major}.{lo},<{hi_major}.{hi + 1}")
-    out["python" if wheel is not None else "python_stub"] = python
-    minors = sorted({tuple(int(x) for x in m.split(".")) for m in re.findall(
-        r"^Classifier: Programming Language :: Python :: (3\.\d+)\s*$", meta, re.M)})
-    if wheel is None and minors:
-        # the stub's Requires-Python is not the wheels' (">=3.10, <4"); its classifiers are
-        # the CPython versions NVIDIA builds wheels for: the range they span, less the gaps
-        (major, lo), hi = minors[0], minors[-1][1]
-        gaps = [f"!={major}.{m}.*" for m in range(lo, hi + 1) if (major, m) not in minors]
-        out["python"] = spec(",".join([f">={major}.{lo}", f"<{major}.{hi + 1}", *gaps]))
-        out["python_from"] = "classifiers"
+    out.update(_python_range(meta, files, wheel is not None))
     return out
 
 
