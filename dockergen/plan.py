@@ -113,7 +113,7 @@ class ModelShape:
 
 
 # The largest value of each config.json count that dockergen plans with (documented in
-# the README, "Running what was built"). Published models stay far below them (Llama 3.1
+# docs/deploy.md, "Running what was built"). Published models stay far below them (Llama 3.1
 # 405B: 126 layers, hidden 16384, 128 heads; DeepSeek-V3: 256 experts; Llama 4 Scout:
 # 10M positions); a count beyond them is a damaged or hand-made file, and the per-layer
 # loops and products below must never run on it (1e23 layers ran at 100% CPU forever).
