@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -44,10 +45,25 @@ COMPONENTS_DIR = Path(__file__).with_name("components")
 def builtin_facts(name: str) -> dict[str, Any]:
     """The shipped facts of one component: ``components/<name>.yaml`` (cached; immutable)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    with (COMPONENTS_DIR / f"{name}.yaml").open(encoding="utf-8") as fh:
+    path = COMPONENTS_DIR / f"{name}.yaml"
+    with path.open(encoding="utf-8") as fh:
         data = yaml.load(fh, Loader=loader)  # noqa: S506 - safe loader
     assert isinstance(data, dict), name
+    for table, value in list(data.items()):
+        if isinstance(value, dict) and set(value) == {"from_file"}:
+            data[table] = _flag_rows(path.with_name(str(value["from_file"])))
     return data
+
+
+def _flag_rows(path: Path) -> dict[str, Any]:
+    """The rows of a table kept in a file of its own: a tool's JSON output, hundreds of
+    option strings per release, too long to read in the YAML. Its ``releases``
+    (``{release: [options]}``) and ``src`` (``{release: where}``; else its ``about``) become
+    ``{release: {"flags": [options], "src": where}}``, rows like any other table's."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    where = data.get("src", {})
+    return {version: {"flags": list(flags), "src": where.get(version, data["about"])}
+            for version, flags in data["releases"].items()}
 
 
 def is_unverified(row: dict[str, Any], field_name: str) -> bool:
@@ -73,12 +89,13 @@ def has_facts(name: str) -> bool:
 # The tables a user knowledge file may add rows to: rows of facts keyed by a release (of the
 # component, or of the engine for vLLM's FlashInfer pins, or of the kernel package for the
 # engines' `kernels`: their wheel members come from the shipped rows, their codes have a shape
-# of their own) or by a quantization method. Every
-# other table stays closed because its values reach the Dockerfile or the build without a
-# shape of their own to check them against: apt package names (tensorrt_llm.runtime_apt),
-# pinned tool and build-dependency versions (python.tools, flash_attn.build_deps), URLs and
-# environment names (python.uv_python_downloads), paths and globs
-# (*.arch_scoped_libraries), server flags (vllm.removed_flags, sglang.flag_aliases), GPU
+# of their own; the engines' `serve_flags`, option strings that only check a command and
+# never reach it) or by a quantization method. Every other table stays closed because its
+# values reach the Dockerfile or the build without a shape of their own to check them
+# against: apt package names (tensorrt_llm.runtime_apt), pinned tool and build-dependency
+# versions (python.tools, flash_attn.build_deps), URLs and environment names
+# (python.uv_python_downloads), paths and globs (*.arch_scoped_libraries), server flags
+# that rewrite a command (vllm.removed_flags, sglang.flag_aliases), GPU
 # names and compute capabilities that become arch lists (cuda.gpus, cuda.cuda_archs,
 # flash_attn.arch_*), and single values that are not tables at all. The one list: the
 # loader checks against it and builds its fixes from it (docs/knowledge.md).
@@ -86,9 +103,10 @@ ADDABLE: Mapping[str, tuple[str, ...]] = MappingProxyType({
     "cuda": ("cuda",),
     "flash_attn": ("releases",),
     "torch": ("releases",),
-    "serving/sglang": ("releases", "quantization", "kv_cache", "kernels"),
+    "serving/sglang": ("releases", "quantization", "kv_cache", "kernels", "serve_flags"),
     "serving/tensorrt_llm": ("releases", "quantization", "kv_cache"),
-    "serving/vllm": ("releases", "quantization", "kv_cache", "flashinfer", "kernels"),
+    "serving/vllm": ("releases", "quantization", "kv_cache", "flashinfer", "kernels",
+                     "serve_flags"),
 })
 
 # Shapes of the strings in shipped rows, narrowest first: a user's value must have the
@@ -125,6 +143,8 @@ _STRING_SHAPES: tuple[tuple[str, str, Callable[[str], bool]], ...] = (
      lambda t: bool(re.fullmatch(rf"{_NAME}(?:\[{_NAME}(?:,{_NAME})*\])?=={_VERSION}", t))),
     ("kernel code", "GPU code like sass_90a or ptx_80",
      lambda t: bool(re.fullmatch(r"(?:sass|ptx)_[0-9]+a?", t))),
+    ("option", "a command-line option like --max-model-len or -tp",
+     lambda t: bool(re.fullmatch(r"--?[A-Za-z0-9][A-Za-z0-9_.-]*", t))),
 )
 
 
@@ -276,6 +296,53 @@ def row_problems(name: str, table: str, key: object, row: Mapping[str, Any]
     return found
 
 
+def extension_problems(name: str, table: str, key: object, row: Mapping[str, Any]
+                       ) -> list[tuple[tuple[Any, ...], str, str]]:
+    """What is wrong with a user's row for a key the shipped ``table`` already has, like
+    :func:`row_problems`. Shipped facts are never replaced; the one thing such a row may do
+    is add releases to a per-release ``min_cc`` map (a quantization floor read from a
+    release dockergen does not ship), at releases none of the shipped spans covers."""
+    shipped = builtin_facts(name)[table][key]
+    spans = shipped.get("min_cc")
+    if not isinstance(spans, dict):
+        return [((key,), "dockergen already knows this; shipped facts are not replaced",
+                 "remove it from the knowledge file")]
+    last = Version(newest([s.partition("..")[2] or s for s in spans]))
+    example = f'min_cc: {{"{last.major}.{last.minor + 1}.0": "8.0"}}'
+    found: list[tuple[tuple[Any, ...], str, str]] = [
+        ((key, f), "a row for a method dockergen knows only adds releases to its min_cc",
+         f"remove {f}; keep {example} and src") for f in row if f not in ("min_cc", "src")]
+    added = row.get("min_cc")
+    if not isinstance(added, dict) or not added:
+        return [*found, ((key, "min_cc"), "not a mapping of releases to compute capabilities",
+                         f"write e.g. {example}")]
+    taken = [_span(s) for s in spans]
+    for span, cc in added.items():
+        where = (key, "min_cc", span)
+        if not (isinstance(span, str) and re.fullmatch(rf"{_VERSION}(?:\.\.{_VERSION})?", span)
+                and _parses(Version)(span.partition("..")[0])
+                and _parses(Version)(span.partition("..")[2] or span)):
+            found.append((where, f"{_yaml(span)} is not a release or a span FIRST..LAST",
+                          f"write e.g. {example}"))
+            continue
+        if not (isinstance(cc, str) and re.fullmatch(r"[0-9]+\.[0-9]+", cc)):
+            found.append((where, f"{_yaml(cc)} is not a compute capability MAJOR.MINOR",
+                          f"write e.g. {example}"))
+        first, last = _span(span)
+        covered = [s for s, (a, b) in zip(spans, taken, strict=True)
+                   if a <= last and first <= b]
+        if covered:
+            found.append((where, f"dockergen already has the floor of {span} "
+                          f"({', '.join(covered)}); shipped facts are not replaced",
+                          "add only releases outside the shipped spans: " + ", ".join(spans)))
+    return found
+
+
+def _span(text: str) -> tuple[Version, Version]:
+    first, _, last = text.partition("..")
+    return Version(first), Version(last or first)
+
+
 def _yaml(value: object) -> str:
     """``value`` as YAML flow text, to quote in a message."""
     plain = list(value) if isinstance(value, tuple) else value
@@ -307,7 +374,14 @@ def load_facts(name: str) -> dict[str, Any]:
         return base
     merged = dict(base)
     for table, rows in added.items():  # only ADDABLE tables, all mappings of rows
-        merged[table] = {**base[table], **rows}
+        table_rows = dict(base[table])
+        for key, row in rows.items():
+            shipped = table_rows.get(key)
+            # a key the shipped table has: a row that adds releases to its min_cc map
+            table_rows[key] = row if shipped is None else {
+                **shipped, "min_cc": {**shipped["min_cc"], **row["min_cc"]},
+                "src": f"{shipped['src']}; {row['src']}"}
+        merged[table] = table_rows
     return merged
 
 

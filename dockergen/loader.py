@@ -682,7 +682,10 @@ def read_user_knowledge(files: tuple[str, ...], folder: Path, pos: Positions
     its table (:func:`dockergen.knowledge.row_problems`: required and unknown fields,
     versions, ranges, pins, flags from the shipped vocabulary), so nothing a user writes
     reaches the Dockerfile unchecked. Shipped facts are never replaced: a key dockergen
-    already knows is an error. Each row's ``src`` is marked as the user's.
+    already knows is an error, except that a quantization method's per-release ``min_cc``
+    map takes releases none of its spans covers
+    (:func:`dockergen.knowledge.extension_problems`). Each row's ``src`` is marked as the
+    user's.
     """
     problems: list[Problem] = []
     overlay: dict[str, dict[str, dict[str, Any]]] = {}
@@ -747,7 +750,9 @@ def _user_rows(shown: str, fpos: Positions, component: str, table: str, rows: ob
     for key, row in rows.items():
         loc = fpos.key_of((*at, key))
         field_name = f"{component}.{table}.{key}"
-        if key in knowledge.builtin_facts(component)[table]:
+        shipped = key in knowledge.builtin_facts(component)[table]
+        if shipped and not isinstance(knowledge.builtin_facts(component)[table][key].get(
+                "min_cc"), dict):  # only a per-release floor map takes added releases
             problems.append(Problem(loc, field_name, "dockergen already knows this; shipped "
                                     "facts are not replaced", "remove it from the knowledge file"))
             continue
@@ -762,7 +767,8 @@ def _user_rows(shown: str, fpos: Positions, component: str, table: str, rows: ob
                                     "holds something shaped like a credential (a token, or a "
                                     "password in a URL)", "cite the source without it"))
             continue
-        found = knowledge.row_problems(component, table, key, row)
+        found = (knowledge.extension_problems if shipped else knowledge.row_problems)(
+            component, table, key, row)
         problems += [Problem(fpos.key_of((*at, *path)), ".".join(map(str, (*at, *path))),
                              message, fix) for path, message, fix in found]
         earlier = overlay.get(component, {}).get(table, {}).get(key)

@@ -10,8 +10,10 @@ observed from that index on that date. Then the profile is moved there and every
 where a rule fails, the first of its proven fixes that keeps the profile's GPUs (no other
 hardware, no other engine) is taken, up to a few rounds. The newest release that passes is
 the proposal, with what changes: the fields, torch, CUDA, Python, and what the knowledge
-cannot say of an unknown release (its serve flags and metric names are not read; the
-smoke test runs the release's own parser).
+cannot say of an unknown release (its metric names and quantization floors are not read;
+the smoke test runs the release's own parser). vLLM's server options are read from the
+wheel's source (:mod:`dockergen.components.serving.vllm_wheel`), so the flag rule checks the
+profile's against them and the plan says which flags went and came.
 
 ``--write`` writes two files next to the profile, never the profile itself: the knowledge
 file with the derived rows, and a profile that extends the user's with exactly the changed
@@ -50,8 +52,10 @@ _INDEX_PINNED = {"torch", "torchaudio", "torchvision"}
 ROUNDS = 4
 _HEADER = "# Written by dockergen upgrade"
 # fields a fix may change on the way to a release: never the GPUs or the engine itself,
-# nor drop a FlashAttention-2 build the profile asks for
-_KEEP = ("gpu.", "engine.", "flash_attn.build")
+# nor the quantization (fp8 -> fp16 doubles the weights' memory: a release that cannot run
+# the profile's method on its GPUs is refused, not proposed with another method), nor drop
+# a FlashAttention-2 build the profile asks for
+_KEEP = ("gpu.", "engine.", "quantization.", "flash_attn.build")
 
 
 class UpgradeError(DockergenError):
@@ -84,6 +88,10 @@ class Plan:
     derived: dict[str, dict[str, Any]] = field(default_factory=dict)  # version -> row
     # kernel-package version -> its `kernels` row, for releases whose kernels were read here
     derived_kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # version -> its `serve_flags` row, for releases whose server options were read here
+    derived_flags: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # version -> method -> the `quantization` row adding that release's floor
+    derived_floors: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def proposal(self) -> Move | None:
@@ -145,14 +153,23 @@ def _missing_pins(index: str, reqs: list[Requirement]) -> list[str]:
     return missing
 
 
-def derive_row(index: str, engine: str, package: str, version: str) -> dict[str, Any]:
-    """The knowledge row of an engine release, read from its wheel's METADATA on ``index``."""
+def _engine_wheel(index: str, package: str, version: str) -> tuple[str, str]:
+    """(file name, URL) of the release's wheel the image installs: Linux x86_64 first."""
     wheels = [(f.name, f.url) for f in outdated.files(index, package)
               if str(f.version) == version and f.name.endswith(".whl")]
     if not wheels:
         raise UpgradeError(f"{package} {version}: the index lists no wheel of it")
-    # a Linux x86_64 wheel, as the image installs
-    name, url = sorted(wheels, key=lambda w: ("x86_64" not in w[0], w[0]))[0]
+    return sorted(wheels, key=lambda w: ("x86_64" not in w[0], w[0]))[0]
+
+
+def _observed(index: str, what: str) -> str:
+    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    return f"observed by dockergen upgrade from {redact(index)} on {today}: {what}"
+
+
+def derive_row(index: str, engine: str, package: str, version: str) -> dict[str, Any]:
+    """The knowledge row of an engine release, read from its wheel's METADATA on ``index``."""
+    name, url = _engine_wheel(index, package, version)
     text = _metadata(url, name)
     head = email.parser.HeaderParser().parsestr(text)
     reqs = _requirements(text)
@@ -190,9 +207,43 @@ def derive_row(index: str, engine: str, package: str, version: str) -> dict[str,
     if missing:
         raise UpgradeError(f"{name} pins {', '.join(missing)}, which {redact(index)} does not "
                            "carry: the release cannot be installed from this index")
-    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
-    out["src"] = f"observed by dockergen upgrade from {redact(index)} on {today}: {source}"
+    out["src"] = _observed(index, source)
     return out
+
+
+def derive_source(index: str, engine: str, package: str, version: str
+                  ) -> tuple[dict[str, dict[str, Any]], tuple[str, ...]]:
+    """What the release's Python source says, read from its wheel on ``index``: its
+    ``serve_flags`` row and the ``quantization`` rows that add it to the shipped per-release
+    floors (``{table: {key: row}}``), and notes on what could not be read (an engine whose
+    source dockergen does not read, a layout it does not understand, a wheel it cannot
+    read). Never a refusal: the rules then warn as for any release without those facts,
+    and the image's smoke test runs the real parser."""
+    serving = engine_for(engine)
+    wanted = [*serving.flag_members, *serving.floor_members]
+    try:
+        name, url = _engine_wheel(index, package, version)
+        members = outdated.wheel_members(url, wanted, name) if wanted else {}
+    except (UpgradeError, outdated.IndexReadError) as exc:
+        return {}, (f"serve flags and quantization floors not read: {exc}",)
+    tables: dict[str, dict[str, Any]] = {}
+    notes = []
+    try:
+        flags = serving.read_serve_flags(members, name)
+        tables["serve_flags"] = {version: {"flags": flags, "src": _observed(
+            index, f"{name} python source (the options its server registers)")}}
+    except ValueError as exc:
+        notes.append(f"serve flags not read: {exc}")
+    try:
+        floors = serving.read_floors(members, name)
+        shipped = serving.facts()["quantization"]
+        src = _observed(index, f"{name} quantization get_min_capability")
+        tables["quantization"] = {
+            method: {"min_cc": {version: cc}, "src": src} for method, cc in floors.items()
+            if isinstance(shipped.get(method, {}).get("min_cc"), dict)}
+    except ValueError as exc:
+        notes.append(f"quantization floors not read: {exc}")
+    return tables, tuple(notes)
 
 
 def derive_kernels(index: str, engine: str, version: str, row: dict[str, Any]
@@ -220,9 +271,7 @@ def derive_kernels(index: str, engine: str, version: str, row: dict[str, Any]
     if not found:
         return None
     code = {m: list(kernels.code_of(data)) for m, data in sorted(found.items())}
-    today = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
-    return kernel_version, {"code": code, "src": f"observed by dockergen upgrade from "
-                                                f"{redact(index)} on {today}: {name} .nv_fatbin"}
+    return kernel_version, {"code": code, "src": _observed(index, f"{name} .nv_fatbin")}
 
 
 # --- moves ---------------------------------------------------------------------------------
@@ -236,15 +285,18 @@ def _value(loaded: LoadedProfile, dotted: str) -> str:
     return "" if node is None else str(node)
 
 
-def _move(loaded: LoadedProfile, version: str, known: bool, driver: str | None) -> Move:
-    """The profile moved to ``version``, with the fixes the rules ask for on the way."""
+def _move(loaded: LoadedProfile, version: str, known: bool, driver: str | None,
+          notes: tuple[str, ...] = ()) -> Move:
+    """The profile moved to ``version``, with the fixes the rules ask for on the way;
+    ``notes``: what deriving the release's facts could not read."""
     fields: dict[str, str] = {"engine.version": version}
     reasons: list[str] = []
     for _ in range(ROUNDS):
         try:
             edited = with_overrides(loaded, tuple(f"{k}={v}" for k, v in fields.items()))
         except ProfileError as exc:
-            return Move(version, known, False, reasons=tuple(str(p) for p in exc.problems))
+            return Move(version, known, False, reasons=tuple(str(p) for p in exc.problems),
+                        notes=notes)
         with knowledge.user_facts(edited.user_facts):
             ctx = check(edited, python_lock=False)
         errors = [p for p in ctx.problems if p.severity is Severity.ERROR]
@@ -261,7 +313,7 @@ def _move(loaded: LoadedProfile, version: str, known: bool, driver: str | None) 
                 fields["cuda.version"] = fits[-1]
                 taken = True
         elif not errors:
-            return _accepted(loaded, edited, ctx.torch_pin, version, known, fields)
+            return _accepted(loaded, edited, ctx.torch_pin, version, known, fields, notes)
         for problem in errors:
             edit = next((e for e in problem.edits if not e.drastic
                          and not any(k.startswith(_KEEP) for k, _ in e.sets)
@@ -271,7 +323,7 @@ def _move(loaded: LoadedProfile, version: str, known: bool, driver: str | None) 
                 taken = True
         if not taken:
             break
-    return Move(version, known, False, reasons=tuple(reasons))
+    return Move(version, known, False, reasons=tuple(reasons), notes=notes)
 
 
 def _driver_ok(sets: tuple[tuple[str, str], ...], driver: str | None) -> bool:
@@ -285,7 +337,8 @@ def _driver_ok(sets: tuple[tuple[str, str], ...], driver: str | None) -> bool:
 
 
 def _accepted(loaded: LoadedProfile, edited: LoadedProfile, torch_pin: str | None,
-              version: str, known: bool, fields: dict[str, str]) -> Move:
+              version: str, known: bool, fields: dict[str, str],
+              unread: tuple[str, ...]) -> Move:
     changes = tuple((k, _value(loaded, k), v) for k, v in sorted(fields.items())
                     if _value(loaded, k) != v)
     with knowledge.user_facts(loaded.user_facts):
@@ -297,10 +350,54 @@ def _accepted(loaded: LoadedProfile, edited: LoadedProfile, torch_pin: str | Non
         notes.append(f"CUDA {loaded.profile.cuda.version} -> {edited.profile.cuda.version}: "
                      "the base images and every CUDA wheel change")
     if not known:
-        notes.append("not in dockergen's knowledge: its serve flags, metric names and "
-                     "quantization floors are not read here; the image's smoke test runs the "
-                     "release's own argument parser on the exact command")
+        notes += [*unread, *_flag_changes(loaded, edited, version),
+                  *_floor_notes(loaded, edited, version)]
+        notes.append("not in dockergen's knowledge: its metric names are not read here "
+                     "(observe's rules name those of the newest release dockergen knows); the "
+                     "image's smoke test runs the release's own argument parser on the exact "
+                     "command")
     return Move(version, known, True, changes=changes, notes=tuple(notes))
+
+
+def _flag_changes(loaded: LoadedProfile, edited: LoadedProfile, version: str) -> list[str]:
+    """What the release's server options (read from its wheel) change against the
+    profile's release: the flag rule has checked the profile's own against them."""
+    engine = engine_for(loaded.profile.engine.name)
+    with knowledge.user_facts(edited.user_facts):
+        new = engine.flag_list(version)
+    if new is None:
+        return []
+    with knowledge.user_facts(loaded.user_facts):
+        old = engine.flag_list(loaded.profile.engine.version)
+    if old is None:
+        return [f"serve flags read from its wheel ({len(new)}): the profile's are checked "
+                "against them"]
+    gone, added = sorted(old - new), sorted(new - old)
+    return [f"serve flags read from its wheel ({len(new)}; the profile's are checked against "
+            f"them): {len(gone)} gone since {loaded.profile.engine.version}"
+            + (f" ({_few(gone)})" if gone else "") + f", {len(added)} new"
+            + (f" ({_few(added)})" if added else "")]
+
+
+def _floor_notes(loaded: LoadedProfile, edited: LoadedProfile, version: str) -> list[str]:
+    """The quantization floors read from the release's wheel, beside the profile's
+    release's where one changed: the floor rule has judged the profile's GPUs by them."""
+    engine = engine_for(loaded.profile.engine.name)
+    rows = edited.user_facts.get(engine.facts_file, {}).get("quantization", {})
+    new = {m: str(row["min_cc"][version]) for m, row in rows.items()
+           if isinstance(row.get("min_cc"), dict) and version in row["min_cc"]}
+    if not new:
+        return []
+    with knowledge.user_facts(loaded.user_facts):
+        old = {m: engine.floor_of(m, loaded.profile.engine.version) for m in new}
+    return ["quantization floors read from its wheel: " + ", ".join(
+        f"{m} {cc}" + (f" (was {old[m]})" if old[m] not in (None, cc) else "")
+        for m, cc in sorted(new.items()))]
+
+
+def _few(items: list[str], shown: int = 8) -> str:
+    return ", ".join(items[:shown]) + (f", and {len(items) - shown} more"
+                                        if len(items) > shown else "")
 
 
 def plan(path: Path, overrides: tuple[str, ...] = (), index: str | None = None,
@@ -323,41 +420,69 @@ def plan(path: Path, overrides: tuple[str, ...] = (), index: str | None = None,
     else:
         wanted = sorted((v for v in listed if v > Version(p.engine.version)), reverse=True)
     facts_name = engine.facts_file
-    derived: dict[str, dict[str, dict[str, Any]]] = {"releases": {}, "kernels": {}}
+    derived: dict[str, dict[str, dict[str, Any]]] = {"releases": {}, "kernels": {},
+                                                     "serve_flags": {}, "floors": {}}
     moves = []
     for v in wanted:
         known = str(v) in engine.versions()
+        unread: tuple[str, ...] = ()
         if not known:
-            refused = _derive(where, p.engine.name, package, str(v), derived)
+            refused, unread = _derive(where, p.engine.name, package, str(v), derived)
             if refused:
                 moves.append(Move(str(v), False, False, reasons=refused))
                 continue
-        overlay = _with_rows(loaded.user_facts, facts_name, derived)
+        overlay = _with_rows(loaded.user_facts, facts_name, {
+            **{t: r for t, r in derived.items() if t != "floors"},
+            "quantization": _floor_rows(derived["floors"])})
         moves.append(_move(dataclasses.replace(loaded, user_facts=overlay), str(v), known,
-                           driver))
+                           driver, unread))
     return Plan(str(path), p.engine.name, p.engine.version, redact(where), tuple(moves),
-                derived["releases"], derived["kernels"])
+                derived["releases"], derived["kernels"], derived["serve_flags"],
+                derived["floors"])
 
 
 def _derive(index: str, engine: str, package: str, version: str,
-            derived: dict[str, dict[str, dict[str, Any]]]) -> tuple[str, ...]:
-    """Derive the release row and kernel code of ``version`` into ``derived``; the reasons
-    the move is refused when they cannot be (nothing is kept then)."""
+            derived: dict[str, dict[str, dict[str, Any]]]
+            ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Derive the release row, kernel code and server options of ``version`` into
+    ``derived``: (the reasons the move is refused when the row or the code cannot be read,
+    nothing kept then; notes on what else could not be read)."""
     facts_name = engine_for(engine).facts_file
     try:
         row = derive_row(index, engine, package, version)
         problems = knowledge.row_problems(facts_name, "releases", version, row)
         code = None if problems else derive_kernels(index, engine, version, row)
     except (UpgradeError, outdated.IndexReadError) as exc:
-        return (str(exc),)
+        return (str(exc),), ()
     if code is not None:
         problems += knowledge.row_problems(facts_name, "kernels", code[0], code[1])
+    source, unread = derive_source(index, engine, package, version)
+    shipped = knowledge.builtin_facts(facts_name)
+    for table, rows in source.items():
+        for key, value in rows.items():
+            check_row = (knowledge.extension_problems if key in shipped[table]
+                         else knowledge.row_problems)
+            problems += check_row(facts_name, table, key, value)
     if problems:
-        return tuple(f"derived row: {m}" for _, m, _ in problems)
+        return tuple(f"derived row: {m}" for _, m, _ in problems), ()
     derived["releases"][version] = row
     if code is not None:
         derived["kernels"][code[0]] = code[1]
-    return ()
+    derived["serve_flags"].update(source.get("serve_flags", {}))
+    if source.get("quantization"):
+        derived["floors"][version] = source["quantization"]
+    return (), unread
+
+
+def _floor_rows(floors: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """The ``quantization`` rows of every derived release (version -> method -> row), one
+    per method with the releases' floors in one ``min_cc`` map."""
+    rows: dict[str, dict[str, Any]] = {}
+    for version in sorted(floors, key=Version):
+        for method, row in floors[version].items():
+            had = rows.get(method, {"min_cc": {}})
+            rows[method] = {**row, "min_cc": {**had["min_cc"], **row["min_cc"]}}
+    return rows
 
 
 def _with_rows(user: dict[str, dict[str, dict[str, Any]]], facts_name: str,
@@ -367,6 +492,9 @@ def _with_rows(user: dict[str, dict[str, dict[str, Any]]], facts_name: str,
     for name, rows in tables.items():
         table = merged.setdefault(facts_name, {}).setdefault(name, {})
         for key, row in rows.items():
+            had = table.get(key)  # the user's own floors of other releases stay
+            if had is not None and isinstance(had.get("min_cc"), dict):
+                row = {**row, "min_cc": {**had["min_cc"], **row["min_cc"]}}
             table[key] = {**row, "user": "dockergen upgrade"}
     return merged
 
@@ -415,6 +543,10 @@ def write(result: Plan, path: Path) -> list[Path]:
                           if "kernel_libraries" in engine.facts() else None)
         if kernel_version in result.derived_kernels:
             tables["kernels"] = {kernel_version: result.derived_kernels[kernel_version]}
+        if chosen.version in result.derived_flags:
+            tables["serve_flags"] = {chosen.version: result.derived_flags[chosen.version]}
+        if chosen.version in result.derived_floors:
+            tables["quantization"] = result.derived_floors[chosen.version]
         kfile = path.with_name(f"{stem}.knowledge.yaml")
         body = yaml.safe_dump({engine.facts_file: tables}, sort_keys=True, width=100)
         atomic.write_file(kfile, f"{_HEADER} (knowledge)\n{body}", ours=_ours)

@@ -62,6 +62,10 @@ ALLOWED: dict[str, set[str]] = {
                                                        "dockergen.kernels"},
     # a serving engine sees the shared engine base, never another engine
     "dockergen.components.serving.": _COMPONENT | {"dockergen.components.serving.base"},
+    # what vLLM's wheel says of its server, read from its source: vLLM's own reader (leaf)
+    "dockergen.components.serving.vllm_wheel": set(),
+    "dockergen.components.serving.vllm": _COMPONENT | {"dockergen.components.serving.base",
+                                                       "dockergen.components.serving.vllm_wheel"},
     "dockergen.components.serving": {"dockergen.components.serving",
                                      "dockergen.components.serving.base",
                                      "dockergen.components.serving.*"},

@@ -281,3 +281,138 @@ def test_upgrade_reads_the_gpu_code_of_a_new_release_and_refuses_what_the_gpus_c
     assert "kernels:" in facts and "sass_90" in facts
     moved = run_cli("validate", "serve-vllm-0.42.0.yaml", cwd=tmp_path)
     assert moved.rc == 0 and "has not been read" not in moved.err, moved.err
+
+
+def _vllm_source(flags: list[str]) -> dict[str, bytes]:
+    """Server-option source laid out as vLLM 0.33.0 lays it out (the two files the reader
+    reads): every option a literal ``add_argument`` in ``EngineArgs.add_cli_args``, the first
+    25 that name an identifier also fields of ``FrontendArgs``, the short aliases in
+    ``make_arg_parser``. The real wheels' reading is tests/test_extra_args.py's."""
+    engine = "".join(f"        parser.add_argument({f!r})\n" for f in flags)
+    fields = [f[2:].replace("-", "_") for f in flags
+              if f.startswith("--") and f[2:].replace("-", "_").isidentifier()][:25]
+    cli = ("class FrontendArgs:\n" + "".join(f"    {n}: str = ''\n" for n in fields)
+           + "\n\ndef make_arg_parser(parser):\n"
+           "    parser.add_argument('--api-server-count', '-asc')\n    return parser\n")
+    return {"vllm/engine/arg_utils.py": ("class EngineArgs:\n    @staticmethod\n"
+                                         "    def add_cli_args(parser):\n" + engine).encode(),
+            "vllm/entrypoints/common/cli_args.py": cli.encode()}
+
+
+@pytest.fixture(scope="module")
+def flag_index() -> Iterator[str]:
+    """Releases whose wheels carry their server options: 0.43.0 drops --enable-log-requests
+    and adds --speculative-window; 0.44.0's source is laid out as the reader does not know."""
+    from dockergen.components.serving.vllm import release_flags
+
+    flags = sorted(release_flags("0.33.0") or [])
+    assert "--enable-log-requests" in flags
+    newer = sorted({*flags, "--speculative-window"} - {"--enable-log-requests"})
+    broken = _vllm_source(flags)
+    broken["vllm/engine/arg_utils.py"] = b"def add_cli_args(:\n"
+    yield from _serve({
+        "0.43.0": _wheel("0.43.0", ["torch==2.14.0"], ">=3.11,<3.15", _vllm_source(newer)),
+        "0.44.0": _wheel("0.44.0", ["torch==2.14.0"], ">=3.11,<3.15", broken)})
+
+
+def test_upgrade_reads_a_new_releases_server_options_and_checks_the_profiles_against_them(
+        flag_index: str, tmp_path: Path) -> None:
+    plan = _plan(H100, "--index", flag_index, "--to", "0.43.0")
+    row = plan["derived_flags"]["0.43.0"]
+    assert "--speculative-window" in row["flags"] and "--enable-log-requests" not in row["flags"]
+    assert row["src"].startswith(f"observed by dockergen upgrade from {flag_index} on ")
+    (note,) = [n for n in _move(plan, "0.43.0")["notes"] if n.startswith("serve flags")]
+    assert "1 gone since 0.33.0 (--enable-log-requests), 1 new (--speculative-window)" in note
+
+    # a profile that passes the flag the release dropped: refused, by the flag rule
+    uses = _plan(H100, "--index", flag_index, "--to", "0.43.0",
+                 "--set", "serving.extra_args=[--enable-log-requests]")
+    refused = _move(uses, "0.43.0")
+    assert not refused["ok"]
+    assert any(r.startswith("serving.extra_args[0]: vllm 0.43.0 has no --enable-log-requests "
+                            "flag") for r in refused["reasons"]), refused["reasons"]
+
+    # written as user knowledge, the list checks the moved profile in `validate` too
+    profile = tmp_path / "serve.yaml"
+    profile.write_text("extends: h100-fp8\nname: serve\n")
+    result = run_cli("upgrade", "serve.yaml", "--index", flag_index, "--to", "0.43.0",
+                     "--write", cwd=tmp_path)
+    assert result.rc == 0, result.err
+    assert "serve_flags:" in (tmp_path / "serve-vllm-0.43.0.knowledge.yaml").read_text()
+    new_flag = "serving.extra_args=[--speculative-window=4]"
+    moved = run_cli("validate", "serve-vllm-0.43.0.yaml", "--set", new_flag, cwd=tmp_path)
+    assert moved.rc == 0 and "is not checked" not in moved.err, moved.err
+    gone = run_cli("validate", "serve-vllm-0.43.0.yaml", "--set",
+                   "serving.extra_args=[--enable-log-requests]", cwd=tmp_path)
+    assert gone.rc == 2 and "vllm 0.43.0 has no --enable-log-requests flag" in gone.err
+    # without that row the same flag is only warned about (no list for the release)
+    (tmp_path / "serve-vllm-0.43.0.knowledge.yaml").write_text(
+        (tmp_path / "serve-vllm-0.43.0.knowledge.yaml").read_text().split("serve_flags:")[0])
+    bare = run_cli("validate", "serve-vllm-0.43.0.yaml", "--set", new_flag, cwd=tmp_path)
+    assert "--speculative-window is not checked" in bare.err, bare.err
+
+
+def test_a_source_layout_the_reader_does_not_know_leaves_the_flags_unread_not_guessed(
+        flag_index: str) -> None:
+    plan = _plan(H100, "--index", flag_index, "--to", "0.44.0")
+    move = _move(plan, "0.44.0")
+    assert move["ok"] and "0.44.0" not in plan["derived_flags"]
+    assert any(n.startswith("serve flags not read: vllm-0.44.0-cp38-abi3-manylinux_2_28_x86_64"
+                            ".whl vllm/engine/arg_utils.py does not parse") for n in move["notes"]
+               ), move["notes"]
+
+
+def _quant_source(fp8: int) -> dict[str, bytes]:
+    """Quantization configs laid out as vLLM 0.24.0 on lays them out, each with a literal
+    ``get_min_capability``; fp8's is ``fp8`` (vLLM 0.34.0's is 75)."""
+    def config(cls: str, value: int) -> bytes:
+        return (f"class {cls}:\n    @classmethod\n    def get_min_capability(cls) -> int:\n"
+                f"        return {value}\n").encode()
+    q = "vllm/model_executor/layers/quantization/"
+    return {q + "fp8.py": config("Fp8Config", fp8),
+            q + "compressed_tensors/compressed_tensors.py": config("CompressedTensorsConfig", 70),
+            q + "compressed_tensors/schemes/compressed_tensors_w8a8_int8.py": config(
+                "CompressedTensorsW8A8Int8", 75),
+            q + "auto_awq.py": config("AutoAWQConfig", 75),
+            q + "auto_gptq.py": config("AutoGPTQConfig", 60)}
+
+
+@pytest.fixture(scope="module")
+def floor_index() -> Iterator[str]:
+    """0.45.0 keeps fp8 at 7.5; 0.46.0 raises it to 9.0 (Hopper on)."""
+    yield from _serve({
+        "0.45.0": _wheel("0.45.0", ["torch==2.14.0"], ">=3.11,<3.15", _quant_source(75)),
+        "0.46.0": _wheel("0.46.0", ["torch==2.14.0"], ">=3.11,<3.15", _quant_source(90))})
+
+
+def test_upgrade_reads_a_new_releases_quantization_floors_and_judges_the_gpus_by_them(
+        floor_index: str, tmp_path: Path) -> None:
+    plan = _plan(H100, "--index", floor_index)
+    assert plan["derived_floors"]["0.46.0"]["fp8"]["min_cc"] == {"0.46.0": "9.0"}
+    assert plan["derived_floors"]["0.45.0"]["gptq"]["min_cc"] == {"0.45.0": "6.0"}
+    hopper = _move(plan, "0.46.0")
+    assert hopper["ok"], hopper  # h100 is 9.0
+    assert ("quantization floors read from its wheel: fp8 9.0 (was 7.5), gptq 6.0, int4-awq "
+            "7.5, int8 7.5") in hopper["notes"]
+
+    # with an L40S (8.9) in the fleet, 0.46.0 cannot run fp8 there: refused (never moved to
+    # another quantization behind the user's back), and the release before it proposed
+    mixed = _plan(H100, "--index", floor_index, "--set", "gpu.targets=[h100,l40s]")
+    refused = _move(mixed, "0.46.0")
+    assert not refused["ok"] and refused["changes"] == []
+    assert any(r.startswith("quantization.weights: fp8 needs compute capability >= 9.0 on vllm "
+                            "0.46.0, but gpu.targets includes l40s (8.9)")
+               for r in refused["reasons"]), refused["reasons"]
+    assert mixed["proposal"] == "0.45.0" and _move(mixed, "0.45.0")["changes"] == [
+        ["engine.version", "0.33.0", "0.45.0"]]
+
+    # written beside the profile, the floor judges the moved profile in `validate`
+    (tmp_path / "serve.yaml").write_text("extends: h100-fp8\nname: serve\n")
+    result = run_cli("upgrade", "serve.yaml", "--index", floor_index, "--to", "0.46.0",
+                     "--write", cwd=tmp_path)
+    assert result.rc == 0, result.err
+    l40s = run_cli("validate", "serve-vllm-0.46.0.yaml", "--set", "gpu.targets=[h100,l40s]",
+                   cwd=tmp_path)
+    assert l40s.rc == 2 and "fp8 needs compute capability >= 9.0 on vllm 0.46.0" in l40s.err
+    h100 = run_cli("validate", "serve-vllm-0.46.0.yaml", cwd=tmp_path)
+    assert h100.rc == 0 and "no minimum compute capability" not in h100.err, h100.err

@@ -176,3 +176,63 @@ def test_two_files_adding_one_row_is_an_error_and_keys_stay_as_written(
     rendered = run_cli("render", "-q", "p.yaml", "--set", "flash_attn.build=none", cwd=tmp_path)
     assert rendered.rc == 0, rendered.err
     assert "vllm==0.40 " in rendered.out and "vllm==0.4 " not in rendered.out
+
+
+FLOOR = """\
+serving/vllm:
+  releases:
+    "0.35.0": {torch: "2.14.0", python: ">=3.11,<3.15", cuda_major: 13, src: "METADATA"}
+  quantization:
+    fp8: {min_cc: {"0.35.0": "%s"}, src: "vllm-0.35.0 fp8.py Fp8Config.get_min_capability"}
+"""
+
+
+def _floor_profile(tmp_path: Path, floor: str | None) -> str:
+    facts = FLOOR % floor if floor else FLOOR.split("  quantization:")[0]
+    (tmp_path / "facts.yaml").write_text(facts)
+    (tmp_path / "p.yaml").write_text(
+        "extends: h100-fp8\nname: mine\nknowledge: [facts.yaml]\nengine: {version: \"0.35.0\"}\n"
+        "gpu: {targets: [h100, a100]}\n")
+    return "p.yaml"
+
+
+def test_a_quantization_floor_of_a_new_release_is_added_to_the_shipped_method(
+        tmp_path: Path) -> None:
+    """A per-release floor map (vLLM's fp8 moved from 8.0 to 7.5) takes the release a user
+    adds; the rule then judges it as a shipped floor, and without it only warns."""
+    refused = run_cli("validate", _floor_profile(tmp_path, "9.0"), cwd=tmp_path)
+    assert refused.rc == 2, refused.err
+    assert ("fp8 needs compute capability >= 9.0 on vllm 0.35.0" in refused.err
+            and "a100 (8.0)" in refused.err), refused.err
+    explained = run_cli("explain", "p.yaml", "--set", "gpu.targets=[h100]", cwd=tmp_path).out
+    assert ["user", "fact", "serving/vllm", "quantization", "fp8"] in [
+        line.split() for line in explained.splitlines()]
+    accepted = run_cli("validate", _floor_profile(tmp_path, "7.5"), cwd=tmp_path)
+    assert accepted.rc == 0 and "has been read" not in accepted.err, accepted.err
+    unread = run_cli("validate", _floor_profile(tmp_path, None), cwd=tmp_path)
+    assert unread.rc == 0
+    assert "no minimum compute capability of fp8 has been read for vllm 0.35.0" in unread.err
+
+
+def test_a_floor_may_only_add_releases_no_shipped_span_covers(tmp_path: Path) -> None:
+    (tmp_path / "facts.yaml").write_text(
+        'serving/vllm:\n  quantization:\n'
+        '    fp8: {min_cc: {"0.30.0..0.35.0": "7.5"}, fast_cc: "8.0", src: x}\n'
+        '    gptq: {min_cc: {"0.36.0": "six"}, src: x}\n'
+        '  kv_cache:\n    fp8: {min_cc: {"0.35.0": "7.0"}, src: x}\n')
+    (tmp_path / "p.yaml").write_text("extends: h100-fp8\nname: mine\nknowledge: [facts.yaml]\n")
+    result = run_cli("validate", "p.yaml", cwd=tmp_path)
+    assert result.rc == 2 and "Traceback" not in result.err
+    lines = result.err.splitlines()
+    assert lines[0] == (
+        "facts.yaml:3:20: serving/vllm.quantization.fp8.min_cc.0.30.0..0.35.0: dockergen "
+        "already has the floor of 0.30.0..0.35.0 (0.14.1..0.34.0); shipped facts are not "
+        "replaced; add only releases outside the shipped spans: 0.9.1..0.12.0, 0.14.1..0.34.0")
+    assert lines[1] == (
+        "facts.yaml:3:46: serving/vllm.quantization.fp8.fast_cc: a row for a method dockergen "
+        'knows only adds releases to its min_cc; remove fast_cc; keep min_cc: {"0.35.0": '
+        '"8.0"} and src')
+    assert lines[2].startswith('facts.yaml:4:21: serving/vllm.quantization.gptq.min_cc.0.36.0: '
+                               '"six" is not a compute capability MAJOR.MINOR')
+    assert lines[3].startswith("facts.yaml:6:5: serving/vllm.kv_cache.fp8: dockergen already "
+                               "knows this")

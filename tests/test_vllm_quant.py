@@ -15,6 +15,7 @@ from types import ModuleType
 import pytest
 
 from dockergen.api import resolve_profile
+from dockergen.components.serving import vllm_wheel
 from dockergen.components.serving.base import min_cc
 from dockergen.errors import ProfileError
 from dockergen.knowledge import builtin_facts
@@ -112,14 +113,18 @@ def test_extraction_output_is_deterministic() -> None:
 
 
 def test_extraction_reads_the_ast_and_refuses_what_it_cannot_read() -> None:
-    tool = _tool()
     src = (b"class Fp8Config:\n    @classmethod\n"
            b"    def get_min_capability(cls):\n        return 89\n")
-    assert tool.min_capability(src, "Fp8Config", "fp8.py") == 89
-    assert tool.min_capability(src, "Other", "fp8.py") is None
+    assert vllm_wheel.min_capability(src, "Fp8Config", "fp8.py") == 89
+    assert vllm_wheel.min_capability(src, "Other", "fp8.py") is None
     computed = src.replace(b"return 89", b"return 80 if X else 75")
-    with pytest.raises(tool.LayoutError, match="not a literal"):
-        tool.min_capability(computed, "Fp8Config", "fp8.py")
+    with pytest.raises(vllm_wheel.WheelLayoutError, match="not a literal"):
+        vllm_wheel.min_capability(computed, "Fp8Config", "fp8.py")
+    with pytest.raises(vllm_wheel.WheelLayoutError, match="does not parse"):
+        vllm_wheel.min_capability(b"class Fp8Config(:\n", "Fp8Config", "fp8.py")
+    # a wheel without any file of a method: no floor is guessed
+    with pytest.raises(vllm_wheel.WheelLayoutError, match="none of the files of fp8"):
+        vllm_wheel.quant_floors({}, "vllm 9.9.9")
 
 
 # --- the extraction, re-read from PyPI (CI reaches PyPI) --------------------------------

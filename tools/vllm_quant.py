@@ -2,20 +2,9 @@
 """Read, per vLLM release, each quantization method's minimum compute capability and the
 FlashInfer packages the wheel requires (static: AST and METADATA; no torch, no GPU).
 
-vLLM refuses a quantization config on a GPU below the config's ``get_min_capability()``
-(``model_loader``: "not supported for the current GPU. Minimum capability: ..."); the
-number lives in ``vllm/model_executor/layers/quantization/*.py`` and changed between
-releases, and so did the files (``awq.py``/``awq_marlin.py`` became ``auto_awq.py``). For
-every dockergen method, ``METHODS`` lists what vLLM may run for such a checkpoint:
-
-* alternatives vLLM chooses between by the GPU (a GPTQ checkpoint runs as gptq_marlin where
-  Marlin runs, else as plain gptq): the method runs if *any* alternative does (minimum);
-* inside one alternative, the checks all apply (compressed-tensors checks its config and
-  then the W8A8-INT8 scheme): the method needs *all* of them (maximum).
-
-An alternative whose file is not in the wheel is skipped; a method with none left, or a
-``get_min_capability`` that is not a literal ``return <int>``, stops the script (exit 2):
-a wrong floor would be worse than none.
+The floors are read by dockergen.components.serving.vllm_wheel.quant_floors (its docstring
+says which files and classes, and how alternatives combine); a layout it does not know
+stops the script (exit 2): a wrong floor would be worse than none.
 
 The wheel is read from PyPI with HTTP range requests (the zip's central directory, then the
 few members: ~2 MB of a ~330 MB wheel), or from a local file with ``--wheel``.
@@ -30,7 +19,6 @@ Usage:
 
 from __future__ import annotations
 
-import ast
 import io
 import json
 import re
@@ -42,73 +30,26 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dockergen.knowledge import builtin_facts  # noqa: E402 - after the path set-up
+from dockergen.components.serving.vllm_wheel import (  # noqa: E402 - after the path set-up
+    METHODS,
+    QUANT_MEMBERS,
+    WheelLayoutError,
+    quant_floors,
+)
+from dockergen.knowledge import builtin_facts  # noqa: E402
 from dockergen.maint import pypi  # noqa: E402
 from dockergen.ranges import BLOCK  # noqa: E402
 
 OUTPUT = ROOT / "dockergen" / "components" / "serving" / "vllm_quant.json"
-QUANT = "vllm/model_executor/layers/quantization/"
-# dockergen method -> alternatives (any runs) -> checks (all apply): (file under QUANT, class)
-METHODS: dict[str, list[list[tuple[str, str]]]] = {
-    "fp8": [[("fp8.py", "Fp8Config")]],
-    "int8": [[("compressed_tensors/compressed_tensors.py", "CompressedTensorsConfig"),
-              ("compressed_tensors/schemes/compressed_tensors_w8a8_int8.py",
-               "CompressedTensorsW8A8Int8")]],
-    "int4-awq": [[("awq.py", "AWQConfig")], [("awq_marlin.py", "AWQMarlinConfig")],
-                 [("auto_awq.py", "AutoAWQConfig")]],
-    "gptq": [[("gptq.py", "GPTQConfig")], [("gptq_marlin.py", "GPTQMarlinConfig")],
-             [("auto_gptq.py", "AutoGPTQConfig")]],
-}
 FLASHINFER = re.compile(r"^Requires-Dist:\s*(flashinfer[-_][^;\s]*[^;]*?)\s*(;.*)?$", re.M)
-
-
-class LayoutError(Exception):
-    """The wheel's layout is not what METHODS describes (exit 2)."""
-
-
-def min_capability(source: bytes, cls: str, where: str) -> int | None:
-    """The literal ``return N`` of ``cls.get_min_capability`` (None if the class is absent)."""
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ClassDef) and node.name == cls:
-            for fn in node.body:
-                if isinstance(fn, ast.FunctionDef) and fn.name == "get_min_capability":
-                    returns = [r for r in ast.walk(fn) if isinstance(r, ast.Return)]
-                    if (len(returns) == 1 and isinstance(returns[0].value, ast.Constant)
-                            and isinstance(returns[0].value.value, int)):
-                        return returns[0].value.value
-                    raise LayoutError(f"{where}: {cls}.get_min_capability is not a literal "
-                                      "`return <int>`")
-            raise LayoutError(f"{where}: {cls} has no get_min_capability")
-    return None
-
-
-def _cc(value: int) -> str:
-    return f"{value // 10}.{value % 10}"
+LayoutError = WheelLayoutError  # the wheel's layout is not what METHODS describes (exit 2)
 
 
 def read_wheel(zf: zipfile.ZipFile, version: str) -> dict[str, Any]:
     """Minimums per dockergen method and the FlashInfer requirements of one wheel."""
     names = set(zf.namelist())
-    methods: dict[str, Any] = {}
-    for method, alternatives in METHODS.items():
-        found: list[tuple[int, list[str]]] = []
-        for checks in alternatives:
-            if not all(QUANT + f in names for f, _ in checks):
-                continue
-            values, where = [], []
-            for f, cls in checks:
-                v = min_capability(zf.read(QUANT + f), cls, f"vllm {version} {f}")
-                if v is None:
-                    raise LayoutError(f"vllm {version} {f}: no class {cls}")
-                values.append(v)
-                where.append(f"{f}:{cls}={v}")
-            found.append((max(values), where))
-        if not found:
-            raise LayoutError(f"vllm {version}: none of the files of {method} "
-                              f"({', '.join(f for a in alternatives for f, _ in a)})")
-        lowest = min(v for v, _ in found)
-        methods[method] = {"min_cc": _cc(lowest),
-                           "read": sorted(w for _, ws in found for w in ws)}
+    members = {n: zf.read(n) for n in QUANT_MEMBERS if n in names}
+    methods = quant_floors(members, f"vllm {version}")
     meta = [n for n in names if re.fullmatch(r"vllm-[^/]+\.dist-info/METADATA", n)]
     if len(meta) != 1:
         raise LayoutError(f"vllm {version}: no single METADATA")

@@ -16,7 +16,6 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.cuda`,
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import posixpath
@@ -32,7 +31,7 @@ from dockergen.components import cuda, python
 from dockergen.components import torch as torch_component
 from dockergen.components.base import Context, describe_all, dotted, release_edits
 from dockergen.errors import Edit
-from dockergen.knowledge import COMPONENTS_DIR, in_range, is_unverified, load_facts
+from dockergen.knowledge import in_range, is_unverified, load_facts
 from dockergen.model import (
     APP_HOME,
     MAIN_INDEX,
@@ -52,18 +51,17 @@ from dockergen.model import (
 OPTIONS_DIR = "/etc/dockergen"  # where engine option files from the context are copied
 
 
-@functools.cache
-def flag_file(name: str) -> dict[str, Any]:
-    data = json.loads((COMPONENTS_DIR / "serving" / name).read_text(encoding="utf-8"))
-    assert isinstance(data, dict)
-    return data
+def release_flag_list(facts_name: str, version: str) -> frozenset[str] | None:
+    """Every option string an engine's server accepts in a release: its ``serve_flags`` row
+    (extracted from its wheel: ``vllm_flags.json``, ``sglang_flags.json``; or a user
+    knowledge file's, e.g. written by ``dockergen upgrade``); None: not read."""
+    row = load_facts(facts_name)["serve_flags"].get(version)
+    return frozenset(row["flags"]) if row is not None else None
 
 
-def release_flag_list(flags_file: str, version: str) -> frozenset[str] | None:
-    """Every option string an engine's server accepts in a release, from the flags file
-    extracted from its wheel (``vllm_flags.json``, ``sglang_flags.json``); None: not read."""
-    flags = flag_file(flags_file)["releases"].get(version)
-    return frozenset(flags) if flags is not None else None
+def release_flag_source(facts_name: str, version: str) -> str:
+    """Where a release's flag list was read (its row's ``src``)."""
+    return str(load_facts(facts_name)["serve_flags"][version]["src"])
 
 
 def _pep503(name: str) -> str:
@@ -170,6 +168,34 @@ class ServingEngine:
         """``kind`` is ``"quantization"`` (weights) or ``"kv_cache"``."""
         entry = self.facts()[kind].get(value)
         return dict(entry) if entry is not None else None
+
+    def flag_list(self, version: str) -> frozenset[str] | None:
+        """Every option string the release's server accepts (its ``serve_flags`` row, the
+        user's included); None: not read."""
+        return release_flag_list(self.facts_file, version)
+
+    # the wheel members :meth:`read_serve_flags` reads (none: the engine's are not read)
+    flag_members: ClassVar[tuple[str, ...]] = ()
+
+    def read_serve_flags(self, members: Mapping[str, bytes], shown: str) -> list[str]:
+        """Every option string of a release's server, read from its wheel's ``members``
+        (those of :attr:`flag_members` it holds; ``shown`` names the wheel in errors), for a
+        release dockergen does not know. Raises ValueError when they cannot be read."""
+        raise ValueError(f"dockergen does not read {self.name}'s from its wheel")
+
+    # the wheel members :meth:`read_floors` reads (none: the engine's are not read)
+    floor_members: ClassVar[tuple[str, ...]] = ()
+
+    def read_floors(self, members: Mapping[str, bytes], shown: str) -> dict[str, str]:
+        """Each quantization method's minimum compute capability in a release, read from its
+        wheel's ``members`` (those of :attr:`floor_members` it holds), like
+        :meth:`read_serve_flags`. Raises ValueError when they cannot be read."""
+        raise ValueError(f"dockergen does not read {self.name}'s from its wheel")
+
+    def floor_of(self, method: str, release: str) -> str | None:
+        """The minimum compute capability of a weight quantization method on a release
+        (None: none was read for that release)."""
+        return min_cc(self.facts()["quantization"][method], release)[0]
 
     # --- checks ---------------------------------------------------------------------------
     # server flags the profile derives -> the field that owns them (each engine's serve())

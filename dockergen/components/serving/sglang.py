@@ -26,16 +26,14 @@ from dockergen.components.serving.base import (
     ServingEngine,
     release_flag_list,
 )
-from dockergen.knowledge import COMPONENTS_DIR
 from dockergen.model import Derivation, ServeCommand
 
-FLAGS_FILE = COMPONENTS_DIR / "serving" / "sglang_flags.json"
 ARGS_SRC = "SGLANG-WHEEL {version} sglang/srt/arg_groups/fields/*.py (sglang_flags.json)"
 
 
 def release_flags(version: str) -> frozenset[str] | None:
     """Every option string ``sglang serve`` accepts in a release, from its wheel."""
-    return release_flag_list(FLAGS_FILE.name, version)
+    return release_flag_list("serving/sglang", version)
 
 
 class Sglang(ServingEngine):

@@ -3,28 +3,33 @@
 Owns ``vllm.yaml`` (releases with torch pin, Python range and CUDA major; quantization and
 KV-cache methods with their minimum compute capability) and the mapping of the profile's
 serving fields to ``vllm serve`` flags, checked against ``vllm_flags.json`` (the flags of
-each release's real wheel, extracted by ``tools/vllm_flags.py``). Everything shared with
-other engines is in :class:`~dockergen.components.serving.base.ServingEngine`.
+each release's real wheel, read by :mod:`~dockergen.components.serving.vllm_wheel`).
+Everything shared with other engines is in
+:class:`~dockergen.components.serving.base.ServingEngine`.
 May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving.base`,
-:mod:`dockergen.knowledge`, :mod:`dockergen.model`.
+:mod:`dockergen.components.serving.vllm_wheel`, :mod:`dockergen.model`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from dockergen.components.base import Context
-from dockergen.components.serving.base import ServingEngine, flag_file, release_flag_list
-from dockergen.knowledge import COMPONENTS_DIR
+from dockergen.components.serving import vllm_wheel
+from dockergen.components.serving.base import (
+    ServingEngine,
+    release_flag_list,
+    release_flag_source,
+)
 from dockergen.model import Derivation, ServeCommand
 
 ARGS_SRC = "VLLM-WHEEL 0.33.0 engine/arg_utils.py"
-FLAGS_FILE = COMPONENTS_DIR / "serving" / "vllm_flags.json"
 
 
 def release_flags(version: str) -> frozenset[str] | None:
     """Every option string `vllm serve` accepts in a release (tools/vllm_flags.py)."""
-    return release_flag_list(FLAGS_FILE.name, version)
+    return release_flag_list("serving/vllm", version)
 
 
 class Vllm(ServingEngine):
@@ -55,6 +60,23 @@ class Vllm(ServingEngine):
         "--dtype": "quantization.weights", "--kv-cache-dtype": "quantization.kv_cache",
     }
 
+    flag_members = vllm_wheel.MEMBERS
+
+    def read_serve_flags(self, members: Mapping[str, bytes], shown: str) -> list[str]:
+        try:
+            return vllm_wheel.serve_flags(members, shown)
+        except vllm_wheel.WheelLayoutError as exc:
+            raise ValueError(f"{exc}: the wheel's layout is not the one dockergen reads") from None
+
+    floor_members = vllm_wheel.QUANT_MEMBERS
+
+    def read_floors(self, members: Mapping[str, bytes], shown: str) -> dict[str, str]:
+        try:
+            floors = vllm_wheel.quant_floors(members, shown)
+        except vllm_wheel.WheelLayoutError as exc:
+            raise ValueError(f"{exc}: the wheel's layout is not the one dockergen reads") from None
+        return {method: str(row["min_cc"]) for method, row in floors.items()}
+
     def flag_name(self, arg: str) -> str | None:
         # vLLM's FlexibleArgumentParser reads --max_model_len as --max-model-len
         name = super().flag_name(arg)
@@ -80,7 +102,7 @@ class Vllm(ServingEngine):
             if not known:
                 c.error(("serving", "extra_args", i), f"vllm {c.p.engine.version} has no "
                         f"{name} flag (its server would exit with 'unrecognized arguments'; "
-                        f"{flag_file(FLAGS_FILE.name)['src'][c.p.engine.version]})",
+                        f"{release_flag_source('serving/vllm', c.p.engine.version)})",
                         "remove it; see `vllm serve --help` of that release")
 
     # --- FlashInfer's precompiled kernels: the rule is the base class's ----------------------
