@@ -416,3 +416,21 @@ def test_upgrade_reads_a_new_releases_quantization_floors_and_judges_the_gpus_by
     assert l40s.rc == 2 and "fp8 needs compute capability >= 9.0 on vllm 0.46.0" in l40s.err
     h100 = run_cli("validate", "serve-vllm-0.46.0.yaml", cwd=tmp_path)
     assert h100.rc == 0 and "no minimum compute capability" not in h100.err, h100.err
+
+
+@pytest.mark.network
+def test_pypi_the_source_reading_of_a_real_wheel_gives_the_shipped_facts() -> None:
+    """What upgrade reads of a release dockergen does not know is what the tools read of the
+    ones it ships: vLLM 0.34.0's real wheel, by range requests, gives its shipped flag list
+    and its shipped quantization floors."""
+    from dockergen.components.serving.base import min_cc
+    from dockergen.components.serving.vllm import release_flags
+    from dockergen.knowledge import builtin_facts
+    from dockergen.upgrade import derive_source
+
+    tables, notes = derive_source("https://pypi.org/simple", "vllm", "vllm", "0.34.0")
+    assert notes == ()
+    assert tables["serve_flags"]["0.34.0"]["flags"] == sorted(release_flags("0.34.0") or [])
+    shipped = builtin_facts("serving/vllm")["quantization"]
+    assert {m: r["min_cc"]["0.34.0"] for m, r in tables["quantization"].items()} == {
+        m: min_cc(shipped[m], "0.34.0")[0] for m in ("fp8", "int8", "int4-awq", "gptq")}
