@@ -327,7 +327,7 @@ def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
 
 def _check_observe(fleet: Any, path: Path) -> None:
     """The checks `observe` runs on a profile's observe: section, for `validate`."""
-    from dockergen.observe import settings_problems, source_of
+    from dockergen.observe.generate import settings_problems, source_of
 
     found = {str(pr): pr for t in fleet.targets if t.view.observe is not None
              for pr in settings_problems(t.view.observe, source_of(path))}
@@ -785,7 +785,7 @@ def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monit
     import re
 
     from dockergen.api import shipped_single_images
-    from dockergen.observe import observe_profile, write_output, write_outputs
+    from dockergen.observe.generate import observe_profile, write_output, write_outputs
     from dockergen.profile import _PATTERNS
 
     if observe_all == bool(profile):

@@ -9,18 +9,20 @@ FlashInfer pins. Those rows join the profile's knowledge for this check only, ma
 observed from that index on that date. Then the profile is moved there and every rule runs;
 where a rule fails, the first of its proven fixes that keeps the profile's GPUs (no other
 hardware, no other engine) is taken, up to a few rounds. The newest release that passes is
-the proposal, with what changes: the fields, torch, CUDA, Python, and what the knowledge
-cannot say of an unknown release (its metric names and quantization floors are not read;
-the smoke test runs the release's own parser). vLLM's server options are read from the
-wheel's source (:mod:`dockergen.components.serving.vllm_wheel`), so the flag rule checks the
-profile's against them and the plan says which flags went and came.
+the proposal, with what changes: the fields, torch, CUDA, Python, and what was read from
+the release's Python source: vLLM's server options and quantization floors
+(:mod:`dockergen.components.serving.vllm_wheel`), so the flag and floor rules judge the move,
+and whether the metric families the dashboard and alerts use are still defined
+(:mod:`dockergen.observe.families`). What is not read is said; the image's smoke test runs
+the release's own parser.
 
 ``--write`` writes two files next to the profile, never the profile itself: the knowledge
 file with the derived rows, and a profile that extends the user's with exactly the changed
 fields and that knowledge file (so ``git diff`` shows the change and the user decides).
 May import: :mod:`dockergen.atomic`, :mod:`dockergen.components`, :mod:`dockergen.errors`,
 :mod:`dockergen.kernels`, :mod:`dockergen.knowledge`, :mod:`dockergen.loader`,
-:mod:`dockergen.model`, :mod:`dockergen.outdated`, :mod:`dockergen.resolve`.
+:mod:`dockergen.model`, :mod:`dockergen.observe.families`, :mod:`dockergen.observe.metrics`,
+:mod:`dockergen.outdated`, :mod:`dockergen.resolve`.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from dockergen.components.serving import engine_for
 from dockergen.errors import DockergenError, ExitCode, ProfileError, Severity, redact
 from dockergen.loader import LoadedProfile, load_profile, with_overrides
 from dockergen.model import MAIN_INDEX
+from dockergen.observe import families, metrics
 from dockergen.resolve import check, resolve
 
 # the torch family comes from PyTorch's CUDA index, not the main one: not looked up there
@@ -220,7 +223,7 @@ def derive_source(index: str, engine: str, package: str, version: str
     read). Never a refusal: the rules then warn as for any release without those facts,
     and the image's smoke test runs the real parser."""
     serving = engine_for(engine)
-    wanted = [*serving.flag_members, *serving.floor_members]
+    wanted = [*serving.flag_members, *serving.floor_members, *families.MODULES.get(engine, ())]
     try:
         name, url = _engine_wheel(index, package, version)
         members = outdated.wheel_members(url, wanted, name) if wanted else {}
@@ -243,7 +246,38 @@ def derive_source(index: str, engine: str, package: str, version: str
             if isinstance(shipped.get(method, {}).get("min_cc"), dict)}
     except ValueError as exc:
         notes.append(f"quantization floors not read: {exc}")
+    notes.append(_metric_note(engine, version, members))
     return tables, tuple(notes)
+
+
+def _metric_note(engine: str, version: str, members: dict[str, bytes]) -> str:
+    """Whether the metric families the dashboard and alerts use (those of the newest
+    release ``data/metrics.yaml`` knows) are in the release's metrics module, same name and
+    type: a renamed family gives panels and alerts that silently show nothing."""
+    module = next((m for m in families.MODULES.get(engine, ()) if m in members), None)
+    if module is None:
+        return "metric names not read: no metrics module of its engine in the wheel"
+    try:
+        found = families.extract_source(engine, members[module].decode("utf-8", "replace"))
+    except ValueError as exc:
+        return f"metric names not read: {module}: {exc}"
+    known = [r for r in metrics.load_table()["engines"][engine]["releases"]
+             if Version(r) < Version(version)]
+    if not known:
+        return "metric names read, but no earlier release's are known to compare with"
+    newest = knowledge.newest(known)
+    roles = metrics.engine_metrics(engine, newest).roles.values()
+    changed = [f"{m.role} {m.name} ({m.type})" for m in roles
+               if found.get(m.name, {}).get("type") != m.type]
+    tail = ("" if version in metrics.load_table()["engines"][engine]["releases"] else
+            "; `observe` needs the release added to dockergen/data/metrics.yaml "
+            "(scripts/extract_metrics.py)")
+    if changed:
+        return (f"metric names the dashboard and alerts use, gone or changed in its "
+                f"{module} since {newest}: {', '.join(changed)}: their panels and alerts "
+                "would show nothing" + tail)
+    return (f"metric names the dashboard and alerts use: all {len(roles)} in its {module}, "
+            f"as in {newest}" + tail)
 
 
 def derive_kernels(index: str, engine: str, version: str, row: dict[str, Any]
@@ -352,10 +386,8 @@ def _accepted(loaded: LoadedProfile, edited: LoadedProfile, torch_pin: str | Non
     if not known:
         notes += [*unread, *_flag_changes(loaded, edited, version),
                   *_floor_notes(loaded, edited, version)]
-        notes.append("not in dockergen's knowledge: its metric names are not read here "
-                     "(observe's rules name those of the newest release dockergen knows); the "
-                     "image's smoke test runs the release's own argument parser on the exact "
-                     "command")
+        notes.append("not in dockergen's knowledge: the image's smoke test runs the "
+                     "release's own argument parser on the exact command")
     return Move(version, known, True, changes=changes, notes=tuple(notes))
 
 

@@ -109,13 +109,15 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.plan": _BASE | {"dockergen.api", "dockergen.loader", "dockergen.components.cuda"},
     # observe reads the resolved profile through api.resolve_profile only (one adapter)
     "dockergen.observe.metrics": set(),
+    # the metric families a release defines, read from its source (leaf)
+    "dockergen.observe.families": set(),
     "dockergen.observe.rules": {"dockergen.observe.metrics"},
     "dockergen.observe.dashboard": {"dockergen.observe.rules"},
     "dockergen.observe.generate": _BASE | {"dockergen.api", "dockergen.profile",
                                            "dockergen.observe.metrics",
                                            "dockergen.observe.rules",
                                            "dockergen.observe.dashboard"},
-    "dockergen.observe": {"dockergen.observe.generate"},
+    "dockergen.observe": set(),  # the package imports nothing: no Grafana SDK for upgrade
     # newer releases on an index, judged by resolving the profile moved to each
     "dockergen.outdated": _BASE | {"dockergen.api", "dockergen.components.serving",
                                    "dockergen.knowledge", "dockergen.model", "dockergen.ranges",
@@ -126,6 +128,7 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.upgrade": _BASE | {"dockergen.components.cuda", "dockergen.components.serving",
                                   "dockergen.kernels", "dockergen.knowledge",
                                   "dockergen.loader", "dockergen.model",
+                                  "dockergen.observe.families", "dockergen.observe.metrics",
                                   "dockergen.outdated", "dockergen.resolve"},
     "dockergen.cli": {"dockergen", "dockergen.*"},
     "dockergen.__main__": {"dockergen.cli"},

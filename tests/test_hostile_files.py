@@ -93,7 +93,7 @@ def _warm(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Import and prime in this process what every case needs: each forked case then
     costs its own work, not the imports (the machine is small and shared)."""
     import dockergen.deploy
-    import dockergen.observe
+    import dockergen.observe.generate
     import dockergen.plan
     import dockergen.schema  # noqa: F401
     from dockergen.api import render_context

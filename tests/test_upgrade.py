@@ -308,11 +308,27 @@ def flag_index() -> Iterator[str]:
     flags = sorted(release_flags("0.33.0") or [])
     assert "--enable-log-requests" in flags
     newer = sorted({*flags, "--speculative-window"} - {"--enable-log-requests"})
-    broken = _vllm_source(flags)
+    broken = {**_vllm_source(flags), **_metrics_source({"vllm:kv_cache_usage_perc":
+                                                        "vllm:kv_cache_usage"})}
     broken["vllm/engine/arg_utils.py"] = b"def add_cli_args(:\n"
     yield from _serve({
-        "0.43.0": _wheel("0.43.0", ["torch==2.14.0"], ">=3.11,<3.15", _vllm_source(newer)),
+        "0.43.0": _wheel("0.43.0", ["torch==2.14.0"], ">=3.11,<3.15",
+                         {**_vllm_source(newer), **_metrics_source({})}),
         "0.44.0": _wheel("0.44.0", ["torch==2.14.0"], ">=3.11,<3.15", broken)})
+
+
+def _metrics_source(renamed: dict[str, str]) -> dict[str, bytes]:
+    """vLLM's metrics module defining the families vLLM 0.34.0 defines for the roles the
+    dashboard and alerts use (as prometheus_client calls), some ``renamed``."""
+    from dockergen.observe.metrics import engine_metrics
+
+    calls = "".join(
+        f"        self.m{i} = prometheus_client.{m.type.capitalize()}("
+        f"name={renamed.get(m.name, m.name)!r}, labelnames={list(m.labels)!r})\n"
+        for i, m in enumerate(engine_metrics("vllm", "0.34.0").roles.values()))
+    return {"vllm/v1/metrics/loggers.py": ("import prometheus_client\n\n\nclass "
+                                           "PrometheusStatLogger:\n    def __init__(self):\n"
+                                           + calls).encode()}
 
 
 def test_upgrade_reads_a_new_releases_server_options_and_checks_the_profiles_against_them(
@@ -321,8 +337,11 @@ def test_upgrade_reads_a_new_releases_server_options_and_checks_the_profiles_aga
     row = plan["derived_flags"]["0.43.0"]
     assert "--speculative-window" in row["flags"] and "--enable-log-requests" not in row["flags"]
     assert row["src"].startswith(f"observed by dockergen upgrade from {flag_index} on ")
-    (note,) = [n for n in _move(plan, "0.43.0")["notes"] if n.startswith("serve flags")]
+    notes = _move(plan, "0.43.0")["notes"]
+    (note,) = [n for n in notes if n.startswith("serve flags")]
     assert "1 gone since 0.33.0 (--enable-log-requests), 1 new (--speculative-window)" in note
+    assert ("metric names the dashboard and alerts use: all 9 in its vllm/v1/metrics/loggers.py"
+            ", as in 0.34.0; `observe` needs the release added") in " ".join(notes)
 
     # a profile that passes the flag the release dropped: refused, by the flag rule
     uses = _plan(H100, "--index", flag_index, "--to", "0.43.0",
@@ -360,6 +379,11 @@ def test_a_source_layout_the_reader_does_not_know_leaves_the_flags_unread_not_gu
     assert any(n.startswith("serve flags not read: vllm-0.44.0-cp38-abi3-manylinux_2_28_x86_64"
                             ".whl vllm/engine/arg_utils.py does not parse") for n in move["notes"]
                ), move["notes"]
+    # a renamed family the dashboard and alerts use is named, with the role it serves
+    assert any(n.startswith("metric names the dashboard and alerts use, gone or changed in its "
+                            "vllm/v1/metrics/loggers.py since 0.34.0: kv_cache_usage "
+                            "vllm:kv_cache_usage_perc (gauge): their panels and alerts would "
+                            "show nothing") for n in move["notes"]), move["notes"]
 
 
 def _quant_source(fp8: int) -> dict[str, bytes]:
@@ -429,7 +453,8 @@ def test_pypi_the_source_reading_of_a_real_wheel_gives_the_shipped_facts() -> No
     from dockergen.upgrade import derive_source
 
     tables, notes = derive_source("https://pypi.org/simple", "vllm", "vllm", "0.34.0")
-    assert notes == ()
+    assert notes == ("metric names the dashboard and alerts use: all 9 in its "
+                     "vllm/v1/metrics/loggers.py, as in 0.33.0",)
     assert tables["serve_flags"]["0.34.0"]["flags"] == sorted(release_flags("0.34.0") or [])
     shipped = builtin_facts("serving/vllm")["quantization"]
     assert {m: r["min_cc"]["0.34.0"] for m, r in tables["quantization"].items()} == {

@@ -9,19 +9,9 @@ Prometheus/Grafana that exists independently of how the server is deployed (comp
 bare docker), it is re-generated when alert budgets change without touching the
 deployment, and it needs the Grafana SDK that no other command should import.
 
-May import: dockergen.observe.generate.
+The modules are imported by name (``dockergen.observe.generate`` for the command): the
+package imports nothing itself, so reading ``metrics`` (the knowledge) or ``families`` (the
+wheel reader) does not load the Grafana SDK.
+
+May import: nothing.
 """
-
-from __future__ import annotations
-
-from dockergen.observe.generate import (
-    ObserveResult,
-    observe_profile,
-    settings_problems,
-    source_of,
-    write_output,
-    write_outputs,
-)
-
-__all__ = ["ObserveResult", "observe_profile", "settings_problems", "source_of", "write_output",
-           "write_outputs"]
