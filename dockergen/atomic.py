@@ -188,59 +188,12 @@ def write_folders(parent: Path, folders: dict[str, dict[str, bytes]], *, kind: s
     top = top or {}
     for name in (*folders, *top):
         _check_shows_no_secret(parent / name)
-    try:
-        parent = real_folder(parent)
-        blocker = _file_in_the_way(parent / "x")
-        if blocker is not None:
-            raise OutputError(f"{blocker}: is a file, not a folder; choose an -o folder that "
-                              "is not inside a file")
-        if parent.exists():
-            _check_writable(parent)
-        modes: dict[str, int] = {}  # a replaced folder's permissions stay as they were
-        for name, files in folders.items():
-            dest = parent / name
-            if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
-                raise OutputError(f"{dest}: exists and is {inputs.node_kind(dest) or 'a file'}"
-                                  ", not a folder; it is left as it is; choose another -o "
-                                  "path")
-            if dest.exists():
-                check_owned(dest, kind, {*files, *later}, legacy)
-                _check_writable(dest)
-                modes[name] = stat.S_IMODE(dest.stat().st_mode)
-        for name in top:
-            kind_there = inputs.node_kind(parent / name)
-            if kind_there is not None:
-                raise OutputError(f"{parent / name}: is {kind_there}, not a file dockergen "
-                                  "wrote; it is left as it is; choose another -o folder")
-            if top_ours is not None:
-                top_ours(parent / name)
-        gone = [parent / name for name in retired if _owned_quietly(parent / name, kind)]
-    except OSError as exc:
-        raise OutputError(f"{parent}: cannot read: {exc.strerror}; choose another -o path"
-                          ) from None
+    parent, modes, gone = _check_targets(parent, folders, top, kind=kind, retired=retired,
+                                         later=later, legacy=legacy, top_ours=top_ours)
     staged: list[tuple[Path, Path]] = []  # (staging, destination)
     made, done = _missing_top(parent), False
     try:
-        try:
-            parent.mkdir(parents=True, exist_ok=True)
-            # each staging name is recorded before it is created: an interrupt at any
-            # moment leaves nothing that the clean-up below does not know of
-            for name, files in folders.items():
-                staging = _staging_name(parent, name)
-                staged.append((staging, parent / name))
-                _stage(staging, files, kind, later)
-                staging.chmod(modes.get(name, 0o755))
-            for name, data in top.items():
-                tmp = _staging_name(parent, name)
-                staged.append((tmp, parent / name))
-                with os.fdopen(_create_new(tmp), "wb") as fh:
-                    fh.write(data)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.chmod(tmp, 0o644)
-        except OSError as exc:
-            raise OutputError(f"{parent}: cannot write: {exc.strerror}; nothing was changed"
-                              ) from None
+        _stage_all(parent, folders, top, modes, kind, later, staged)
         with _signals_deferred():
             _swap_all(parent, staged, gone)
             _COMMITTED.extend(dest for _, dest in staged)  # before a held signal arrives
@@ -250,6 +203,88 @@ def write_folders(parent: Path, folders: dict[str, dict[str, bytes]], *, kind: s
             _remove(staging)
         if not done:  # "nothing was changed" includes the folders made for the change
             _unmake(parent, made)
+
+
+def _check_targets(parent: Path, folders: dict[str, dict[str, bytes]],
+                   top: dict[str, bytes], *, kind: str, retired: tuple[str, ...],
+                   later: tuple[str, ...], legacy: Legacy | None,
+                   top_ours: Callable[[Path], None] | None
+                   ) -> tuple[Path, dict[str, int], list[Path]]:
+    """Raise unless every destination of :func:`write_folders` may be replaced; the real
+    ``parent``, the permissions of the folders replaced, and the retired folders to go."""
+    try:
+        parent = real_folder(parent)
+        blocker = _file_in_the_way(parent / "x")
+        if blocker is not None:
+            raise OutputError(f"{blocker}: is a file, not a folder; choose an -o folder that "
+                              "is not inside a file")
+        if parent.exists():
+            _check_writable(parent)
+        modes = _check_target_folders(parent, folders, kind, later, legacy)
+        _check_top_files(parent, top, top_ours)
+        gone = [parent / name for name in retired if _owned_quietly(parent / name, kind)]
+    except OSError as exc:
+        raise OutputError(f"{parent}: cannot read: {exc.strerror}; choose another -o path"
+                          ) from None
+    return parent, modes, gone
+
+
+def _check_target_folders(parent: Path, folders: dict[str, dict[str, bytes]], kind: str,
+                          later: tuple[str, ...], legacy: Legacy | None) -> dict[str, int]:
+    """Raise unless each folder of ``folders`` under ``parent`` is absent or replaceable;
+    the permissions of those that exist."""
+    modes: dict[str, int] = {}  # a replaced folder's permissions stay as they were
+    for name, files in folders.items():
+        dest = parent / name
+        if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+            raise OutputError(f"{dest}: exists and is {inputs.node_kind(dest) or 'a file'}"
+                              ", not a folder; it is left as it is; choose another -o "
+                              "path")
+        if dest.exists():
+            check_owned(dest, kind, {*files, *later}, legacy)
+            _check_writable(dest)
+            modes[name] = stat.S_IMODE(dest.stat().st_mode)
+    return modes
+
+
+def _check_top_files(parent: Path, top: dict[str, bytes],
+                     top_ours: Callable[[Path], None] | None) -> None:
+    """Raise unless each file of ``top`` under ``parent`` is absent or dockergen's."""
+    for name in top:
+        kind_there = inputs.node_kind(parent / name)
+        if kind_there is not None:
+            raise OutputError(f"{parent / name}: is {kind_there}, not a file dockergen "
+                              "wrote; it is left as it is; choose another -o folder")
+        if top_ours is not None:
+            top_ours(parent / name)
+
+
+def _stage_all(parent: Path, folders: dict[str, dict[str, bytes]], top: dict[str, bytes],
+               modes: dict[str, int], kind: str, later: tuple[str, ...],
+               staged: list[tuple[Path, Path]]) -> None:
+    """Stage every folder and top file of :func:`write_folders` beside its destination,
+    appending each (staging, destination) to the caller's ``staged``, which the caller
+    removes whatever happens here."""
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        # each staging name is recorded before it is created: an interrupt at any
+        # moment leaves nothing that the clean-up in write_folders does not know of
+        for name, files in folders.items():
+            staging = _staging_name(parent, name)
+            staged.append((staging, parent / name))
+            _stage(staging, files, kind, later)
+            staging.chmod(modes.get(name, 0o755))
+        for name, data in top.items():
+            tmp = _staging_name(parent, name)
+            staged.append((tmp, parent / name))
+            with os.fdopen(_create_new(tmp), "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o644)
+    except OSError as exc:
+        raise OutputError(f"{parent}: cannot write: {exc.strerror}; nothing was changed"
+                          ) from None
 
 
 def _check_shows_no_secret(path: Path) -> None:

@@ -21,7 +21,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -38,9 +38,16 @@ from dockergen.errors import (
     holds_secret,
     redact,
 )
-from dockergen.progress import BuildTracker, StatusUpdate, decode_status, make_renderer
+from dockergen.progress import (
+    BuildTracker,
+    PlainRenderer,
+    StatusUpdate,
+    decode_status,
+    make_renderer,
+)
 
 if TYPE_CHECKING:
+    from dockergen.api import RenderedContext
     from dockergen.daemon import ContainerDaemon
     from dockergen.loader import Overrides
 
@@ -273,53 +280,18 @@ def run_build(daemon: ContainerDaemon, files: dict[str, bytes], plan: BuildPlan,
         if options.pull or daemon.image_id(ref) is None:
             renderer.message(f"pulling {ref}")
             daemon.pull(ref)
-    buildkit = plan.builder == "buildkit"
     dockerfile = files["Dockerfile"].decode()
     tracker = BuildTracker()
-    classic_step = ""
-    classic_tail: list[str] = []
-    image_id = None
     started = time.monotonic()
-    timer = None
     timed_out = threading.Event()
-    if options.timeout:
-        def expire() -> None:
-            timed_out.set()
-            daemon.cancel()
-        timer = threading.Timer(options.timeout, expire)
-        timer.daemon = True
-        timer.start()
-    created: list[str] = []
+    timer = _deadline(daemon, options.timeout, timed_out)
     try:
-        stream = daemon.build(context_tar(files), buildkit=buildkit, tag=plan.tags[0],
-                              buildargs=plan.build_args, target=options.target,
+        stream = daemon.build(context_tar(files), buildkit=plan.builder == "buildkit",
+                              tag=plan.tags[0], buildargs=plan.build_args, target=options.target,
                               nocache=options.no_cache, platform=options.platform,
                               network=options.network)
-        for message in stream:
-            if message.get("id") == "moby.buildkit.trace":
-                update = decode_status(message["aux"])
-                events = tracker.apply(update)
-                log.write(_log_line(message, update, events))
-                for kind, step, line in events:
-                    renderer.event(kind, step, line)
-                continue
-            log.write(_log_line(message))
-            if message.get("id") == "moby.image.id" or (
-                    isinstance(message.get("aux"), dict) and "ID" in message["aux"]):
-                image_id = message["aux"]["ID"]
-            elif "stream" in message:
-                text = redact(message["stream"])
-                for line in text.splitlines():
-                    if line.startswith("Step "):
-                        classic_step = line
-                    classic_tail.append(line)
-                if not buildkit and text.strip():
-                    renderer.message(text.rstrip("\n"))  # the classic builder's own lines
-            elif "error" in message or "errorDetail" in message:
-                tracker.flush()  # the failing step's last output, even without a newline
-                raise _failure(message, tracker, dockerfile, classic_step, classic_tail)
-        for kind, step, line in tracker.flush():  # output that never got its newline
-            renderer.event(kind, step, line)
+        image_id = _follow(stream, plan.builder == "buildkit", dockerfile, tracker, renderer,
+                           log)
     except KeyboardInterrupt:
         daemon.cancel()
         raise BuildInterrupted("interrupted: the build was cancelled; no image was tagged"
@@ -341,9 +313,68 @@ def run_build(daemon: ContainerDaemon, files: dict[str, bytes], plan: BuildPlan,
     if image_id is None:
         raise BuildFailed("the Docker engine finished without reporting an image id; see "
                           f"{getattr(log, 'name', 'the build log')} for its last messages")
+    _tag(daemon, image_id, plan.tags)
+    return BuildResult(image_id, list(plan.tags), tracker.summary(),
+                       round(time.monotonic() - started, 3), plan.builder)
+
+
+def _deadline(daemon: ContainerDaemon, timeout: float | None, timed_out: threading.Event
+              ) -> threading.Timer | None:
+    """Cancel the build when ``timeout`` seconds pass (setting ``timed_out``); None: no limit."""
+    if not timeout:
+        return None
+
+    def expire() -> None:
+        timed_out.set()
+        daemon.cancel()
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _follow(stream: Iterable[dict[str, Any]], buildkit: bool, dockerfile: str,
+            tracker: BuildTracker, renderer: PlainRenderer, log: IO[str]) -> str | None:
+    """Log and show the engine's build messages; the image id it reports, if any. A failed
+    step raises :class:`BuildFailed` with its Dockerfile line and last output."""
+    classic_step = ""
+    classic_tail: list[str] = []
+    image_id = None
+    for message in stream:
+        if message.get("id") == "moby.buildkit.trace":
+            update = decode_status(message["aux"])
+            events = tracker.apply(update)
+            log.write(_log_line(message, update, events))
+            for kind, step, line in events:
+                renderer.event(kind, step, line)
+            continue
+        log.write(_log_line(message))
+        if message.get("id") == "moby.image.id" or (
+                isinstance(message.get("aux"), dict) and "ID" in message["aux"]):
+            image_id = message["aux"]["ID"]
+        elif "stream" in message:
+            text = redact(message["stream"])
+            for line in text.splitlines():
+                if line.startswith("Step "):
+                    classic_step = line
+                classic_tail.append(line)
+            if not buildkit and text.strip():
+                renderer.message(text.rstrip("\n"))  # the classic builder's own lines
+        elif "error" in message or "errorDetail" in message:
+            tracker.flush()  # the failing step's last output, even without a newline
+            raise _failure(message, tracker, dockerfile, classic_step, classic_tail)
+    for kind, step, line in tracker.flush():  # output that never got its newline
+        renderer.event(kind, step, line)
+    return image_id
+
+
+def _tag(daemon: ContainerDaemon, image_id: str, tags: list[str]) -> None:
+    """Give the built image its other tags; on any failure remove every tag this build
+    created (the first came with the build), so none of ours is left half-made."""
+    created: list[str] = []
     try:
-        created.append(plan.tags[0])
-        for tag in plan.tags[1:]:
+        created.append(tags[0])
+        for tag in tags[1:]:
             daemon.tag(image_id, tag)
             created.append(tag)
     except KeyboardInterrupt:
@@ -355,8 +386,6 @@ def run_build(daemon: ContainerDaemon, files: dict[str, bytes], plan: BuildPlan,
             daemon.remove_image(tag)
         raise BuildFailed(f"the image was built ({image_id}) but could not be tagged: {exc}; "
                           "removed the tags this build created") from None
-    return BuildResult(image_id, list(plan.tags), tracker.summary(),
-                       round(time.monotonic() - started, 3), plan.builder)
 
 
 def _log_line(message: dict[str, Any], update: StatusUpdate | None = None,
@@ -440,24 +469,11 @@ def build_profile(path: Path, overrides: Overrides, options: BuildOptions, *,
     ``echo`` receives progress lines for people, ``out`` the result (digests or image id).
     ``daemon`` defaults to the local Docker engine (tests pass a fake).
     """
-    from dockergen.api import RenderedContext, render_context
+    from dockergen.api import render_context
     from dockergen.daemon import DaemonError, connect
-    from dockergen.loader import Override
-    from dockergen.render import LOG_FILE, RECORD_FILE, write_context
 
-    check_build_args(options.build_args)
-    check_platform(options.platform)
-    check_tags(options.tags)
-    if options.push and not options.smoke:
-        raise UnsafeInput("--push needs the smoke tests: drop --no-smoke")
-    for cert in ca_certs:  # a FIFO, device or loop is named by the certificate check
-        if not os.path.lexists(cert):
-            raise UnsafeInput(f"--ca-cert {str(cert)!r}: no such file; give a PEM certificate")
-    # the command line's certificates join the profile's (which stay relative to it); a
-    # problem with one names its --ca-cert, not a field the user never set
-    overrides = (*overrides, *(Override("build.ca_certificates", (os.path.abspath(c),),
-                                        Location(f"--ca-cert {_shown_path(c)}", origin=OPTION),
-                                        extend=True) for c in ca_certs))
+    _check_options(options, ca_certs)
+    overrides = _with_ca_certs(overrides, ca_certs)
     builder = options.builder
     if builder == "auto" and not dry_run:
         if options.build_args:  # refused before the engine is asked anything
@@ -472,6 +488,44 @@ def build_profile(path: Path, overrides: Overrides, options: BuildOptions, *,
     if not quiet:
         for warning in ctx.warnings:
             echo(str(warning))
+    plan, target, immutable = _plan_of(ctx, options, builder)
+    if dry_run:
+        for line in plan.lines():
+            out(line)
+        return None
+    if daemon is None:
+        daemon = connect()
+        if builder == "buildkit" and not daemon.has_buildkit():
+            raise DaemonError("this Docker engine has no BuildKit; use --builder classic")
+    return _build_and_record(daemon, ctx, plan, options, target, immutable,
+                             output or Path("build") / ctx.name, echo, out)
+
+
+def _check_options(options: BuildOptions, ca_certs: tuple[Path, ...]) -> None:
+    """The command line's own values, refused before anything is rendered."""
+    check_build_args(options.build_args)
+    check_platform(options.platform)
+    check_tags(options.tags)
+    if options.push and not options.smoke:
+        raise UnsafeInput("--push needs the smoke tests: drop --no-smoke")
+    for cert in ca_certs:  # a FIFO, device or loop is named by the certificate check
+        if not os.path.lexists(cert):
+            raise UnsafeInput(f"--ca-cert {str(cert)!r}: no such file; give a PEM certificate")
+
+
+def _with_ca_certs(overrides: Overrides, ca_certs: tuple[Path, ...]) -> Overrides:
+    """The command line's certificates join the profile's (which stay relative to it); a
+    problem with one names its --ca-cert, not a field the user never set."""
+    from dockergen.loader import Override
+
+    return (*overrides, *(Override("build.ca_certificates", (os.path.abspath(c),),
+                                   Location(f"--ca-cert {_shown_path(c)}", origin=OPTION),
+                                   extend=True) for c in ca_certs))
+
+
+def _plan_of(ctx: RenderedContext, options: BuildOptions, builder: str
+             ) -> tuple[BuildPlan, str | None, str]:
+    """(the build plan, the intermediate stage built or None, the content tag)."""
     dockerfile = ctx.files["Dockerfile"].decode()
     target = None if options.target in (None, stages(dockerfile)[-1]) else options.target
     if target is not None and options.push:
@@ -484,24 +538,25 @@ def build_profile(path: Path, overrides: Overrides, options: BuildOptions, *,
     refs = [] if target else [f"{image}:{t}" for t in ctx.resolved.tags]
     refs += [immutable, *options.tags]
     plan = BuildPlan(ctx.name, builder, sorted(ctx.files),
-                     base_images(ctx.files["Dockerfile"].decode(), options.build_args), refs,
-                     options.build_args)
-    if dry_run:
-        for line in plan.lines():
-            out(line)
-        return None
-    if daemon is None:
-        daemon = connect()
-        if builder == "buildkit" and not daemon.has_buildkit():
-            raise DaemonError("this Docker engine has no BuildKit; use --builder classic")
-    folder = output or Path("build") / ctx.name
+                     base_images(dockerfile, options.build_args), refs, options.build_args)
+    return plan, target, immutable
+
+
+def _build_and_record(daemon: ContainerDaemon, ctx: RenderedContext, plan: BuildPlan,
+                      options: BuildOptions, target: str | None, immutable: str,
+                      folder: Path, echo: Callable[[str], None],
+                      out: Callable[[str], None]) -> dict[str, Any]:
+    """Write the context, build, smoke-test and push, keeping the build record current at
+    each step; return the record."""
+    from dockergen import atomic
+    from dockergen.render import LOG_FILE, RECORD_FILE, write_context
+
+    refs = plan.tags
     write_context(folder, ctx.files, later=(RECORD_FILE, LOG_FILE))
     record: dict[str, Any] = {"profile": ctx.name, "profile_hash": ctx.resolved.profile_hash,
-                              "builder": builder, "tags": refs, "immutable_tag": immutable,
+                              "builder": plan.builder, "tags": refs, "immutable_tag": immutable,
                               "target": target or "(final stage)", "status": Status.STARTED}
     record_path = folder / RECORD_FILE
-    from dockergen import atomic
-
     with atomic.open_new(folder / LOG_FILE) as log:  # the context was just swapped in
         try:
             result = run_build(daemon, ctx.files, plan, options, log, sys.stderr)

@@ -88,6 +88,26 @@ def _python(r: Resolved) -> list[str]:
 def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
                    report: SmokeReport, gpus: bool = False) -> list[tuple[str, list[str], Any]]:
     """Metadata checks now; return the command checks to run: (name, command, verify)."""
+    _check_metadata(r, inspect, history, report)
+    uid = r.profile.runtime.uid
+    checks: list[tuple[str, list[str], Any]] = [
+        _versions_check(r, gpus),
+        ("runs as the non-root uid", ["id", "-u"],
+         lambda code, out: (code == 0 and out.strip() == str(uid), out.strip())),
+    ]
+    checks += _component_image_checks(r)
+    compilers = _no_compilers_check(r)
+    if compilers is not None:
+        checks.append(compilers)
+    checks += [(c.name, list(c.command), c.verify) for c in flash_attn.smoke_checks(r.flash_attn)]
+    audit = image_audit_check(r)
+    checks.append((audit.name, list(audit.command), audit.verify))
+    return checks
+
+
+def _check_metadata(r: Resolved, inspect: dict[str, Any], history: list[str],
+                    report: SmokeReport) -> None:
+    """Report the checks of the image config: user, labels, entrypoint, port, env, secrets."""
     cfg = inspect.get("Config") or {}
     uid = r.profile.runtime.uid
     report.add("runs as the numeric non-root user", cfg.get("User") == f"{uid}:{uid}",
@@ -111,6 +131,9 @@ def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
     report.add("no secret-looking values in env, labels or history", not leaks,
                ", ".join(sorted(set(leaks))))
 
+
+def _versions_check(r: Resolved, gpus: bool) -> tuple[str, list[str], Any]:
+    """The command check that every component's module imports at the profile's version."""
     # (import name, distribution, import needs a GPU driver): each component names its own.
     # An import that loads libcuda (TensorRT-LLM) is checked by its installed version
     # unless the GPU checks run.
@@ -130,12 +153,12 @@ def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
         return code == 0 and not bad, "; ".join(bad) or "ok"
 
     script = VERSIONS_SCRIPT.replace("MODULES", repr(modules))
-    checks: list[tuple[str, list[str], Any]] = [
-        ("torch, engine, flash-attn and their kernels import at the profile's versions",
-         _python(r) + [script], verify_versions),
-        ("runs as the non-root uid", ["id", "-u"],
-         lambda code, out: (code == 0 and out.strip() == str(uid), out.strip())),
-    ]
+    return ("torch, engine, flash-attn and their kernels import at the profile's versions",
+            _python(r) + [script], verify_versions)
+
+
+def _component_image_checks(r: Resolved) -> list[tuple[str, list[str], Any]]:
+    """The command checks torch, python and the engine's parser bring for this image."""
     stub = (templates_dir() / "context" / "driver_stub.py").read_text(encoding="utf-8")
     image_checks = [torch.arch_check(r.base.torch, {t.given: t.cc for t in r.targets}),
                     python.record_check(r.runtime.venv)]
@@ -144,19 +167,21 @@ def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
                          python.triton_check(r.runtime.venv, stub)]
     if r.serve_parser:
         image_checks.append(serve_parser_check(r, stub))
-    checks += [(c.name, list(c.command), c.verify) for c in image_checks]
-    if not r.profile.runtime.jit_toolchain:
-        kept = python.C_COMPILER_EXECUTABLES if r.runtime.jit_c_compiler else ()
-        banned = [c for c in python.COMPILER_EXECUTABLES if c not in kept]
-        probe = "for c in " + " ".join(banned) + "; do command -v $c; done; true"
-        name = ("no compiler but the C compiler in the runtime image" if kept
-                else "no compilers in the runtime image")
-        checks.append((name, ["sh", "-c", probe],
-                       lambda code, out: (out.strip() == "", out.strip() or "none")))
-    checks += [(c.name, list(c.command), c.verify) for c in flash_attn.smoke_checks(r.flash_attn)]
-    audit = image_audit_check(r)
-    checks.append((audit.name, list(audit.command), audit.verify))
-    return checks
+    return [(c.name, list(c.command), c.verify) for c in image_checks]
+
+
+def _no_compilers_check(r: Resolved) -> tuple[str, list[str], Any] | None:
+    """The command check that no compiler the image may not keep is on its PATH (None:
+    runtime.jit_toolchain keeps them all)."""
+    if r.profile.runtime.jit_toolchain:
+        return None
+    kept = python.C_COMPILER_EXECUTABLES if r.runtime.jit_c_compiler else ()
+    banned = [c for c in python.COMPILER_EXECUTABLES if c not in kept]
+    probe = "for c in " + " ".join(banned) + "; do command -v $c; done; true"
+    name = ("no compiler but the C compiler in the runtime image" if kept
+            else "no compilers in the runtime image")
+    return (name, ["sh", "-c", probe],
+            lambda code, out: (out.strip() == "", out.strip() or "none"))
 
 
 def serve_parser_check(r: Resolved, driver_stub: str) -> CommandCheck:

@@ -50,10 +50,9 @@ def _probe(f: DeployFacts, period: int, failures: int, timeout: int = 5) -> dict
             "periodSeconds": period, "timeoutSeconds": timeout, "failureThreshold": failures}
 
 
-def manifests(f: DeployFacts, o: DeployOptions) -> list[dict[str, Any]]:
-    """Deployment, Service and NetworkPolicy as plain data."""
-    labels = {"app.kubernetes.io/name": f.name, "app.kubernetes.io/managed-by": "dockergen"}
-    selector = {"app.kubernetes.io/name": f.name}
+def _volumes_and_mounts(f: DeployFacts,
+                        o: DeployOptions) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The pod's volumes and the server's mounts of them, in the same order."""
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
     for c, path in f.caches():
@@ -68,11 +67,16 @@ def manifests(f: DeployFacts, o: DeployOptions) -> list[dict[str, Any]]:
         volumes.append({"name": "model", "persistentVolumeClaim": {
             "claimName": o.model_claim or f"{f.name}-model", "readOnly": True}})
         mounts.append({"name": "model", "mountPath": f.model_dir, "readOnly": True})
+    return volumes, mounts
+
+
+def _server_container(f: DeployFacts, o: DeployOptions,
+                      mounts: list[dict[str, Any]]) -> dict[str, Any]:
     env: list[dict[str, Any]] = [{"name": n, "value": v} for n, v, _ in f.env()]
     env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {
         "name": o.hf_secret, "key": "token", "optional": True}}})
     resources = {"cpu": str(o.cpus), "memory": f"{o.memory_gib}Gi"}
-    container: dict[str, Any] = {
+    return {
         "name": "server",
         "image": f.image,
         "imagePullPolicy": "Always",
@@ -98,6 +102,10 @@ def manifests(f: DeployFacts, o: DeployOptions) -> list[dict[str, Any]]:
         "livenessProbe": _probe(f, 30, 3, timeout=10),
         "volumeMounts": mounts,
     }
+
+
+def _pod_spec(f: DeployFacts, o: DeployOptions, container: dict[str, Any],
+              volumes: list[dict[str, Any]]) -> dict[str, Any]:
     pod: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "affinity": node_affinity(f),
@@ -120,7 +128,12 @@ def manifests(f: DeployFacts, o: DeployOptions) -> list[dict[str, Any]]:
         pod["hostIPC"] = True
     if "host-network" in o.opt_in:
         pod["hostNetwork"] = True
-    deployment = {
+    return pod
+
+
+def _deployment(f: DeployFacts, o: DeployOptions, labels: dict[str, str],
+                selector: dict[str, str], pod: dict[str, Any]) -> dict[str, Any]:
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": f.name, "namespace": o.namespace, "labels": labels,
@@ -133,7 +146,11 @@ def manifests(f: DeployFacts, o: DeployOptions) -> list[dict[str, Any]]:
             "template": {"metadata": {"labels": labels}, "spec": pod},
         },
     }
-    service = {
+
+
+def _service(f: DeployFacts, o: DeployOptions, labels: dict[str, str],
+             selector: dict[str, str]) -> dict[str, Any]:
+    return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": f.name, "namespace": o.namespace, "labels": labels},
@@ -141,15 +158,28 @@ def manifests(f: DeployFacts, o: DeployOptions) -> list[dict[str, Any]]:
                  "ports": [{"name": "http", "port": f.port, "targetPort": "http",
                             "protocol": "TCP"}]},
     }
+
+
+def _network_policy(f: DeployFacts, o: DeployOptions, labels: dict[str, str],
+                    selector: dict[str, str]) -> dict[str, Any]:
     # Only the server port is reachable; every other ingress to the pod is denied.
-    policy = {
+    return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": {"name": f.name, "namespace": o.namespace, "labels": labels},
         "spec": {"podSelector": {"matchLabels": selector}, "policyTypes": ["Ingress"],
                  "ingress": [{"ports": [{"port": f.port, "protocol": "TCP"}]}]},
     }
-    return [deployment, service, policy]
+
+
+def manifests(f: DeployFacts, o: DeployOptions) -> list[dict[str, Any]]:
+    """Deployment, Service and NetworkPolicy as plain data."""
+    labels = {"app.kubernetes.io/name": f.name, "app.kubernetes.io/managed-by": "dockergen"}
+    selector = {"app.kubernetes.io/name": f.name}
+    volumes, mounts = _volumes_and_mounts(f, o)
+    pod = _pod_spec(f, o, _server_container(f, o, mounts), volumes)
+    return [_deployment(f, o, labels, selector, pod), _service(f, o, labels, selector),
+            _network_policy(f, o, labels, selector)]
 
 
 def _header(f: DeployFacts, o: DeployOptions) -> str:

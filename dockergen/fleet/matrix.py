@@ -216,31 +216,10 @@ def expand(path: Path, overrides: Overrides = (), mode: Mode = "buildkit",
     axes, problems = _axes(raw, matrix.model_dump())
     name = data.get("name")
     base_name = name if isinstance(name, str) else ""
-    for i, entry in enumerate(matrix.exclude):
-        for key, want in entry.items():
-            row = next((r for r in axes if r and r[0].axis == key), None)
-            if row is None or not any(v.value == want or v.label == want for v in row):
-                problems.append(Problem(
-                    raw.at("matrix", "exclude", i, key), f"matrix.exclude[{i}].{key}",
-                    f"matches no value of the axis {key!r}" if row else
-                    f"{key!r} is not an axis of this matrix",
-                    "use an axis name and one of its values or value names"))
-    count = math.prod(len(row) for row in axes)
-    if count > MAX_POINTS:  # each point is validated and rendered: ~5 ms, minutes at 10^5
-        raise ProfileError([Problem(raw.at("matrix", "axes"), "matrix.axes",
-                                    f"{count} points (the product of the axes); at most "
-                                    f"{MAX_POINTS}", "split the fleet into several matrix "
-                                    "profiles, or give the axes fewer values")])
-    points = []
-    for combo in itertools.product(*axes):
-        name = "-".join([base_name, *(v.label for v in combo)])
-        point = Point(name, tuple(combo))
-        if not _NAME.fullmatch(name):
-            problems.append(Problem(raw.at("matrix", "axes"), "matrix",
-                                    f"variant name {name!r} is not a valid profile name "
-                                    "(lowercase letters, digits, '-', at most 63)",
-                                    "name the axis values with a mapping NAME: VALUE"))
-        points.append(point)
+    problems += _exclude_problems(raw, axes, matrix.exclude)
+    _check_point_count(raw, axes)
+    points, bad_names = _named_points(raw, axes, base_name)
+    problems += bad_names
     if problems:
         raise ProfileError(problems)
     out = Expansion(base_name)
@@ -270,3 +249,47 @@ def expand(path: Path, overrides: Overrides = (), mode: Mode = "buildkit",
             Location(raw.display), "matrix", "every point of the matrix is invalid or "
             "excluded", "fix the problems above or widen the axes")])
     return out
+
+
+def _exclude_problems(raw: adapter.RawProfile, axes: list[list[AxisValue]],
+                      exclude: tuple[dict[str, Any], ...]) -> list[Problem]:
+    """Each ``matrix.exclude`` key that names no axis, or a value no axis has."""
+    problems: list[Problem] = []
+    for i, entry in enumerate(exclude):
+        for key, want in entry.items():
+            row = next((r for r in axes if r and r[0].axis == key), None)
+            if row is None or not any(v.value == want or v.label == want for v in row):
+                problems.append(Problem(
+                    raw.at("matrix", "exclude", i, key), f"matrix.exclude[{i}].{key}",
+                    f"matches no value of the axis {key!r}" if row else
+                    f"{key!r} is not an axis of this matrix",
+                    "use an axis name and one of its values or value names"))
+    return problems
+
+
+def _check_point_count(raw: adapter.RawProfile, axes: list[list[AxisValue]]) -> None:
+    """Raise when the axes multiply to more than :data:`MAX_POINTS` points."""
+    count = math.prod(len(row) for row in axes)
+    if count > MAX_POINTS:  # each point is validated and rendered: ~5 ms, minutes at 10^5
+        raise ProfileError([Problem(raw.at("matrix", "axes"), "matrix.axes",
+                                    f"{count} points (the product of the axes); at most "
+                                    f"{MAX_POINTS}", "split the fleet into several matrix "
+                                    "profiles, or give the axes fewer values")])
+
+
+def _named_points(raw: adapter.RawProfile, axes: list[list[AxisValue]], base_name: str
+                  ) -> tuple[list[Point], list[Problem]]:
+    """Every point of the axes with its variant name, and a problem for each name that is
+    not a valid profile name."""
+    problems: list[Problem] = []
+    points = []
+    for combo in itertools.product(*axes):
+        name = "-".join([base_name, *(v.label for v in combo)])
+        point = Point(name, tuple(combo))
+        if not _NAME.fullmatch(name):
+            problems.append(Problem(raw.at("matrix", "axes"), "matrix",
+                                    f"variant name {name!r} is not a valid profile name "
+                                    "(lowercase letters, digits, '-', at most 63)",
+                                    "name the axis values with a mapping NAME: VALUE"))
+        points.append(point)
+    return points, problems

@@ -16,10 +16,12 @@ from typing import Any
 
 from grafana_foundation_sdk.builders import dashboard as gdash
 from grafana_foundation_sdk.builders import prometheus, stat, timeseries
+from grafana_foundation_sdk.cog.builder import Builder
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import (
     DashboardCursorSync,
     DataSourceRef,
+    Panel,
     Threshold,
     ThresholdsMode,
     VariableHide,
@@ -50,68 +52,79 @@ def _series(rule: Rule, legend: str, ref: str, per_instance: bool) -> prometheus
     return _query(rule.record + selector, legend, ref)
 
 
-def build_dashboard(s: Settings, rules: list[Rule], engine: str, release: str,
-                    gpu_targets: tuple[str, ...]) -> dict[str, Any]:
-    """The dashboard model as plain JSON data (deterministic)."""
-    by_name = {r.record: r for r in rules}
-    gpus = ",".join(gpu_targets)
-    title = f"dockergen {s.profile}: {engine} {release} on {gpus}"
+def _panel(title: str, unit: str, queries: list[prometheus.Dataquery],
+           description: str) -> timeseries.Panel:
+    """A time-series panel a third of the row wide, drawing ``queries``."""
+    p = (timeseries.Panel().title(title).description(description).unit(unit)
+         .datasource(DATASOURCE).height(8).span(8))
+    for q in queries:
+        p = p.with_target(q)
+    return p
 
-    def panel(title: str, unit: str, queries: list[prometheus.Dataquery],
-              description: str) -> timeseries.Panel:
-        p = (timeseries.Panel().title(title).description(description).unit(unit)
-             .datasource(DATASOURCE).height(8).span(8))
-        for q in queries:
-            p = p.with_target(q)
-        return p
 
-    throughput = [
-        panel("Generated tokens/s", "short",
-              [_series(by_name["job:dockergen_generation_tokens:rate"], "output", "A", False)],
-              by_name["job:dockergen_generation_tokens:rate"].help),
-        panel("Prompt tokens/s", "short",
-              [_series(by_name["job:dockergen_prompt_tokens:rate"], "prompt", "A", False)],
-              by_name["job:dockergen_prompt_tokens:rate"].help),
-        panel("Requests/s", "reqps",
-              [_series(by_name["job:dockergen_requests:rate"], "finished", "A", False)],
-              by_name["job:dockergen_requests:rate"].help),
+def _red_above(value: float) -> gdash.ThresholdsConfig:
+    """Green up to ``value``, red from it on."""
+    return gdash.ThresholdsConfig().mode(ThresholdsMode.ABSOLUTE).steps([
+        Threshold(value=None, color="green"),
+        Threshold(value=value, color="red")])
+
+
+def _throughput_panels(by_name: dict[str, Rule]) -> list[timeseries.Panel]:
+    return [
+        _panel("Generated tokens/s", "short",
+               [_series(by_name["job:dockergen_generation_tokens:rate"], "output", "A", False)],
+               by_name["job:dockergen_generation_tokens:rate"].help),
+        _panel("Prompt tokens/s", "short",
+               [_series(by_name["job:dockergen_prompt_tokens:rate"], "prompt", "A", False)],
+               by_name["job:dockergen_prompt_tokens:rate"].help),
+        _panel("Requests/s", "reqps",
+               [_series(by_name["job:dockergen_requests:rate"], "finished", "A", False)],
+               by_name["job:dockergen_requests:rate"].help),
     ]
+
+
+def _latency_panels(s: Settings, by_name: dict[str, Rule]) -> list[timeseries.Panel]:
     latency = []
     for _role, stem, what in LATENCIES:
         queries = [_series(by_name[f"job:dockergen_{stem}:{tag}"], tag.upper(), chr(65 + i),
                            False) for i, (tag, _q) in enumerate(QUANTILES)]
-        latency.append(panel(what[0].upper() + what[1:], "s", queries,
-                             f"P50/P90/P99 {what} from the engine's histogram"))
-    latency[-1] = latency[-1].thresholds(
-        gdash.ThresholdsConfig().mode(ThresholdsMode.ABSOLUTE).steps([
-            Threshold(value=None, color="green"),
-            Threshold(value=s.e2e_p99_budget_s, color="red")]))
-    queue = [
-        panel("Requests waiting", "short",
-              [_series(by_name["instance:dockergen_requests_waiting:sum"], "{{instance}}",
-                       "A", True)],
-              by_name["instance:dockergen_requests_waiting:sum"].help),
-        panel("Requests running", "short",
-              [_series(by_name["instance:dockergen_requests_running:sum"], "{{instance}}",
-                       "A", True)],
-              by_name["instance:dockergen_requests_running:sum"].help),
+        latency.append(_panel(what[0].upper() + what[1:], "s", queries,
+                              f"P50/P90/P99 {what} from the engine's histogram"))
+    latency[-1] = latency[-1].thresholds(_red_above(s.e2e_p99_budget_s))
+    return latency
+
+
+def _queue_panels(by_name: dict[str, Rule]) -> list[timeseries.Panel]:
+    return [
+        _panel("Requests waiting", "short",
+               [_series(by_name["instance:dockergen_requests_waiting:sum"], "{{instance}}",
+                        "A", True)],
+               by_name["instance:dockergen_requests_waiting:sum"].help),
+        _panel("Requests running", "short",
+               [_series(by_name["instance:dockergen_requests_running:sum"], "{{instance}}",
+                        "A", True)],
+               by_name["instance:dockergen_requests_running:sum"].help),
     ]
+
+
+def _kv_cache_panels(s: Settings, by_name: dict[str, Rule]) -> list[Builder[Panel]]:
     kv_rule = by_name["instance:dockergen_kv_cache_usage:ratio"]
-    kv = [
-        panel("KV-cache usage", "percentunit",
-              [_series(kv_rule, "{{instance}}", "A", True)], kv_rule.help)
-        .min(0).max(1).thresholds(
-            gdash.ThresholdsConfig().mode(ThresholdsMode.ABSOLUTE).steps([
-                Threshold(value=None, color="green"),
-                Threshold(value=s.kv_cache_usage_threshold, color="red")])),
+    return [
+        _panel("KV-cache usage", "percentunit",
+               [_series(kv_rule, "{{instance}}", "A", True)], kv_rule.help)
+        .min(0).max(1).thresholds(_red_above(s.kv_cache_usage_threshold)),
         stat.Panel().title("KV-cache usage now (fullest replica)").unit("percentunit")
         .description(kv_rule.help).datasource(DATASOURCE).height(8).span(8)
         .with_target(_query(f'max({kv_rule.record}{{job="$job", instance=~"$instance"}})',
                             "fullest", "A")),
     ]
 
-    builder = (
-        gdash.Dashboard(title)
+
+def _dashboard_without_panels(s: Settings, engine: str, release: str,
+                              gpus: str) -> gdash.Dashboard:
+    """The dashboard's settings and variables, before any row or panel."""
+    return (
+        gdash.Dashboard(f"dockergen {s.profile}: {engine} {release} on {gpus}")
         .uid(_uid(s.profile))
         .description(f"Serving metrics of dockergen profile {s.profile} ({engine} {release}, "
                      f"GPUs {gpus}); panels read the recording rules of recording-rules.yaml.")
@@ -140,8 +153,17 @@ def build_dashboard(s: Settings, rules: list[Rule], engine: str, release: str,
         .with_variable(gdash.ConstantVariable("engine_release").value(f"{engine} {release}"))
         .with_variable(gdash.ConstantVariable("gpu_targets").value(gpus))
     )
-    for row_title, panels in (("Throughput", throughput), ("Latency", latency),
-                              ("Queue", queue), ("KV cache", kv)):
+
+
+def build_dashboard(s: Settings, rules: list[Rule], engine: str, release: str,
+                    gpu_targets: tuple[str, ...]) -> dict[str, Any]:
+    """The dashboard model as plain JSON data (deterministic)."""
+    by_name = {r.record: r for r in rules}
+    builder = _dashboard_without_panels(s, engine, release, ",".join(gpu_targets))
+    for row_title, panels in (("Throughput", _throughput_panels(by_name)),
+                              ("Latency", _latency_panels(s, by_name)),
+                              ("Queue", _queue_panels(by_name)),
+                              ("KV cache", _kv_cache_panels(s, by_name))):
         builder = builder.with_row(gdash.Row(row_title))
         for p in panels:
             builder = builder.with_panel(p)
