@@ -189,46 +189,14 @@ def shape_from_config(cfg: dict[str, Any], name: str, where: str) -> ModelShape:
     kv_heads = _int(cfg, "num_key_value_heads", where, heads)
     head_dim = _head_dim(cfg, where, hidden, heads, kv_heads)
     sliding = _sliding_window(cfg, where)
-    sliding_layers = 0
-    layer_types = cfg.get("layer_types")
-    if isinstance(layer_types, list) and layer_types:
-        # one entry per layer (transformers checks this too); more entries than layers
-        # would leave a negative count of global layers
-        if len(layer_types) != layers:
-            raise PlanError(f"{where}: layer_types: {len(layer_types)} entries for "
-                            f"num_hidden_layers {layers}; give one entry per layer, as in "
-                            "the model's published config.json")
-        sliding_layers = sum(1 for t in layer_types if t == "sliding_attention")
-    elif sliding and cfg.get("sliding_window_pattern"):
-        # Gemma 3: every pattern-th layer is global, the others slide
-        # (src: transformers Gemma3TextConfig: layer_types from sliding_window_pattern,
-        # "sliding_attention" if (i + 1) % pattern else "full_attention").
-        pattern = _int(cfg, "sliding_window_pattern", where)
-        sliding_layers = sum(1 for i in range(layers) if (i + 1) % pattern)
-    elif sliding and cfg.get("use_sliding_window", True) is not False:
-        # A window on every layer (Mistral-7B-v0.1); Qwen2 configs carry a window with
-        # use_sliding_window: false, which means none.
-        sliding_layers = layers
-    if sliding_layers and not sliding:
-        raise PlanError(f"{where}: layer_types: {sliding_layers} sliding_attention layers "
-                        "but no sliding_window; set sliding_window to the model's window "
-                        "from its published config.json")
+    sliding_layers = _sliding_layers(cfg, where, layers, sliding)
     # routed experts: DeepSeek n_routed_experts, Mixtral num_local_experts, Qwen3-MoE
     # num_experts (transformers' config classes of each)
     experts = (_int(cfg, "n_routed_experts", where, 0, minimum=0)
                or _int(cfg, "num_local_experts", where, 0, minimum=0)
                or _int(cfg, "num_experts", where, 0, minimum=0))
     intermediate = _int(cfg, "intermediate_size", where, 4 * hidden)
-    # dense-MLP layers of an MoE model: DeepSeek's first k; Qwen2/3-MoE's mlp_only_layers and
-    # the layers off its decoder_sparse_step (transformers Qwen3MoeDecoderLayer)
-    step = _int(cfg, "decoder_sparse_step", where, 1)
-    mlp_only = cfg.get("mlp_only_layers") or []
-    if not isinstance(mlp_only, list) or not all(
-            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers for i in mlp_only):
-        raise PlanError(f"{where}: mlp_only_layers: expected a list of layer numbers from 0 "
-                        f"to {layers - 1}; copy it from the model's published config.json")
-    dense_layers = (_int(cfg, "first_k_dense_replace", where, 0, minimum=0)
-                    or sum(1 for i in range(layers) if i in mlp_only or (i + 1) % step))
+    dense_layers = _dense_layers(cfg, where, layers)
     return ModelShape(
         name=name, source=where, layers=layers, hidden=hidden, heads=heads,
         kv_heads=kv_heads, head_dim=head_dim,
@@ -253,6 +221,49 @@ def shape_from_config(cfg: dict[str, Any], name: str, where: str) -> ModelShape:
         sliding_window=sliding if sliding_layers else 0,
         sliding_layers=sliding_layers,
     )
+
+
+def _sliding_layers(cfg: dict[str, Any], where: str, layers: int, sliding: int) -> int:
+    """How many of the layers attend through the sliding window (``sliding``: 0 for none)."""
+    sliding_layers = 0
+    layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list) and layer_types:
+        # one entry per layer (transformers checks this too); more entries than layers
+        # would leave a negative count of global layers
+        if len(layer_types) != layers:
+            raise PlanError(f"{where}: layer_types: {len(layer_types)} entries for "
+                            f"num_hidden_layers {layers}; give one entry per layer, as in "
+                            "the model's published config.json")
+        sliding_layers = sum(1 for t in layer_types if t == "sliding_attention")
+    elif sliding and cfg.get("sliding_window_pattern"):
+        # Gemma 3: every pattern-th layer is global, the others slide
+        # (src: transformers Gemma3TextConfig: layer_types from sliding_window_pattern,
+        # "sliding_attention" if (i + 1) % pattern else "full_attention").
+        pattern = _int(cfg, "sliding_window_pattern", where)
+        sliding_layers = sum(1 for i in range(layers) if (i + 1) % pattern)
+    elif sliding and cfg.get("use_sliding_window", True) is not False:
+        # A window on every layer (Mistral-7B-v0.1); Qwen2 configs carry a window with
+        # use_sliding_window: false, which means none.
+        sliding_layers = layers
+    if sliding_layers and not sliding:
+        raise PlanError(f"{where}: layer_types: {sliding_layers} sliding_attention layers "
+                        "but no sliding_window; set sliding_window to the model's window "
+                        "from its published config.json")
+    return sliding_layers
+
+
+def _dense_layers(cfg: dict[str, Any], where: str, layers: int) -> int:
+    """How many layers of an MoE model have a dense MLP instead of experts."""
+    # dense-MLP layers of an MoE model: DeepSeek's first k; Qwen2/3-MoE's mlp_only_layers and
+    # the layers off its decoder_sparse_step (transformers Qwen3MoeDecoderLayer)
+    step = _int(cfg, "decoder_sparse_step", where, 1)
+    mlp_only = cfg.get("mlp_only_layers") or []
+    if not isinstance(mlp_only, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers for i in mlp_only):
+        raise PlanError(f"{where}: mlp_only_layers: expected a list of layer numbers from 0 "
+                        f"to {layers - 1}; copy it from the model's published config.json")
+    return (_int(cfg, "first_k_dense_replace", where, 0, minimum=0)
+            or sum(1 for i in range(layers) if i in mlp_only or (i + 1) % step))
 
 
 def _head_dim(cfg: dict[str, Any], where: str, hidden: int, heads: int,
@@ -566,13 +577,7 @@ def _plan(m: ModelShape, inp: PlanInputs, tp: int, weight_total: int | None,
           weight_source: str, overhead_gib: float, search: bool) -> Plan:
     wdtype = _weight_dtype(m, inp.weights)
     if weight_total is None:
-        per = WEIGHT_BYTES.get(wdtype)
-        if per is None:
-            raise PlanError(f"{m.source}: torch_dtype {wdtype!r} unknown; set "
-                            "quantization.weights (bf16, fp16, fp8, int8, int4-awq, gptq)")
-        weight_total = int(count_params(m) * per)
-        weight_source = (f"{count_params(m)} parameters (from the config shapes) x {per:g} "
-                         f"bytes ({wdtype})")
+        weight_total, weight_source = _estimated_weights(m, wdtype)
     kv_name, kv_bytes = _kv_dtype(m, inp.weights, inp.kv_cache)
     per_layer_tp1 = kv_bytes_per_token_layer(m, kv_bytes, 1)
     per_layer = kv_bytes_per_token_layer(m, kv_bytes, tp)
@@ -580,62 +585,20 @@ def _plan(m: ModelShape, inp: PlanInputs, tp: int, weight_total: int | None,
     full_pt = per_layer * full_layers
     slide_pt = per_layer * m.sliding_layers
     mem = int(inp.gpu_mem_gib * GIB)
-    util = inp.gpu_memory_utilization or DEFAULT_UTILIZATION
     overhead = int(overhead_gib * GIB)
     w_gpu = math.ceil(weight_total / tp)
-    if inp.engine == "tensorrt-llm":
-        budget = int((mem - w_gpu - overhead) * util)
-        budget_rule = ("TensorRT-LLM: kv_cache_free_gpu_memory_fraction x (GPU memory - "
-                       "weights - overhead)")
-    elif inp.engine == "sglang":
-        # --mem-fraction-static: "the fraction of the memory used for static allocation
-        # (model weights and KV cache memory pool)" (sglang 0.5.23 wheel
-        # srt/arg_groups/fields/schedule.py); activations and CUDA graphs use the rest.
-        # Unset, SGLang reserves memory by a heuristic (srt/arg_groups/memory_hook.py
-        # reserved_mem); dockergen reserves its overhead estimate instead.
-        if inp.gpu_memory_utilization is None:
-            util = round((mem - overhead) / mem, 4)
-        budget = int(mem * util) - w_gpu
-        budget_rule = "SGLang: GPU memory x mem_fraction_static - weights"
-    else:
-        budget = int(mem * util) - w_gpu - overhead
-        budget_rule = "vLLM: GPU memory x gpu_memory_utilization - weights - overhead"
-    budget = max(budget, 0)
+    budget, util, budget_rule = _kv_budget(inp, mem, w_gpu, overhead)
     max_len = inp.max_model_len or m.max_position
     batched = inp.max_num_batched_tokens or max_len
     need = _request_bytes(m, full_pt, slide_pt, max_len, batched)
     fits = need <= budget and budget > 0
-    # Largest max_model_len that fits (block-rounded), like vLLM's estimate_max_model_len.
-    lo, hi = 0, max_len
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if _request_bytes(m, full_pt, slide_pt, mid, min(batched, mid)) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    largest = lo // BLOCK_SIZE * BLOCK_SIZE if lo >= BLOCK_SIZE else lo
+    largest = _largest_max_model_len(m, full_pt, slide_pt, max_len, batched, budget)
     tokens = budget // full_pt if full_pt else 0
     concurrency = round(budget / need, 2) if need else 0.0
     smallest_tp: int | None = tp if fits else None
     if search and not fits:
-        for cand in (1, 2, 4, 8, 16, 32, 64):
-            if cand <= tp or m.heads % cand:
-                continue
-            if _plan(m, inp, cand, weight_total, weight_source, overhead_gib,
-                     search=False).fits:
-                smallest_tp = cand
-                break
-    if m.kv_lora_rank:
-        formula = (f"MLA: (kv_lora_rank {m.kv_lora_rank} + qk_rope_head_dim "
-                   f"{m.qk_rope_head_dim}) x {m.layers} layers x {kv_bytes} B, no factor 2; "
-                   "the latent is replicated on every TP rank")
-    else:
-        formula = (f"2 x {m.layers} layers x {m.kv_heads} kv_heads x {m.head_dim} head_dim "
-                   f"x {kv_bytes} B")
-        if m.sliding_layers:
-            formula += (f"; {m.sliding_layers} sliding-window layers hold at most "
-                        f"sliding_window {m.sliding_window} - 1 + max_num_batched_tokens "
-                        f"tokens, {full_layers} global layers grow with context")
+        smallest_tp = _smallest_fitting_tp(m, inp, tp, weight_total, weight_source,
+                                           overhead_gib)
     notes = [f"KV budget: {budget_rule}"]
     if not m.kv_lora_rank and m.kv_heads < tp:
         notes.append(f"{m.kv_heads} KV heads < tensor_parallel_size {tp}: each rank keeps "
@@ -655,7 +618,84 @@ def _plan(m: ModelShape, inp: PlanInputs, tp: int, weight_total: int | None,
         kv_budget_bytes_per_gpu=budget, max_model_len=max_len,
         bytes_per_request_per_gpu=need, tokens_per_gpu=int(tokens),
         max_concurrency=concurrency, fits=fits, largest_max_model_len=largest,
-        smallest_tensor_parallel=smallest_tp, formula=formula, notes=notes)
+        smallest_tensor_parallel=smallest_tp, formula=_kv_formula(m, kv_bytes, full_layers),
+        notes=notes)
+
+
+def _estimated_weights(m: ModelShape, wdtype: str) -> tuple[int, str]:
+    """(weight bytes, how they were counted) from the config shapes, without a checkpoint."""
+    per = WEIGHT_BYTES.get(wdtype)
+    if per is None:
+        raise PlanError(f"{m.source}: torch_dtype {wdtype!r} unknown; set "
+                        "quantization.weights (bf16, fp16, fp8, int8, int4-awq, gptq)")
+    weight_total = int(count_params(m) * per)
+    weight_source = (f"{count_params(m)} parameters (from the config shapes) x {per:g} "
+                     f"bytes ({wdtype})")
+    return weight_total, weight_source
+
+
+def _kv_budget(inp: PlanInputs, mem: int, w_gpu: int, overhead: int) -> tuple[int, float, str]:
+    """(KV-cache bytes per GPU, memory fraction used, the engine's rule) for one GPU."""
+    util = inp.gpu_memory_utilization or DEFAULT_UTILIZATION
+    if inp.engine == "tensorrt-llm":
+        budget = int((mem - w_gpu - overhead) * util)
+        budget_rule = ("TensorRT-LLM: kv_cache_free_gpu_memory_fraction x (GPU memory - "
+                       "weights - overhead)")
+    elif inp.engine == "sglang":
+        # --mem-fraction-static: "the fraction of the memory used for static allocation
+        # (model weights and KV cache memory pool)" (sglang 0.5.23 wheel
+        # srt/arg_groups/fields/schedule.py); activations and CUDA graphs use the rest.
+        # Unset, SGLang reserves memory by a heuristic (srt/arg_groups/memory_hook.py
+        # reserved_mem); dockergen reserves its overhead estimate instead.
+        if inp.gpu_memory_utilization is None:
+            util = round((mem - overhead) / mem, 4)
+        budget = int(mem * util) - w_gpu
+        budget_rule = "SGLang: GPU memory x mem_fraction_static - weights"
+    else:
+        budget = int(mem * util) - w_gpu - overhead
+        budget_rule = "vLLM: GPU memory x gpu_memory_utilization - weights - overhead"
+    return max(budget, 0), util, budget_rule
+
+
+def _largest_max_model_len(m: ModelShape, full_pt: int, slide_pt: int, max_len: int,
+                           batched: int, budget: int) -> int:
+    """The largest max_model_len up to ``max_len`` whose request fits ``budget``."""
+    # Largest max_model_len that fits (block-rounded), like vLLM's estimate_max_model_len.
+    lo, hi = 0, max_len
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _request_bytes(m, full_pt, slide_pt, mid, min(batched, mid)) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo // BLOCK_SIZE * BLOCK_SIZE if lo >= BLOCK_SIZE else lo
+
+
+def _smallest_fitting_tp(m: ModelShape, inp: PlanInputs, tp: int, weight_total: int,
+                         weight_source: str, overhead_gib: float) -> int | None:
+    """The smallest tensor-parallel size above ``tp`` that divides the heads and fits."""
+    for cand in (1, 2, 4, 8, 16, 32, 64):
+        if cand <= tp or m.heads % cand:
+            continue
+        if _plan(m, inp, cand, weight_total, weight_source, overhead_gib,
+                 search=False).fits:
+            return cand
+    return None
+
+
+def _kv_formula(m: ModelShape, kv_bytes: int, full_layers: int) -> str:
+    """The KV-bytes-per-token formula with the model's numbers, as the table shows it."""
+    if m.kv_lora_rank:
+        return (f"MLA: (kv_lora_rank {m.kv_lora_rank} + qk_rope_head_dim "
+                f"{m.qk_rope_head_dim}) x {m.layers} layers x {kv_bytes} B, no factor 2; "
+                "the latent is replicated on every TP rank")
+    formula = (f"2 x {m.layers} layers x {m.kv_heads} kv_heads x {m.head_dim} head_dim "
+               f"x {kv_bytes} B")
+    if m.sliding_layers:
+        formula += (f"; {m.sliding_layers} sliding-window layers hold at most "
+                    f"sliding_window {m.sliding_window} - 1 + max_num_batched_tokens "
+                    f"tokens, {full_layers} global layers grow with context")
+    return formula
 
 
 def misfit_message(plan: Plan) -> tuple[str, str]:

@@ -287,3 +287,34 @@ def test_every_module_says_what_it_may_import() -> None:
                if m not in ("dockergen", "dockergen.__main__")
                and "May import" not in (ast.get_docstring(ast.parse(source)) or "")]
     assert missing == []
+
+
+# A function longer than this does more than one job: split it into functions whose names
+# say what each decides (docs/architecture.md).
+MAX_FUNCTION_LINES = 60
+
+
+def long_functions(source: str) -> list[tuple[str, int]]:
+    """(name, lines from `def` to the end of its body) of every function over the limit."""
+    return [(node.name, node.end_lineno - node.lineno + 1)
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno is not None
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+
+
+def test_no_function_is_longer_than_a_screen() -> None:
+    found = [f"{module}.{name}: {lines} lines" for module, source in all_modules()
+             for name, lines in long_functions(source)]
+    assert found == [], found
+
+
+def test_the_length_check_sees_a_long_function_and_its_nested_ones() -> None:
+    body = "    x = 1\n" * (MAX_FUNCTION_LINES - 1)
+    assert long_functions(f"def short():\n{body}") == []
+    assert long_functions(f"def long():\n{body}    y = 2\n") == [("long", 61)]
+    inner = "".join("        " + line + "\n" for line in body.splitlines())
+    nested = f"class C:\n    def m(self):\n        def inner():\n{inner}"
+    # a method is as long as the function it holds (inner: 60 lines, at the limit)
+    assert long_functions(nested) == [("m", 61)]
+    assert long_functions(nested + "            y = 2\n") == [("m", 62), ("inner", 61)]

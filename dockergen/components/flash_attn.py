@@ -32,6 +32,7 @@ from dockergen.model import (
     CommandCheck,
     Derivation,
     FlashAttnStage,
+    GpuTarget,
     Mode,
     RuntimeCopy,
     SmokeImport,
@@ -59,23 +60,52 @@ def check(c: Context) -> None:
     """fa2-*: version, GPUs, archs, toolkit, Python, torch and build memory."""
     p, fa = c.p, facts()
     if p.flash_attn.build == "none":
-        if p.flash_attn.purpose:
-            c.warn(("flash_attn", "purpose"), "a purpose is given, but flash_attn.build is "
-                   "none: no FlashAttention-2 is built for it",
-                   "set flash_attn.build: source, or remove flash_attn.purpose")
+        _warn_purpose_without_build(c)
         return
     version = Version(p.flash_attn.version)
-    source = p.flash_attn.source
-    release = fa["releases"].get(p.flash_attn.version)
-    if release is None and source is None:
+    release = _release(c, fa)
+    if release is None:
+        return
+    usable = _check_targets(c, fa)
+    archs: set[str] = {a for t in usable if (a := fa_arch_of(t.cc)) is not None}
+    _check_archs_env(c, fa, release, version, archs)
+    _check_nvcc(c, fa, release, version, archs)
+    _check_python(c, release, version)
+    _check_torch_floor(c, fa, release, version)
+    if c.torch_pin:
+        check_cxx_std(c, release, c.torch_pin)
+    _check_build_memory(c, fa)
+    _warn_build_without_purpose(c, usable)
+
+
+def _warn_purpose_without_build(c: Context) -> None:
+    """A purpose stated for a build that is switched off."""
+    if c.p.flash_attn.purpose:
+        c.warn(("flash_attn", "purpose"), "a purpose is given, but flash_attn.build is "
+               "none: no FlashAttention-2 is built for it",
+               "set flash_attn.build: source, or remove flash_attn.purpose")
+
+
+def _release(c: Context, fa: dict[str, Any]) -> dict[str, Any] | None:
+    """The release row the other rules read; None (after an error) for an unknown release."""
+    p = c.p
+    release: dict[str, Any] | None = fa["releases"].get(p.flash_attn.version)
+    if release is None and p.flash_attn.source is None:
         c.error(("flash_attn", "version"), f"flash-attn {p.flash_attn.version} is not on PyPI "
                 "or not in the knowledge base (releases carry .postN suffixes)",
                 edits=version_edits(p.flash_attn.version))
-        return
+        return None
+    if release:
+        return release
     # A source build names its own version; the newest release's facts stand in for the
     # ones its setup.py may have changed (only the C++ standard is known to differ, and the
     # profile states it: flash_attn.source.cxx_std).
-    release = release or fa["releases"][max(fa["releases"], key=Version)]
+    newest: dict[str, Any] = fa["releases"][max(fa["releases"], key=Version)]
+    return newest
+
+
+def _check_targets(c: Context, fa: dict[str, Any]) -> list[GpuTarget]:
+    """Targets too old for FlashAttention-2 or without a flash-attn arch; returns the rest."""
     old = [t for t in c.targets if cc_tuple(t.cc) < cc_tuple(fa["min_cc"])]
     for t in old:
         c.error(("gpu", "targets"), f"FlashAttention-2 needs compute capability >= "
@@ -90,21 +120,33 @@ def check(c: Context) -> None:
     for t in unmapped:
         c.error(("gpu", "targets"), f"released flash-attn has no build for compute "
                 f"capability {t.cc} ({describe(t)})", edits=[NO_BUILD, *c.drop(t)])
-    archs: set[str] = {a for t in usable if (a := fa_arch_of(t.cc)) is not None}
-    if not release["archs_env"]:
-        beyond = sorted(a for a in archs if a not in ("80", "90"))
-        if beyond:
-            since = Version(fa["archs_env_since"])
-            c.error(("flash_attn", "version"), f"flash-attn {version} always builds sm_80 and "
-                    f"sm_90 only and cannot build {', '.join(beyond)} (flash-attn >= "
-                    f"{since} can)",
-                    edits=[*version_edits(str(version), lambda v: Version(v) >= since),
-                           NO_BUILD])
-        else:
-            c.warn(("flash_attn", "version"), f"flash-attn {version} ignores "
-                   f"FLASH_ATTN_CUDA_ARCHS (added in {fa['archs_env_since']}) and always "
-                   "builds sm_80 and sm_90", f"use flash-attn >= {fa['archs_env_since']} to "
-                   "build only the targets' archs")
+    return usable
+
+
+def _check_archs_env(c: Context, fa: dict[str, Any], release: dict[str, Any],
+                     version: Version, archs: set[str]) -> None:
+    """A release without FLASH_ATTN_CUDA_ARCHS builds sm_80 and sm_90 whatever the targets."""
+    if release["archs_env"]:
+        return
+    beyond = sorted(a for a in archs if a not in ("80", "90"))
+    if beyond:
+        since = Version(fa["archs_env_since"])
+        c.error(("flash_attn", "version"), f"flash-attn {version} always builds sm_80 and "
+                f"sm_90 only and cannot build {', '.join(beyond)} (flash-attn >= "
+                f"{since} can)",
+                edits=[*version_edits(str(version), lambda v: Version(v) >= since),
+                       NO_BUILD])
+    else:
+        c.warn(("flash_attn", "version"), f"flash-attn {version} ignores "
+               f"FLASH_ATTN_CUDA_ARCHS (added in {fa['archs_env_since']}) and always "
+               "builds sm_80 and sm_90", f"use flash-attn >= {fa['archs_env_since']} to "
+               "build only the targets' archs")
+
+
+def _check_nvcc(c: Context, fa: dict[str, Any], release: dict[str, Any], version: Version,
+                archs: set[str]) -> None:
+    """The CUDA toolkit's nvcc must build the release and every target arch."""
+    p = c.p
     have = Version(p.cuda.version)
     if have < Version(release["nvcc_min"]):
         nvcc = Version(release["nvcc_min"])
@@ -116,9 +158,19 @@ def check(c: Context) -> None:
             c.error(("cuda", "version"), f"flash-attn skips arch {arch} without an error when "
                     f"nvcc < {need}; CUDA {p.cuda.version} would ship no kernels for it",
                     edits=cuda.version_edits(p.cuda.version, partial(operator.le, need)))
+
+
+def _check_python(c: Context, release: dict[str, Any], version: Version) -> None:
+    """The profile's Python must be one the release supports."""
+    p = c.p
     if not in_range(p.python + ".0", release["python"]):
         c.error(("python",), f"flash-attn {version} requires Python {release['python']}",
                 edits=python.version_edits(p.python, release["python"]))
+
+
+def _check_torch_floor(c: Context, fa: dict[str, Any], release: dict[str, Any],
+                       version: Version) -> None:
+    """The torch the image gets must be at least the release's torch floor."""
     if c.torch_pin and Version(c.torch_pin) < Version(release["torch_min"]):
         floor, pin = Version(release["torch_min"]), Version(c.torch_pin)
         newer_torch = release_edits(c, _releases(c),
@@ -127,8 +179,11 @@ def check(c: Context) -> None:
                                  lambda v: Version(fa["releases"][v]["torch_min"]) <= pin)
         c.error(("engine", "version"), f"flash-attn {version} needs torch >= {floor}, but "
                 f"the image gets torch {c.torch_pin}", edits=[*newer_torch, *older_fa])
-    if c.torch_pin:
-        check_cxx_std(c, release, c.torch_pin)
+
+
+def _check_build_memory(c: Context, fa: dict[str, Any]) -> None:
+    """max_jobs compile jobs, and at least one, must fit in build.memory_gib."""
+    p = c.p
     jobs = p.flash_attn.max_jobs
     need_per_job = fa["job_gib"]
     if isinstance(jobs, int) and jobs * need_per_job > p.build.memory_gib:
@@ -141,9 +196,13 @@ def check(c: Context) -> None:
         c.warn(("build", "memory_gib"), f"{p.build.memory_gib} GiB is below the ~"
                f"{need_per_job} GiB one flash-attn compile job can peak at",
                "expect the OOM killer; build on a host with more memory")
+
+
+def _warn_build_without_purpose(c: Context, usable: list[GpuTarget]) -> None:
+    """The engine's note on a build whose use the profile does not state."""
     # the engine's note (its attention does not use this build) helps where nobody said why
     # the image builds it; a profile that says so is not warned on every render
-    if c.flash_attn_note and not p.flash_attn.purpose and usable:
+    if c.flash_attn_note and not c.p.flash_attn.purpose and usable:
         c.warn(("flash_attn", "build"), c.flash_attn_note,
                "set flash_attn.build: none if nothing else needs it, or say what uses it "
                "in flash_attn.purpose")
