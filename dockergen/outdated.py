@@ -67,6 +67,10 @@ WHEEL_LIMIT = 64 << 20
 # One library read out of a wheel (range requests: only its compressed bytes travel) to list
 # its GPU code: vLLM 0.9.1's _C.abi3.so is 287 MiB unpacked, newer ones under 100 MiB.
 MEMBER_LIMIT = 512 << 20
+# One Python source file read out of a wheel and parsed (vLLM 0.34.0's largest the upgrade
+# reads, engine/arg_utils.py, is 0.1 MiB): a syntax tree takes tens of times its source in
+# memory, so a hostile index must not hand over the library limit's worth of "source".
+SOURCE_LIMIT = 4 << 20
 TIMEOUT_S = 30
 USER_ENV, PASSWORD_ENV = "DOCKERGEN_INDEX_USERNAME", "DOCKERGEN_INDEX_PASSWORD"
 _ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
@@ -307,19 +311,20 @@ def wheel_member(url: str, pattern: str, shown: str) -> str:
         raise IndexReadError(f"{shown}: not a readable wheel ({exc})") from None
 
 
-def wheel_members(url: str, names: list[str], shown: str) -> dict[str, bytes]:
+def wheel_members(url: str, names: list[str], shown: str, limit: int = MEMBER_LIMIT,
+                  what: str = "one library") -> dict[str, bytes]:
     """The members of the wheel at ``url`` among ``names`` (those it holds), each up to
-    :data:`MEMBER_LIMIT` unpacked."""
+    ``limit`` bytes unpacked (``what`` names such a member in the refusal)."""
     out = {}
     try:
         with _wheel(url, shown) as zf:
             for info in zf.infolist():
                 if info.filename not in names:
                     continue
-                if info.file_size > MEMBER_LIMIT:
+                if info.file_size > limit:
                     raise IndexReadError(f"{shown}: {info.filename} is {info.file_size} bytes "
-                                         f"unpacked, more than the {MEMBER_LIMIT >> 20} MiB "
-                                         "dockergen reads of one library")
+                                         f"unpacked, more than the {limit >> 20} MiB "
+                                         f"dockergen reads of {what}")
                 out[info.filename] = zf.read(info)
     except (zipfile.BadZipFile, OSError) as exc:
         raise IndexReadError(f"{shown}: not a readable wheel ({exc})") from None

@@ -226,7 +226,8 @@ def derive_source(index: str, engine: str, package: str, version: str
     wanted = [*serving.flag_members, *serving.floor_members, *families.MODULES.get(engine, ())]
     try:
         name, url = _engine_wheel(index, package, version)
-        members = outdated.wheel_members(url, wanted, name) if wanted else {}
+        members = outdated.wheel_members(url, wanted, name, outdated.SOURCE_LIMIT,
+                                         "one source file") if wanted else {}
     except (UpgradeError, outdated.IndexReadError) as exc:
         return {}, (f"serve flags and quantization floors not read: {exc}",)
     tables: dict[str, dict[str, Any]] = {}

@@ -459,3 +459,39 @@ def test_pypi_the_source_reading_of_a_real_wheel_gives_the_shipped_facts() -> No
     shipped = builtin_facts("serving/vllm")["quantization"]
     assert {m: r["min_cc"]["0.34.0"] for m, r in tables["quantization"].items()} == {
         m: min_cc(shipped[m], "0.34.0")[0] for m in ("fp8", "int8", "int4-awq", "gptq")}
+
+
+@pytest.fixture(scope="module")
+def hostile_index() -> Iterator[str]:
+    """Wheels whose source would cost the reader without bound: 0.47.0 nests deeper than
+    Python's parser goes (its parser answers MemoryError, RecursionError or SyntaxError by
+    the kind of nesting), 0.48.0 declares a 5 MiB arg_utils.py (a few KB compressed)."""
+    signs = b"x = " + b"-" * 200_000 + b"1\n"  # MemoryError
+    sums = b"x = 1" + b" + 1" * 300_000 + b"\n"  # RecursionError
+    parens = b"x = " + b"(" * 5000 + b")" * 5000 + b"\n"  # SyntaxError
+    yield from _serve({
+        "0.47.0": _wheel("0.47.0", ["torch==2.14.0"], ">=3.11,<3.15", {
+            "vllm/engine/arg_utils.py": signs,
+            "vllm/entrypoints/common/cli_args.py": parens,
+            "vllm/model_executor/layers/quantization/fp8.py": sums,
+            "vllm/v1/metrics/loggers.py": sums}),
+        "0.48.0": _wheel("0.48.0", ["torch==2.14.0"], ">=3.11,<3.15", {
+            "vllm/engine/arg_utils.py": b"#" * (5 << 20)})})
+
+
+def test_hostile_source_in_a_wheel_is_refused_by_bound_never_parsed_without_one(
+        hostile_index: str) -> None:
+    plan = _plan(H100, "--index", hostile_index)
+    deep = _move(plan, "0.47.0")
+    assert deep["ok"] and not plan["derived_flags"] and not plan["derived_floors"]
+    unread = [n for n in deep["notes"] if "not read" in n]
+    assert [n.split(":")[0] for n in unread] == ["serve flags not read",
+                                                 "quantization floors not read",
+                                                 "metric names not read"], unread
+    assert all("does not parse" in n for n in unread), unread
+    assert "(MemoryError" in unread[0] and "(RecursionError" in unread[1] + unread[2], unread
+    big = _move(plan, "0.48.0")
+    assert big["ok"] and big["notes"][0] == (
+        "serve flags and quantization floors not read: vllm-0.48.0-cp38-abi3-manylinux_2_28_"
+        "x86_64.whl: vllm/engine/arg_utils.py is 5242880 bytes unpacked, more than the 4 MiB "
+        "dockergen reads of one source file")

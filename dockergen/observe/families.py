@@ -129,6 +129,8 @@ def extract_source(engine: str, source: str) -> dict[str, dict[str, Any]]:
     visitor = _Extractor(PREFIX[engine])
     try:
         visitor.visit(ast.parse(source))
-    except SyntaxError as exc:
-        raise ValueError(f"the metrics module does not parse ({exc})") from None
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        # RecursionError/MemoryError: nesting deeper than the parser's or the walk's stack
+        raise ValueError(f"the metrics module does not parse ({type(exc).__name__}: {exc})"
+                         ) from None
     return dict(sorted(visitor.found.items()))

@@ -104,8 +104,10 @@ def _field_flags(tree: ast.Module, classes: tuple[str, ...]) -> set[str]:
 def _parse(source: bytes, where: str) -> ast.Module:
     try:
         return ast.parse(source)
-    except (SyntaxError, ValueError) as exc:
-        raise WheelLayoutError(f"{where} does not parse ({exc})") from None
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        # RecursionError/MemoryError: nesting deeper than the parser's stack
+        raise WheelLayoutError(f"{where} does not parse ({type(exc).__name__}: {exc})"
+                               ) from None
 
 
 def serve_flags(members: Mapping[str, bytes], shown: str) -> list[str]:
