@@ -325,16 +325,6 @@ def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
     click.echo(f"wrote {target} ({count} packages, torch from {inp.torch_index})")
 
 
-def _check_observe(fleet: Any, path: Path) -> None:
-    """The checks `observe` runs on a profile's observe: section, for `validate`."""
-    from dockergen.observe.generate import settings_problems, source_of
-
-    found = {str(pr): pr for t in fleet.targets if t.view.observe is not None
-             for pr in settings_problems(t.view.observe, source_of(path))}
-    if found:
-        raise ProfileError(list(found.values()))
-
-
 @cli.command()
 @click.argument("profiles", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @_set_option
@@ -343,8 +333,8 @@ def _check_observe(fleet: Any, path: Path) -> None:
 def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], strict: bool,
              quiet: bool) -> None:
     """Check one or more profiles; print every problem found (matrices: every point)."""
+    from dockergen.checks import validate_profile
     from dockergen.fleet.matrix import MatrixError
-    from dockergen.fleet.project import check_bake, collect
     from dockergen.loader import check_abstract
 
     problems: list[Any] = []
@@ -355,9 +345,8 @@ def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], strict: bool
                 click.echo(f"{path}: ok (abstract: its fields are checked; the compatibility "
                            "rules run on the profiles that extend it)")
                 continue
-            fleet = collect([Path(path)], overrides, render=False)
-            check_bake(fleet)  # render -o runs them too: never pass what it refuses
-            _check_observe(fleet, Path(path))  # and observe's
+            # every check any command runs (dockergen/checks.py): never pass what one refuses
+            fleet, found = validate_profile(Path(path), overrides)
         except ProfileError as exc:
             problems.extend(exc.problems)
             continue
@@ -366,14 +355,9 @@ def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], strict: bool
             continue  # reported as errors below
         _warn(fleet.dropped_lines(), quiet)
         _warn(fleet.warnings(), quiet)
-        if not fleet.matrices and fleet.targets[0].view.hf_config:
-            # it names its model: check that it fits (matrix variants: not yet)
-            from dockergen.plan import validate_capacity
-            try:
-                validate_capacity(Path(path), overrides)
-            except ProfileError as exc:
-                problems.extend(exc.problems)
-                continue
+        if found:
+            problems.extend(found)
+            continue
         if fleet.matrices:
             names = next(iter(fleet.matrices.values()))
             extra = [f"{len(fleet.excluded)} excluded"] if fleet.excluded else []
@@ -854,17 +838,22 @@ def schema(output: str | None) -> None:
 @cli.command()
 @click.option("-o", "--output", type=click.Path(dir_okay=False), callback=_path_given,
               help="Write the reference to this file instead of stdout.")
-def reference(output: str | None) -> None:
+@click.option("--checks", "of_checks", is_flag=True,
+              help="Instead: the checks `validate` runs, from the check registry (the "
+                   "documentation's docs/reference/checks.md).")
+def reference(output: str | None, of_checks: bool) -> None:
     """Print the Markdown reference of profile fields, generated from the same model as
     `dockergen schema` (the documentation's docs/reference/profile.md)."""
     from dockergen import atomic
+    from dockergen.checks import checks_reference, is_checks_reference
     from dockergen.reference import is_reference_text, profile_reference
 
-    text = profile_reference()
+    text = checks_reference() if of_checks else profile_reference()
     if _stdout(output):
         click.echo(text, nl=False)
     else:
-        atomic.write_file(Path(output or ""), text, ours=is_reference_text)
+        atomic.write_file(Path(output or ""), text,
+                          ours=is_checks_reference if of_checks else is_reference_text)
 
 
 def main(argv: list[str] | None = None) -> None:

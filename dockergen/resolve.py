@@ -25,7 +25,7 @@ from dockergen import __version__, knowledge
 from dockergen.components import cuda, flash_attn, image, python, torch
 from dockergen.components.base import Context
 from dockergen.components.serving import engine_for
-from dockergen.components.serving.base import ServingPart
+from dockergen.components.serving.base import ServingEngine, ServingPart
 from dockergen.errors import Edit, Problem, ProfileError, Severity
 from dockergen.loader import LoadedProfile, with_overrides
 from dockergen.model import (
@@ -50,7 +50,12 @@ def checks(loaded: LoadedProfile, python_lock: bool = True) -> list[Callable[[Co
     ``python_lock=False`` leaves the profile's Python lock out (``dockergen lock --python``
     resolves the profile to refresh a lock that may no longer match it).
     """
-    engine = engine_for(loaded.profile.engine.name)
+    return rules(engine_for(loaded.profile.engine.name), python_lock)
+
+
+def rules(engine: ServingEngine, python_lock: bool = True) -> list[Callable[[Context], None]]:
+    """The rules of a profile served by ``engine``, in the order they run (the resolution
+    entry of the check registry, :mod:`dockergen.checks`)."""
     return [cuda.check_gpus, cuda.check_cuda, cuda.check_locked, engine.check_release,
             engine.check_kernels, engine.check_flashinfer_on_pypi, torch.check,
             python.check_python_source, flash_attn.check, engine.check_quantization,

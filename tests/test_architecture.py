@@ -130,6 +130,10 @@ ALLOWED: dict[str, set[str]] = {
                                   "dockergen.loader", "dockergen.model",
                                   "dockergen.observe.families", "dockergen.observe.metrics",
                                   "dockergen.outdated", "dockergen.resolve"},
+    # every check a profile must pass, whoever owns it: validate runs the registry
+    "dockergen.checks": {"dockergen.components.serving", "dockergen.errors",
+                         "dockergen.fleet.project", "dockergen.observe.generate",
+                         "dockergen.plan", "dockergen.resolve"},
     "dockergen.cli": {"dockergen", "dockergen.*"},
     "dockergen.__main__": {"dockergen.cli"},
     "dockergen.pylock": _BASE | {"dockergen.loader", "dockergen.resolve",

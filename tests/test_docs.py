@@ -155,3 +155,25 @@ def test_the_profile_reference_is_its_own_output(tmp_path: Path) -> None:
     result = run_cli("reference", "-o", str(out))
     assert result.rc == 4 and "was not written by dockergen" in result.err
     assert out.read_text() == "# my notes\n"
+
+
+def test_the_checks_page_is_what_the_registry_generates(tmp_path: Path) -> None:
+    """docs/reference/checks.md is `dockergen reference --checks` (CI: drift check); it
+    names every registered check and every resolution rule, and `-o` keeps a file of the
+    user's."""
+    from dockergen.checks import CHECKS, RESOLUTION, rule_docs
+
+    result = run_cli("reference", "--checks")
+    assert result.rc == 0, result.err
+    page = DOCS / "reference" / "checks.md"
+    assert page.read_text() == result.out, (
+        "docs/reference/checks.md drifted; run "
+        "`dockergen reference --checks -o docs/reference/checks.md`")
+    assert all(f"| {c.name} |" in result.out for c in (RESOLUTION, *CHECKS))
+    rules = rule_docs()
+    assert {"cuda.check_gpus", "flash_attn.check", "torch.check"} <= {n for n, _, _ in rules}
+    assert all(f"| `{name}` |" in result.out for name, _, _ in rules)
+    mine = tmp_path / "checks.md"
+    mine.write_text("# my notes\n")
+    refused = run_cli("reference", "--checks", "-o", str(mine))
+    assert refused.rc == 4 and mine.read_text() == "# my notes\n"
