@@ -298,10 +298,9 @@ def test_tensorrt_llm_path_builds_and_passes_smoke(index: str, docker_client,
     assert "--extra_llm_api_options" in image["Config"]["Cmd"]
 
 
-def test_server_check_sees_health_and_one_token(index: str, tmp_path: Path) -> None:
+def test_server_check_sees_health_and_one_token(index: str, docker_client,  # type: ignore[no-untyped-def]
+                                                 tmp_path: Path) -> None:
     """The --gpus server check, run here against the stand-in server (no GPU needed)."""
-    import docker
-
     from dockergen.daemon.docker import DockerDaemon
 
     result = _build(index, "-o", str(tmp_path / "ctx"), "--no-smoke")
@@ -314,7 +313,7 @@ def test_server_check_sees_health_and_one_token(index: str, tmp_path: Path) -> N
     assert not bad and "/v1/completions failed" in why
     # the check fails where the real server would not start: a flag the release lacks (the
     # stand-in parses with vLLM 0.30.0's real flag list), and no C compiler for Triton
-    client = docker.from_env()
+    client = docker_client
     cmd = client.api.inspect_image(image)["Config"]["Cmd"]
     for change, cause in ((f"CMD {json.dumps([*cmd, '--swap-space', '4'])}",
                            "unrecognized arguments: --swap-space 4"),

@@ -30,16 +30,9 @@ NAMES = ["standin-mx-a100", "standin-mx-h100"]
 
 
 @pytest.fixture(scope="module")
-def client():  # type: ignore[no-untyped-def]
-    import docker
-
-    try:
-        c = docker.from_env(timeout=900)
-        c.ping()
-    except Exception as exc:  # noqa: BLE001 - any failure means "no engine here"
-        pytest.skip(f"no Docker engine: {exc} (run tests/infra/provision.sh)")
-    yield c
-    c.close()  # an unclosed client's socket would warn in some later test
+def client(docker_client):  # type: ignore[no-untyped-def]
+    """The session's engine (conftest): skips without one and leaves no socket open."""
+    return docker_client
 
 
 @pytest.fixture(scope="module")
