@@ -489,15 +489,19 @@ def _derive(index: str, engine: str, package: str, version: str,
         return (str(exc),), ()
     if code is not None:
         problems += knowledge.row_problems(facts_name, "kernels", code[0], code[1])
+    if problems:
+        return tuple(f"derived row: {m}" for _, m, _ in problems), ()
     source, unread = derive_source(index, engine, package, version)
     shipped = knowledge.builtin_facts(facts_name)
-    for table, rows in source.items():
+    for table, rows in list(source.items()):  # a row a user file could not hold: not kept
         for key, value in rows.items():
             check_row = (knowledge.extension_problems if key in shipped[table]
                          else knowledge.row_problems)
-            problems += check_row(facts_name, table, key, value)
-    if problems:
-        return tuple(f"derived row: {m}" for _, m, _ in problems), ()
+            wrong = check_row(facts_name, table, key, value)
+            if wrong:
+                unread += (f"{table} read but not kept: {wrong[0][1]}",)
+                del source[table]
+                break
     derived["releases"][version] = row
     if code is not None:
         derived["kernels"][code[0]] = code[1]

