@@ -135,6 +135,8 @@ ALLOWED: dict[str, set[str]] = {
                          "dockergen.fleet.project", "dockergen.observe.generate",
                          "dockergen.plan", "dockergen.resolve"},
     "dockergen.cli": {"dockergen", "dockergen.*"},
+    # one module per command, and the group they share (dockergen/cli/app.py)
+    "dockergen.cli.": {"dockergen", "dockergen.*"},
     "dockergen.__main__": {"dockergen.cli"},
     "dockergen.pylock": _BASE | {"dockergen.loader", "dockergen.resolve",
                                  "dockergen.components.python"},
@@ -143,7 +145,7 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.maint.": _BASE | {"dockergen.knowledge", "dockergen.maint", "dockergen.ranges",
                                  "dockergen.retry", "dockergen.maint.*"},
 }
-# Third-party packages with one owner.
+# Third-party packages with one owner (a module, or a package and its modules).
 ONLY_IMPORTER = {"docker": "dockergen.daemon.docker", "requests": "dockergen.daemon.docker",
                  "click": "dockergen.cli", "jinja2": "dockergen.render",
                  "grafana_foundation_sdk": "dockergen.observe.dashboard"}
@@ -196,6 +198,10 @@ def _permits(allowed: set[str], target: str) -> bool:
         a.endswith(".*") and target.startswith(a[:-1]) for a in allowed)
 
 
+def _owns(owner: str, module: str) -> bool:
+    return module == owner or module.startswith(owner + ".")
+
+
 def violations(module: str, source: str) -> list[str]:
     """What ``module`` imports against the flow."""
     found = []
@@ -205,7 +211,7 @@ def violations(module: str, source: str) -> list[str]:
         if top == "dockergen":
             if target != module and not _permits(allowed, target):
                 found.append(f"{module} imports {target}")
-        elif top in ONLY_IMPORTER and ONLY_IMPORTER[top] != module:
+        elif top in ONLY_IMPORTER and not _owns(ONLY_IMPORTER[top], module):
             found.append(f"{module} imports {target} (only {ONLY_IMPORTER[top]} may)")
     return found
 
@@ -224,8 +230,14 @@ def test_the_checker_catches_violations() -> None:
     # one serving engine importing another, rendering importing a component
     assert violations("dockergen.components.torch", "from dockergen import cli\n") == [
         "dockergen.components.torch imports dockergen.cli"]
+    assert violations("dockergen.api", "from dockergen.cli.app import cli\n") == [
+        "dockergen.api imports dockergen.cli.app"]
     assert violations("dockergen.build", "import docker\n") == [
         "dockergen.build imports docker (only dockergen.daemon.docker may)"]
+    # click belongs to the cli package: its command modules, no module beside it
+    assert violations("dockergen.cli.render", "import click\n") == []
+    assert violations("dockergen.render", "import click\n") == [
+        "dockergen.render imports click (only dockergen.cli may)"]
     assert violations("dockergen.components.serving.vllm",
                       "from dockergen.components.serving import tensorrt_llm\n") == [
         "dockergen.components.serving.vllm imports dockergen.components.serving.tensorrt_llm"]

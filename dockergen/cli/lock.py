@@ -1,0 +1,143 @@
+"""``dockergen lock``: base images pinned by digest in PROFILE.lock.json, or with
+``--python`` a profile's hashed Python closure in PROFILE.python.lock.
+
+May import: click, :mod:`dockergen.cli.app`, :mod:`dockergen.errors` and the standard
+library at the top; the rest of dockergen inside functions (start-up time).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from dockergen.cli.app import _set_option
+from dockergen.errors import OutputError
+
+# What uv's --python-platform accepts for a Linux GPU image: glibc targets only (the
+# images are Ubuntu/Debian), src: `uv pip compile --help` of the uv dockergen pins.
+_LOCK_PLATFORM = r"(?:x86_64|aarch64)-(?:manylinux2014|manylinux_2_[0-9]{2}|unknown-linux-gnu)"
+
+
+def _check_python_lock_options(python_platform: str | None, torch_index: str | None) -> None:
+    """`lock --python` options, refused before uv runs (it would report them as exit 2)."""
+    import re
+
+    from dockergen.profile import _PATTERNS
+
+    if python_platform is not None and not re.fullmatch(_LOCK_PLATFORM, python_platform):
+        raise click.UsageError(f"--python-platform {python_platform!r}: expected a Linux glibc "
+                               "platform like x86_64-manylinux_2_35 or "
+                               "aarch64-manylinux_2_28 (uv pip compile --help lists them)")
+    url, _ = _PATTERNS["url"]
+    if torch_index is not None and not url.fullmatch(torch_index):
+        raise click.UsageError(f"--torch-index {torch_index!r}: expected an http(s) URL "
+                               "without credentials or query, e.g. "
+                               "https://download.pytorch.org/whl/cu130")
+
+
+def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
+                 python_platform: str | None, torch_index: str | None) -> None:
+    """`dockergen lock --python`: write or check one profile's hashed Python lock."""
+    from dockergen import owners, pylock
+
+    inp = pylock.inputs_of(path, overrides, platform=python_platform, torch_index=torch_index)
+    target = pylock.default_path(path)
+    if check:
+        pylock.check_matches(target, inp, path)
+        click.echo(f"{target}: matches {path}")
+        return
+    text = pylock.compile_lock(inp)
+    bad = pylock.verify_sources(text, inp)
+    if bad:
+        raise pylock.LockError("the resolved closure mixes indexes: " + "; ".join(bad))
+    unchecked = owners.check(text)  # two wheels writing one file: refused before any build
+    if unchecked:
+        click.echo("file ownership not checked for what has no wheel on its index (its files "
+                   "are known once built; the image's smoke check reads them): "
+                   + ", ".join(unchecked), err=True)
+    try:
+        pylock.write_lock(target, text)
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot write: {exc.strerror}") from None
+    count = sum(1 for line in text.splitlines() if "==" in line and not line.startswith("#"))
+    click.echo(f"wrote {target} ({count} packages, torch from {inp.torch_index})")
+
+
+@click.command()
+@click.argument("profiles", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@_set_option
+@click.option("--check", is_flag=True,
+              help="Only check (offline) that the lock holds every base image the profiles "
+                   "ask for; exit 8 if not.")
+@click.option("--remote", is_flag=True,
+              help="With --check: also ask the registry whether a locked tag has moved.")
+@click.option("--update", is_flag=True, help="Resolve every image again and move the pins.")
+@click.option("--mirror", "mirrors", multiple=True, metavar="SRC=DST",
+              help="Resolve and pull images of repository SRC from DST instead, e.g. "
+                   "nvidia/cuda=registry.example.com/mirror/cuda (repeatable).")
+@click.option("--python", "python_lock", is_flag=True,
+              help="Instead: resolve each PROFILE's Python closure into a hashed "
+                   "PROFILE.python.lock (uv pip compile; the torch family only from the "
+                   "CUDA-matched index). With --check: the lock still matches the profile.")
+@click.option("--python-platform", metavar="PLATFORM",
+              help="With --python: uv --python-platform (default: from cuda.os, e.g. "
+                   "x86_64-manylinux_2_35 for ubuntu22.04).")
+@click.option("--torch-index", metavar="URL",
+              help="With --python: resolve the torch family from this index instead.")
+def lock(profiles: tuple[str, ...], overrides: tuple[str, ...], check: bool, remote: bool,
+         update: bool, mirrors: tuple[str, ...], python_lock: bool,
+         python_platform: str | None, torch_index: str | None) -> None:
+    """Pin the base images of PROFILE... by digest in PROFILE.lock.json (registry API v2).
+
+    Credentials come from your docker config (docker login). render then writes
+    FROM repo:tag@sha256:... lines. Without --update, images already locked keep their pin.
+    With --python: the Python closure instead, in PROFILE.python.lock (dockergen/pylock.py).
+    """
+    if python_lock:
+        if remote or update or mirrors:
+            raise click.UsageError("--python goes with --check only")
+        _check_python_lock_options(python_platform, torch_index)
+        for path in profiles:
+            _python_lock(Path(path), overrides, check, python_platform, torch_index)
+        return
+    from dockergen.fleet import locks
+    from dockergen.fleet.project import collect
+
+    if python_platform or torch_index:
+        raise click.UsageError("--python-platform and --torch-index go with --python")
+    if remote and not check:
+        raise click.UsageError("--remote goes with --check")
+    if check and (update or mirrors):
+        raise click.UsageError("--check only reads the lock; drop --update/--mirror")
+    from dockergen.refs import is_reference
+
+    mirror_map: dict[str, str] = {}
+    for item in mirrors:
+        src, sep, dst = item.partition("=")
+        if not sep or not all(is_reference(r, tag=False, digest=False) for r in (src, dst)):
+            raise click.UsageError(f"--mirror {item!r}: expected SRC=DST repositories (no "
+                                   "scheme, tag, digest or credentials: `docker login` "
+                                   "holds those), e.g. "
+                                   "nvidia/cuda=registry.example.com/mirror/cuda")
+        mirror_map[src] = dst
+    stale: list[str] = []
+    for path in profiles:
+        fleet = collect([Path(path)], overrides, pin=False, render=False)
+        images: dict[str, locks.BaseImage] = {}
+        for target in fleet.targets:
+            for image in target.images:
+                images.setdefault(image.ref, image)
+        lock_file = locks.lock_path(Path(path))
+        if check:
+            lines = locks.check_lock(lock_file, list(images.values()), remote=remote)
+            stale += lines
+            if not lines:
+                click.echo(f"{lock_file}: ok ({len(images)} images)")
+            continue
+        refs = [ref for ref in images if "@" not in ref]
+        changed = locks.update_lock(lock_file, refs, update=update, mirrors=mirror_map,
+                                    echo=click.echo)
+        click.echo(f"wrote {lock_file}" if changed else f"{lock_file}: up to date", err=True)
+    if stale:
+        raise locks.LockStaleError(stale)

@@ -1,0 +1,92 @@
+"""``dockergen observe``: Prometheus scrape config, recording and alert rules and a Grafana
+dashboard for a profile's engine release (or for every shipped profile).
+
+May import: click, :mod:`dockergen.cli.app`, :mod:`dockergen.errors` and the standard
+library at the top; the rest of dockergen (the Grafana SDK) inside the command (start-up
+time).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from dockergen.cli.app import (
+    _folder_given,
+    _quiet_option,
+    _refuse_other_format,
+    _set_option,
+    _warn,
+)
+from dockergen.errors import ProfileError, holds_secret
+
+
+@click.command()
+@click.argument("profile", required=False, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
+              callback=_folder_given,
+              help="Folder for the monitoring files (with --all: OUTPUT/<name>/).")
+@click.option("--all", "observe_all", is_flag=True,
+              help="Every shipped profile into OUTPUT/<name>/ (how examples/observe is made).")
+@click.option("--format", "fmt", type=click.Choice(["prometheus", "k8s"]), default="prometheus",
+              show_default=True,
+              help="prometheus: prometheus.yml + rule files; k8s: Prometheus Operator "
+                   "PodMonitor/ServiceMonitor + PrometheusRule. Both add dashboard.json.")
+@click.option("--monitor", type=click.Choice(["PodMonitor", "ServiceMonitor"]),
+              default="PodMonitor", show_default=True, help="With --format k8s.")
+@click.option("--port-name", default="http", show_default=True,
+              help="With --format k8s: the named container/service port serving metrics.")
+@click.option("--target", "targets", multiple=True, metavar="HOST:PORT",
+              help="Scrape target (repeatable); default observe.targets or localhost:PORT.")
+@_set_option
+@_quiet_option
+def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monitor: str,
+            port_name: str, targets: tuple[str, ...], overrides: tuple[str, ...],
+            quiet: bool) -> None:
+    """Write Prometheus scrape config, recording and alert rules and a Grafana dashboard
+    whose queries use the metric names of PROFILE's engine release."""
+
+    import re
+
+    from dockergen.api import shipped_single_images
+    from dockergen.observe.generate import observe_profile, write_output, write_outputs
+    from dockergen.profile import _PATTERNS
+
+    if observe_all == bool(profile):
+        raise click.UsageError("give either PROFILE or --all")
+    _refuse_other_format(click.get_current_context(), fmt,
+                         (("monitor", "--monitor", "k8s"), ("port_name", "--port-name", "k8s")))
+    # a named container port (Kubernetes IANA_SVC_NAME): at most 15 of [a-z0-9-], a letter
+    # among them, no '-' at either end or twice in a row (src: k8s.io apimachinery
+    # validation.IsValidPortName)
+    if not re.fullmatch(r"(?=[a-z0-9-]*[a-z])[a-z0-9](?:-?[a-z0-9]){0,14}", port_name) \
+            or len(port_name) > 15:
+        raise click.UsageError(f"--port-name {port_name!r}: expected a Kubernetes port name "
+                               "like http or metrics (at most 15 of a-z, 0-9 and '-')")
+    shape, what = _PATTERNS["scrape_target"]
+    for target in targets:
+        if holds_secret(target):  # a key is a valid host name: it would be written out
+            raise click.UsageError(f"--target: a value shaped like a credential (not shown); "
+                                   f"expected {what}")
+        if not shape.fullmatch(target):
+            raise click.UsageError(f"--target {target!r}: expected {what}")
+    # one image per profile: a matrix profile's variants are not observed yet
+    paths = shipped_single_images() if observe_all else [Path(profile)]  # type: ignore[arg-type]
+    results, problems = [], []
+    for path in paths:
+        try:
+            results.append(observe_profile(path, overrides, fmt, targets,  # type: ignore[arg-type]
+                                           monitor, port_name))
+        except ProfileError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise ProfileError(problems)
+    for result in results:
+        _warn([str(w) for w in result.warnings], quiet)
+    if observe_all:  # every profile's folder changes together
+        write_outputs(Path(output), {r.name: r.files for r in results})
+    else:
+        write_output(Path(output), results[0].files)
+    for result in results:
+        click.echo(f"wrote {Path(output) / result.name if observe_all else output}", err=True)

@@ -1,0 +1,103 @@
+"""``dockergen render``: a profile to a Dockerfile on standard output, or to build contexts
+and a bake file in a folder (every shipped profile with ``--all``).
+
+May import: click, :mod:`dockergen.cli.app` and the standard library at the top; the
+rest of dockergen inside the command (start-up time: tests/test_startup.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from dockergen.cli.app import (
+    _mode_option,
+    _path_given,
+    _quiet_option,
+    _set_option,
+    _stdout,
+    _strict_option,
+    _warn,
+)
+
+
+def _check_syntax(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--syntax is an image reference: it becomes line 1 of the Dockerfile, so a newline in
+    it would add an instruction (and an empty one would silently emit nothing)."""
+    from dockergen.profile import check_reference
+
+    if value is not None:
+        try:
+            check_reference("image_ref", value)
+        except ValueError as exc:
+            raise click.BadParameter(f"{exc}; e.g. docker/dockerfile:1") from None
+    return value
+
+
+@click.command()
+@click.argument("profile", required=False, type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(file_okay=False), callback=_path_given,
+              help="Write a build context (Dockerfile, .dockerignore, lock file) and a "
+                   "docker-bake.hcl to this folder.")
+@click.option("--all", "render_all", is_flag=True,
+              help="Render every shipped profile into OUTPUT/<name>/ and OUTPUT/docker-bake.hcl.")
+@_set_option
+@_mode_option
+@click.option("--syntax", metavar="IMAGE", callback=_check_syntax,
+              help="Emit a '# syntax=IMAGE' parser directive (needs that frontend image).")
+@_strict_option
+@_quiet_option
+def render(profile: str | None, output: str | None, render_all: bool,
+           overrides: tuple[str, ...], mode: str, syntax: str | None, strict: bool,
+           quiet: bool) -> None:
+    """Render PROFILE to a Dockerfile (stdout) or a build context and bake file (-o DIR).
+
+    A profile with a matrix renders one context per valid point into DIR/<variant>/ and
+    a DIR/docker-bake.hcl listing them. Base images are pinned by digest when a lock
+    (PROFILE.lock.json, see `dockergen lock`) is beside the profile.
+    """
+    from dockergen.api import shipped_renderable
+    from dockergen.fleet import bake
+    from dockergen.fleet.project import (
+        bake_text,
+        check_bake_destination,
+        collect,
+        previous_variants,
+    )
+    from dockergen.render import write_context, write_contexts
+
+    if render_all == bool(profile):
+        raise click.UsageError("give either PROFILE or --all")
+    if render_all and _stdout(output):
+        raise click.UsageError("--all needs -o DIR")
+    paths = shipped_renderable() if render_all else [Path(profile)]  # type: ignore[arg-type]
+    fleet = collect(paths, overrides, mode, syntax, strict=strict)  # type: ignore[arg-type]
+    matrix = any(t.group for t in fleet.targets)
+    if _stdout(output) and matrix:
+        names = ", ".join(t.name for t in fleet.targets)
+        raise click.UsageError(f"{profile} is a matrix of {len(fleet.targets)} variants "
+                               f"({names}); write them all with -o DIR")
+    _warn(fleet.dropped_lines(), quiet)
+    _warn(fleet.warnings(), quiet)
+    if _stdout(output):
+        click.echo(fleet.targets[0].files["Dockerfile"].decode(), nl=False)
+        return
+    out = Path(output)  # type: ignore[arg-type]
+    if render_all or matrix:
+        text = bake_text(fleet, single_context=False)  # checks cache refs before any write
+        # the variants and the bake file change together; variants an earlier run wrote
+        # that this one does not (an excluded point) go with the change
+        write_contexts(out, {t.name: t.files for t in fleet.targets},
+                       {bake.BAKE_FILE: text.encode()},
+                       retired=tuple(sorted(set(previous_variants(out / bake.BAKE_FILE))
+                                            - {t.name for t in fleet.targets})),
+                       top_ours=check_bake_destination)
+        for target in fleet.targets:
+            click.echo(f"wrote {out / target.name}", err=True)
+        click.echo(f"wrote {out / bake.BAKE_FILE}", err=True)
+        return
+    target = fleet.targets[0]
+    files = {**target.files, bake.BAKE_FILE: bake_text(fleet, single_context=True).encode()}
+    write_context(out, dict(sorted(files.items())))
+    click.echo(f"wrote {output}", err=True)
