@@ -464,9 +464,11 @@ def plan(path: Path, overrides: tuple[str, ...] = (), index: str | None = None,
             if refused:
                 moves.append(Move(str(v), False, False, reasons=refused))
                 continue
-        overlay = _with_rows(loaded.user_facts, facts_name, {
-            **{t: r for t, r in derived.items() if t != "floors"},
-            "quantization": _floor_rows(derived["floors"])})
+        overlay = _with_rows(loaded.user_facts, facts_name,
+                             {t: r for t, r in derived.items() if t != "floors"})
+        for release in derived["floors"]:  # each adds its floors to the methods' maps
+            overlay = _with_rows(overlay, facts_name,
+                                 {"quantization": derived["floors"][release]})
         moves.append(_move(dataclasses.replace(loaded, user_facts=overlay), str(v), known,
                            driver, unread))
     return Plan(str(path), p.engine.name, p.engine.version, redact(where), tuple(moves),
@@ -511,17 +513,6 @@ def _derive(index: str, engine: str, package: str, version: str,
     return (), unread
 
 
-def _floor_rows(floors: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """The ``quantization`` rows of every derived release (version -> method -> row), one
-    per method with the releases' floors in one ``min_cc`` map."""
-    rows: dict[str, dict[str, Any]] = {}
-    for version in sorted(floors, key=Version):
-        for method, row in floors[version].items():
-            had = rows.get(method, {"min_cc": {}})
-            rows[method] = {**row, "min_cc": {**had["min_cc"], **row["min_cc"]}}
-    return rows
-
-
 def _with_rows(user: dict[str, dict[str, dict[str, Any]]], facts_name: str,
                tables: dict[str, dict[str, dict[str, Any]]]
                ) -> dict[str, dict[str, dict[str, Any]]]:
@@ -529,7 +520,7 @@ def _with_rows(user: dict[str, dict[str, dict[str, Any]]], facts_name: str,
     for name, rows in tables.items():
         table = merged.setdefault(facts_name, {}).setdefault(name, {})
         for key, row in rows.items():
-            had = table.get(key)  # the user's own floors of other releases stay
+            had = table.get(key)  # floors of other releases (the user's, derived) stay
             if had is not None and isinstance(had.get("min_cc"), dict):
                 row = {**row, "min_cc": {**had["min_cc"], **row["min_cc"]}}
             table[key] = {**row, "user": "dockergen upgrade"}

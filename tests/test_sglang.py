@@ -225,8 +225,8 @@ def test_a_derived_flag_missing_from_the_release_is_an_error(
 
     real = sglang.release_flags("0.5.23")
     assert real is not None
-    monkeypatch.setattr(sglang, "release_flags",
-                        lambda version: real - {"--context-length"})
+    monkeypatch.setattr(sglang.Sglang, "flag_list",
+                        lambda self, version: real - {"--context-length"})
     with pytest.raises(ProfileError) as exc:
         resolve_profile(PROFILE)
     assert any("sglang 0.5.23 has no --context-length flag, which dockergen derives from "

