@@ -158,7 +158,7 @@ def profile_facts(path: Path) -> Facts:
     if fa.source_kind != "pypi":
         raise SetupError(f"{path}: flash-attn comes from {fa.requirement!r}; only the PyPI "
                          "sdist is supported here")
-    resolved = r.lock["resolved"]
+    resolved = r.record["resolved"]
     return Facts(
         profile=str(path),
         fa_version=fa.version,

@@ -1,5 +1,9 @@
 """The programmatic interface: profile path in, resolved profile / Dockerfile / context out.
 
+Each function loads and resolves a profile once (:mod:`dockergen.pipeline`); the commands
+resolve once themselves and hand the :class:`~dockergen.pipeline.Resolution` to every
+output.
+
 The CLI and the tests use these functions; they raise :class:`DockergenError` subclasses
 for user mistakes and never print.
 May import: anything of dockergen except :mod:`dockergen.cli`.
@@ -21,6 +25,7 @@ if TYPE_CHECKING:
     from dockergen.errors import Problem
     from dockergen.loader import Overrides
     from dockergen.model import Mode, Resolved
+    from dockergen.pipeline import Resolution
 
 
 @dataclass(frozen=True)
@@ -38,11 +43,10 @@ class RenderedContext:
 
 def resolve_profile(path: Path, overrides: Overrides = (),
                     mode: Mode = "buildkit") -> Resolved:
-    """Load, check and resolve a profile file."""
-    from dockergen.loader import load_profile
-    from dockergen.resolve import resolve
+    """Load, check and resolve a profile file (:func:`dockergen.pipeline.resolution`)."""
+    from dockergen.pipeline import resolution
 
-    return resolve(load_profile(path, overrides), mode)
+    return resolution(path, overrides, mode).resolved
 
 
 def render_profile(path: Path, overrides: Overrides = (), mode: Mode = "buildkit",
@@ -57,22 +61,14 @@ def render_profile(path: Path, overrides: Overrides = (), mode: Mode = "buildkit
 def render_context(path: Path, overrides: Overrides = (), mode: Mode = "buildkit",
                    syntax: str | None = None) -> RenderedContext:
     """Resolve a profile and assemble its whole build context in memory."""
-    from dockergen.loader import load_profile
-    from dockergen.render import build_context
-    from dockergen.resolve import resolve
+    from dockergen.pipeline import resolution
 
-    loaded = load_profile(path, overrides)
-    resolved = resolve(loaded, mode)
-    files = build_context(resolved, syntax)
-    return RenderedContext(resolved.profile.name, resolved, files)
+    return context_of(resolution(path, overrides, mode), syntax)
 
 
-def immutable_tag(path: Path, overrides: Overrides = (), mode: Mode = "buildkit") -> str:
-    """The ``dg-<hash>`` tag ``dockergen build`` gives this profile with default options
-    (no build args, the final stage, the daemon's platform); see :mod:`dockergen.buildid`."""
-    from dockergen.buildid import content_tag
-
-    return content_tag(render_context(path, overrides, mode).files, mode=mode)
+def context_of(res: Resolution, syntax: str | None = None) -> RenderedContext:
+    """The build context of a resolution."""
+    return RenderedContext(res.resolved.profile.name, res.resolved, res.files(syntax))
 
 
 def _is_abstract(path: Path) -> bool:

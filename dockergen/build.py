@@ -6,7 +6,8 @@ A build counts as done only when the daemon reported the image id; a push only w
 registry confirmed a digest. Failures name the failing step and its Dockerfile line and
 show the tail of its log; interruptions and timeouts cancel the build and remove the tags
 this run created.
-May import: :mod:`dockergen.api`, :mod:`dockergen.daemon` (never docker-py itself),
+May import: :mod:`dockergen.api`, :mod:`dockergen.pipeline` (the one resolution it builds),
+:mod:`dockergen.daemon` (never docker-py itself),
 :mod:`dockergen.buildrecord`, :mod:`dockergen.errors`, :mod:`dockergen.loader`,
 :mod:`dockergen.progress`,
 :mod:`dockergen.refs`, :mod:`dockergen.render`, :mod:`dockergen.smoke`, the serving-engine
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from dockergen.api import RenderedContext
     from dockergen.daemon import ContainerDaemon
     from dockergen.loader import Overrides
+    from dockergen.pipeline import Resolution
 
 LOG_TAIL = 30
 
@@ -466,23 +468,43 @@ def build_profile(path: Path, overrides: Overrides, options: BuildOptions, *,
                   daemon: ContainerDaemon | None = None) -> dict[str, Any] | None:
     """Render, build, smoke-test and (optionally) push a profile; return the build record.
 
-    ``echo`` receives progress lines for people, ``out`` the result (digests or image id).
+    The profile is loaded once and resolved once (in the mode of the builder); ``echo``
+    receives progress lines for people, ``out`` the result (digests or image id).
     ``daemon`` defaults to the local Docker engine (tests pass a fake).
     """
-    from dockergen.api import render_context
-    from dockergen.daemon import DaemonError, connect
+    from dockergen.pipeline import resolution, resolution_of
 
     _check_options(options, ca_certs)
-    overrides = _with_ca_certs(overrides, ca_certs)
     builder = options.builder
+    res = resolution(path, _with_ca_certs(overrides, ca_certs),
+                     "classic" if builder == "classic" else "buildkit")
     if builder == "auto" and not dry_run:
         if options.build_args:  # refused before the engine is asked anything
-            check_declared_args(options.build_args, render_context(
-                path, overrides, "buildkit").files["Dockerfile"].decode())
-        daemon = daemon or connect()
-        builder = "buildkit" if daemon.has_buildkit() else "classic"
-    builder = "buildkit" if builder == "auto" else builder
-    ctx: RenderedContext = render_context(path, overrides, builder)  # type: ignore[arg-type]
+            check_declared_args(options.build_args, res.files()["Dockerfile"].decode())
+        daemon = daemon or _connect()
+        if not daemon.has_buildkit():  # the same loaded profile, resolved for classic
+            res = resolution_of(res.loaded, "classic")
+    return build(res, options, output=output, dry_run=dry_run, quiet=quiet, echo=echo,
+                 out=out, daemon=daemon)
+
+
+def _connect() -> ContainerDaemon:
+    from dockergen.daemon import connect
+
+    return connect()
+
+
+def build(res: Resolution, options: BuildOptions, *, output: Path | None = None,
+          dry_run: bool = False, quiet: bool = False, echo: Callable[[str], None] = print,
+          out: Callable[[str], None] = print,
+          daemon: ContainerDaemon | None = None) -> dict[str, Any] | None:
+    """Build, smoke-test and (optionally) push a resolved profile's context in the mode it
+    was resolved for; return the build record (None for a dry run)."""
+    from dockergen.api import context_of
+    from dockergen.daemon import DaemonError
+
+    builder = res.resolved.mode
+    ctx = context_of(res)
     check_target(options.target, ctx.files["Dockerfile"].decode())
     check_declared_args(options.build_args, ctx.files["Dockerfile"].decode())
     if not quiet:
@@ -494,7 +516,7 @@ def build_profile(path: Path, overrides: Overrides, options: BuildOptions, *,
             out(line)
         return None
     if daemon is None:
-        daemon = connect()
+        daemon = _connect()
         if builder == "buildkit" and not daemon.has_buildkit():
             raise DaemonError("this Docker engine has no BuildKit; use --builder classic")
     return _build_and_record(daemon, ctx, plan, options, target, immutable,

@@ -11,7 +11,8 @@ each entry through its commands and through ``validate``. ``docs/reference/check
 written from it (:func:`checks_reference`).
 
 May import: :mod:`dockergen.components.serving`, :mod:`dockergen.errors`,
-:mod:`dockergen.fleet.project`, :mod:`dockergen.observe.generate`, :mod:`dockergen.plan`,
+:mod:`dockergen.fleet.adapter`, :mod:`dockergen.fleet.project`,
+:mod:`dockergen.observe.generate`, :mod:`dockergen.plan`,
 :mod:`dockergen.resolve`.
 """
 
@@ -36,31 +37,37 @@ class ProfileCheck:
     commands: tuple[str, ...]  # the commands that refuse a profile this check fails
     what: str
     owner: str  # the module that holds it
-    # raises ProfileError with every problem it finds (RESOLUTION has none: collect runs it)
-    run: Callable[[Fleet, Path, tuple[str, ...]], None] | None = None
+    # raises ProfileError with every problem it finds in the resolved profiles (RESOLUTION
+    # has none: collect runs it)
+    run: Callable[[Fleet], None] | None = None
 
 
-def _bake(fleet: Fleet, path: Path, overrides: tuple[str, ...]) -> None:
+def _bake(fleet: Fleet) -> None:
     from dockergen.fleet.project import check_bake
 
     check_bake(fleet)
 
 
-def _observe(fleet: Fleet, path: Path, overrides: tuple[str, ...]) -> None:
-    from dockergen.observe.generate import settings_problems, source_of
+def _observe(fleet: Fleet) -> None:
+    from dockergen.observe.generate import settings_problems, target_of
 
-    found = {str(pr): pr for t in fleet.targets if t.view.observe is not None
-             for pr in settings_problems(t.view.observe, source_of(path))}
+    found = {}
+    for t in fleet.targets:
+        if t.view.resolution is not None and t.view.observe is not None:
+            target = target_of(t.view.resolution)
+            for pr in settings_problems(target.observe, target.where("observe.rate_window")):
+                found[str(pr)] = pr
     if found:
         raise ProfileError(list(found.values()))
 
 
-def _capacity(fleet: Fleet, path: Path, overrides: tuple[str, ...]) -> None:
+def _capacity(fleet: Fleet) -> None:
     # a matrix's variants are not planned yet: each may name another model
-    if not fleet.matrices and fleet.targets[0].view.hf_config:
+    first = fleet.targets[0].view
+    if not fleet.matrices and first.hf_config and first.resolution is not None:
         from dockergen.plan import validate_capacity
 
-        validate_capacity(path, overrides)
+        validate_capacity(first.resolution)
 
 
 RESOLUTION = ProfileCheck(
@@ -84,18 +91,24 @@ CHECKS: tuple[ProfileCheck, ...] = (
 )
 
 
-def validate_profile(path: Path, overrides: tuple[str, ...]) -> tuple[Fleet, list[Problem]]:
-    """Resolve one profile (raises ProfileError when it does not resolve), then run every
-    registered check: the fleet and every problem they found (each check runs, so all are
-    reported at once)."""
+def validate_profile(path: Path, overrides: tuple[str, ...]
+                     ) -> tuple[Fleet, list[Problem]] | None:
+    """Read and resolve one profile once (raises ProfileError when it does not resolve),
+    then run every registered check: the fleet and every problem they found (each check
+    runs, so all are reported at once). None: the profile is abstract, and its fields
+    passed the checks that apply to them alone."""
+    from dockergen.fleet import adapter
     from dockergen.fleet.project import collect
 
-    fleet = collect([path], overrides, render=False)
+    raw = adapter.read_raw(path)
+    if adapter.check_abstract(raw, overrides):
+        return None
+    fleet = collect([raw], overrides, render=False)
     problems: list[Problem] = []
     for check in CHECKS:
         assert check.run is not None
         try:
-            check.run(fleet, path, overrides)
+            check.run(fleet)
         except ProfileError as exc:
             problems.extend(exc.problems)
     return fleet, problems

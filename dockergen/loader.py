@@ -627,18 +627,6 @@ def _validate(data: dict[str, Any], pos: Positions, *, partial: bool = False) ->
     return profile
 
 
-def check_abstract(path: str | Path, overrides: Overrides = ()) -> bool:
-    """Check an abstract profile as far as it goes; False if the profile is not abstract.
-
-    Its fields are checked for shape, type, unknown keys and secrets; the compatibility
-    rules need a whole profile and run on the profiles that extend it.
-    """
-    _, data, pos, _, abstract = _merged(path, overrides)
-    if abstract:
-        _validate(data, pos, partial=True)
-    return abstract
-
-
 def load_profile(path: str | Path, overrides: Overrides = ()) -> LoadedProfile:
     """Read, merge and validate a profile file; raise :class:`ProfileError` on any problem."""
     resolved, data, pos, chain, abstract = _merged(path, overrides)
@@ -650,7 +638,7 @@ def load_profile(path: str | Path, overrides: Overrides = ()) -> LoadedProfile:
         raise ProfileError([Problem(pos.of(("matrix",)), "matrix",
                                     "this profile is a matrix of variants",
                                     "write them all with `dockergen render PROFILE -o DIR` "
-                                    "(each variant's dockergen.lock.json holds what it "
+                                    "(each variant's dockergen.resolved.json holds what it "
                                     "derived) and build with `docker buildx bake`; "
                                     "`dockergen validate PROFILE` lists the variants")])
     profile = _validate(data, pos)

@@ -47,6 +47,7 @@ class GpuTarget:
     name: str | None  # known GPU name, None when given as a compute capability
     family: str
     src: str
+    mem_gib: int | None = None  # the named GPU's memory (capacity plans); None: not known
 
     @property
     def cc_tuple(self) -> tuple[int, int]:
@@ -212,10 +213,10 @@ class RuntimeStage:
     env: Mapping[str, str]
     labels: Mapping[str, str]
     port: int
-    health_cmd: str  # JSON exec form
+    health_cmd: tuple[str, ...]  # exec form (the template writes it as JSON)
     health_start_period: int
-    entrypoint: str  # JSON exec form
-    cmd: str  # JSON exec form
+    entrypoint: tuple[str, ...]  # exec form
+    cmd: tuple[str, ...]  # exec form: the server's arguments
     jit_toolchain: bool  # runtime.jit_toolchain: nvcc and g++ kept
     jit_c_compiler: bool = False  # the serving engine compiles C at run time (Triton)
     # the venv in layers (BuildKit); empty: one COPY of the venv among ``copies``
@@ -247,8 +248,12 @@ class Resolved:
     runtime: RuntimeStage
     context_files: Mapping[str, bytes]  # extra files of the build context
     tags: tuple[str, ...]
-    lock: dict[str, Any]
+    # the resolution record (dockergen.resolved.json): the profile's image inputs and every
+    # derived value, as the profile hash covers them; written, never read back
+    record: Mapping[str, Any]
     profile_hash: str
+    min_driver: str  # the oldest NVIDIA driver the runtime image's CUDA runs on
+    main_index: str  # build.pip_index_url, or PyPI
     smoke_imports: tuple[SmokeImport, ...] = ()
     # libraries loaded on some compute capabilities only (whole-image audit): (glob, ccs)
     arch_scopes: tuple[tuple[str, tuple[str, ...]], ...] = ()

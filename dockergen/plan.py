@@ -17,9 +17,8 @@ max_num_batched_tokens, max_model_len)`` tokens (+1 block), while ``FullAttentio
 max_memory_usage_bytes`` grows with ``max_model_len``.
 
 Library code: raises :class:`PlanError` / :class:`ProfileError`, never prints.
-May import: :mod:`dockergen.api` and :mod:`dockergen.loader` (the profile),
-:mod:`dockergen.components.cuda` (GPU memory sizes), :mod:`dockergen.errors`,
-:mod:`dockergen.inputs` (the bounded reader).
+May import: :mod:`dockergen.pipeline` (the resolution it plans, for its type),
+:mod:`dockergen.errors`, :mod:`dockergen.inputs` (the bounded reader).
 """
 
 from __future__ import annotations
@@ -29,12 +28,15 @@ import math
 import struct
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import yaml
 
 from dockergen import inputs
 from dockergen.errors import DockergenError, ExitCode, Location, Problem, ProfileError
+
+if TYPE_CHECKING:
+    from dockergen.pipeline import Resolution
 
 GIB = 1 << 30
 KIB = 1 << 10
@@ -801,31 +803,24 @@ class ProfilePlanSource:
     model_config: str | None  # resolved path or built-in name from serving.hf_config
     max_model_len_at: Location
     tensor_parallel_at: Location
+    hf_config_at: Location
 
 
-def profile_source(path: Path, overrides: tuple[str, ...] = ()) -> ProfilePlanSource:
-    """Resolve the profile and pick out the plan inputs (the only place that reads it)."""
-    from dockergen.api import resolve_profile
-    from dockergen.components.cuda import gpu_mem_gib
-    from dockergen.loader import load_profile
-
-    resolved = resolve_profile(path, overrides)
+def profile_source(res: Resolution) -> ProfilePlanSource:
+    """Pick out the plan inputs of a resolved profile (the only place that reads it)."""
+    resolved = res.resolved
     p = resolved.profile
     mems = []
     for target in resolved.targets:
-        mem = gpu_mem_gib(target.name) if target.name else None
-        if mem is None:
-            raise PlanError(f"{path}: gpu.targets: {target.given} has no known memory size; "
-                            "name the GPU model (e.g. h100, a100-40gb) instead of a compute "
-                            "capability")
-        mems.append(float(mem))
+        if target.mem_gib is None:
+            raise PlanError(f"{res.at('gpu', 'targets')}: gpu.targets: {target.given} has "
+                            "no known memory size; name the GPU model (e.g. h100, "
+                            "a100-40gb) instead of a compute capability")
+        mems.append(float(target.mem_gib))
     s = p.serving
     config = s.hf_config
     if config is not None and config not in builtin_models():
-        config = str(path.parent / config)
-    loaded = load_profile(path, overrides)
-    at = loaded.at("serving", "max_model_len")  # or its nearest parent when inherited
-    tp_at = loaded.at("serving", "tensor_parallel_size")
+        config = str(res.path.parent / config)
     return ProfilePlanSource(
         inputs=PlanInputs(
             engine=p.engine.name, gpu_names=tuple(t.given for t in resolved.targets),
@@ -833,15 +828,17 @@ def profile_source(path: Path, overrides: tuple[str, ...] = ()) -> ProfilePlanSo
             kv_cache=p.quantization.kv_cache, tensor_parallel=s.tensor_parallel_size,
             max_model_len=s.max_model_len, gpu_memory_utilization=s.gpu_memory_utilization,
             max_num_batched_tokens=s.max_num_batched_tokens),
-        model_config=config, max_model_len_at=at, tensor_parallel_at=tp_at)
+        model_config=config,
+        max_model_len_at=res.at("serving", "max_model_len"),  # or its nearest parent
+        tensor_parallel_at=res.at("serving", "tensor_parallel_size"),
+        hf_config_at=res.at("serving", "hf_config"))
 
 
-def plan_profile(path: Path, overrides: tuple[str, ...] = (), model_config: str | None = None,
-                 model_dir: Path | None = None,
-                 overhead_gib: float = DEFAULT_OVERHEAD_GIB) -> tuple[Plan, Location]:
-    """The plan of a profile (model from the options or ``serving.hf_config``), and where
-    the profile sets max_model_len (for :func:`check_fit`)."""
-    src = profile_source(path, overrides)
+def plan_of(res: Resolution, model_config: str | None = None, model_dir: Path | None = None,
+            overhead_gib: float = DEFAULT_OVERHEAD_GIB) -> tuple[Plan, Location]:
+    """The plan of a resolved profile (model from the options or ``serving.hf_config``),
+    and where the profile sets max_model_len (for :func:`check_fit`)."""
+    src = profile_source(res)
     if model_config is None and model_dir is None:
         model_config = src.model_config
     shape = load_shape(model_config, model_dir)
@@ -854,9 +851,9 @@ def plan_profile(path: Path, overrides: tuple[str, ...] = (), model_config: str 
     return make_plan(shape, src.inputs, weights, weight_source, overhead_gib), src.max_model_len_at
 
 
-def validate_capacity(path: Path, overrides: tuple[str, ...] = ()) -> Plan | None:
+def validate_capacity(res: Resolution) -> Plan | None:
     """``validate``'s check: when the profile names its model config, it must fit."""
-    src = profile_source(path, overrides)
+    src = profile_source(res)
     if src.model_config is None:
         return None
     try:
@@ -865,9 +862,7 @@ def validate_capacity(path: Path, overrides: tuple[str, ...] = ()) -> Plan | Non
         check_tensor_parallel(shape, src.inputs.tensor_parallel, src.tensor_parallel_at)
         plan = make_plan(shape, src.inputs)
     except PlanError as exc:  # a bad hf_config is a profile problem at that field
-        from dockergen.loader import load_profile
-
-        where = load_profile(path, overrides).at("serving", "hf_config")
-        raise ProfileError([Problem(where, "serving.hf_config", str(exc))]) from None
+        raise ProfileError([Problem(src.hf_config_at, "serving.hf_config", str(exc))]
+                           ) from None
     check_fit(plan, src.max_model_len_at)
     return plan

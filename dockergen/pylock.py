@@ -16,7 +16,7 @@ The lock starts with one ``# dockergen-python-lock:`` line holding the inputs it
 from; :func:`check_matches` compares them with the profile, so a stale lock is an error
 whose fix is ``dockergen lock --python PROFILE``.
 May import: :mod:`dockergen.atomic`, :mod:`dockergen.errors`, :mod:`dockergen.inputs`,
-:mod:`dockergen.loader`, :mod:`dockergen.resolve`,
+:mod:`dockergen.pipeline` (the resolution the lock is made from),
 :mod:`dockergen.components.python` (the OS -> wheel platform table).
 """
 
@@ -31,10 +31,15 @@ import sysconfig
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dockergen import atomic, inputs
 from dockergen.components.python import wheel_platform
 from dockergen.errors import DockergenError, ExitCode, MissingToolError
+
+if TYPE_CHECKING:
+    from dockergen.loader import Overrides
+    from dockergen.pipeline import Resolution
 
 PYPI = "https://pypi.org/simple"
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
@@ -66,23 +71,27 @@ class LockInputs:
     flashinfer_index: str | None = None
 
 
-def inputs_of(profile: Path, overrides: tuple[str, ...] = (), *,
-              platform: str | None = None, torch_index: str | None = None,
-              main_index: str | None = None) -> LockInputs:
-    """The lock inputs of a profile (the only place that reads the resolved profile)."""
-    from dockergen.loader import load_profile
-    from dockergen.resolve import resolve
+def lock_resolution(profile: Path, overrides: Overrides = ()) -> Resolution:
+    """The resolution the Python lock is computed from: without the profile's Python lock
+    (the one being refreshed may no longer match it) and without the base-image lock (the
+    Python closure does not depend on the base images' digests)."""
+    from dockergen.pipeline import resolution
 
-    # the Python closure does not depend on the base images' digests: no base-image lock
-    r = resolve(load_profile(profile, overrides), python_lock=False, pin=False)
-    res = r.lock["resolved"]
-    torch_idx = torch_index or res["torch_index"]
+    return resolution(profile, overrides, python_lock=False, pin=False)
+
+
+def inputs_of(res: Resolution, *, platform: str | None = None, torch_index: str | None = None,
+              main_index: str | None = None) -> LockInputs:
+    """The lock inputs of a resolved profile (the only place that reads it)."""
+    r = res.resolved
+    indexes = r.engine.indexes
+    torch_idx = torch_index or r.base.torch.index
     fi_index = r.profile.build.flashinfer_index_url
-    fi_index = fi_index if fi_index in res["package_indexes"] else None
-    others = [i for i in res["package_indexes"] if i not in (res["torch_index"], fi_index)]
+    fi_index = fi_index if fi_index in indexes else None
+    others = [i for i in indexes if i not in (r.base.torch.index, fi_index)]
     cubin = next((q for q in r.engine.requirements if q.startswith("flashinfer-cubin==")), None)
-    return LockInputs(engine=res["engine"], torch=res["torch"], torch_index=torch_idx,
-                      main_index=main_index or res["main_index"],
+    return LockInputs(engine=r.engine.requirement, torch=r.base.torch.version,
+                      torch_index=torch_idx, main_index=main_index or r.main_index,
                       engine_index=others[0] if others else None, python=r.profile.python,
                       platform=platform or wheel_platform(r.profile.cuda.os,
                                                      r.profile.cuda.devel_image),

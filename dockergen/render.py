@@ -1,7 +1,7 @@
 """Format a :class:`~dockergen.model.Resolved` with the Jinja templates (pure: data in, text out).
 
-Also assembles the whole build context (Dockerfile, .dockerignore, lock file, audit
-script, certificates) and writes it atomically.
+Also assembles the whole build context (Dockerfile, .dockerignore, the resolution
+record, audit script, certificates) and writes it atomically.
 May import: :mod:`dockergen.atomic`, :mod:`dockergen.errors`, :mod:`dockergen.inputs`,
 :mod:`dockergen.model`, :mod:`dockergen.resources`.
 """
@@ -21,8 +21,17 @@ from dockergen.errors import OutputError
 from dockergen.model import AUDIT_SCRIPT, Resolved
 from dockergen.resources import templates_dir
 
-LOCK_FILE = "dockergen.lock.json"
+# the resolution record: every derived value (never a lock: those are PROFILE.lock.json,
+# the base-image digests, and PROFILE.python.lock)
+RESOLVED_FILE = "dockergen.resolved.json"
+# its name before it was renamed: a context written then is still recognised as ours
+_OLD_RESOLVED_FILE = "dockergen.lock.json"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def exec_form(argv: tuple[str, ...]) -> str:
+    """A command in a Dockerfile's exec form: the JSON array ``["a", "b"]``."""
+    return json.dumps(list(argv))
 
 
 def dockerfile_quote(value: object) -> str:
@@ -70,6 +79,7 @@ def _environment() -> jinja2.Environment:
     env.filters["dq"] = dockerfile_quote
     env.filters["sh"] = shell_quote
     env.filters["pyq"] = python_literal
+    env.filters["exec_form"] = exec_form
     return env
 
 
@@ -107,9 +117,10 @@ def build_context(r: Resolved, syntax: str | None = None) -> dict[str, bytes]:
     files.update(r.context_files)
     if r.flash_attn is not None:
         files[AUDIT_SCRIPT] = (templates_dir() / "context" / AUDIT_SCRIPT).read_bytes()
-    files[LOCK_FILE] = (json.dumps(r.lock, indent=2, sort_keys=True) + "\n").encode()
+    files[RESOLVED_FILE] = (json.dumps(dict(r.record), indent=2, sort_keys=True)
+                            + "\n").encode()
     copied = sorted({name.split("/")[0] + ("/" if "/" in name else "") for name in files
-                     if name not in ("Dockerfile", LOCK_FILE)})
+                     if name not in ("Dockerfile", RESOLVED_FILE)})
     ignore = environment().get_template("dockerignore.j2").render(files=copied)
     files[".dockerignore"] = ignore.encode()
     return dict(sorted(files.items()))
@@ -156,16 +167,17 @@ def write_contexts(out_dir: Path, contexts: dict[str, dict[str, bytes]],
 
 
 def _context_legacy(folder: Path, names: set[str]) -> bool:
-    """A context written before manifests existed: dockergen's lock file, and no file but
-    this context's and what dockergen puts beside one (stops at the first other)."""
-    if not _is_lock(folder / LOCK_FILE):
+    """A context written before manifests existed: dockergen's resolution record (under
+    the name it had then), and no file but this context's and what dockergen puts beside
+    one (stops at the first other)."""
+    if not _is_record(folder / _OLD_RESOLVED_FILE):
         return False
-    allowed = names | {BAKE_FILE, RECORD_FILE, LOG_FILE}
+    allowed = names | {_OLD_RESOLVED_FILE, BAKE_FILE, RECORD_FILE, LOG_FILE}
     return all(name in allowed for name in atomic.files_in(folder))
 
 
-def _is_lock(path: Path) -> bool:
-    """A lock file dockergen wrote (not just a file of that name)."""
+def _is_record(path: Path) -> bool:
+    """A resolution record dockergen wrote (not just a file of that name)."""
     try:
         data = json.loads(inputs.read_bytes(path, "own-output"))
     except (OSError, ValueError, inputs.InputError):

@@ -218,7 +218,7 @@ def _runtime_env(loaded: LoadedProfile, derived: dict[str, str], d: list[Derivat
     return {**derived, **user}
 
 
-def _lock_core(p: Profile, ctx: Context, cuda_part: cuda.CudaPart,
+def _record_core(p: Profile, ctx: Context, cuda_part: cuda.CudaPart,
                python_part: python.PythonPart, fa: FlashAttnStage | None, base: BuildBase,
                serving: ServingPart, release_tags: list[str]) -> dict[str, Any]:
     """What the profile hash covers: the profile's image inputs and every derived value."""
@@ -272,8 +272,7 @@ def _runtime_stage(p: Profile, cuda_part: cuda.CudaPart, python_part: python.Pyt
         labels=MappingProxyType(labels),
         port=p.serving.port, health_cmd=serving.health_cmd,
         health_start_period=start_period,
-        entrypoint=json.dumps(list(serving.serve.entrypoint)),
-        cmd=json.dumps(list(serving.serve.args)),
+        entrypoint=tuple(serving.serve.entrypoint), cmd=tuple(serving.serve.args),
         jit_toolchain=p.runtime.jit_toolchain, jit_c_compiler=serving.c_compiler,
         venv_layers=layers,
     )
@@ -305,8 +304,8 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool,
     env = _runtime_env(loaded, {**cuda_part.env, **python_part.env, **serving.env}, d)
     release_tags = image.tags(p)
     stage = serving.stage
-    lock_core = _lock_core(p, ctx, cuda_part, python_part, fa, base, serving, release_tags)
-    canonical = json.dumps(lock_core, sort_keys=True, separators=(",", ":"))
+    record_core = _record_core(p, ctx, cuda_part, python_part, fa, base, serving, release_tags)
+    canonical = json.dumps(record_core, sort_keys=True, separators=(",", ":"))
     profile_hash = "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
     labels = image.labels(p, cuda_part.runtime_image, profile_hash, {
         **cuda_part.labels,
@@ -323,7 +322,7 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool,
     runtime = _runtime_stage(p, cuda_part, python_part, fa, serving, env, labels, mode)
     smoke = [torch.smoke_import(torch_install), *serving.smoke,
              *([flash_attn.smoke_import(fa)] if fa is not None else [])]
-    lock = {"dockergen": __version__, "mode": mode, "profile_hash": profile_hash, **lock_core}
+    record = {"dockergen": __version__, "mode": mode, "profile_hash": profile_hash, **record_core}
     return Resolved(
         profile=p, mode=mode, source_name=loaded.path.name,
         chain=tuple(c.rsplit("/", 1)[-1] for c in loaded.chain),
@@ -332,7 +331,9 @@ def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool,
             **python_part.context_files, **serving.serve.context_files, **serving.context_files,
             **{f"{CERT_DIR}/extra-{i}.crt": pem for i, pem in enumerate(ctx.certificates)}}),
         tags=tuple(release_tags),  # the dg-<hash> tag of the inputs: `build` adds it
-        lock=lock, profile_hash=profile_hash, smoke_imports=tuple(smoke),
+        record=MappingProxyType(record), profile_hash=profile_hash,
+        min_driver=cuda_part.min_driver,
+        main_index=python_part.setup.pip_index_url or MAIN_INDEX, smoke_imports=tuple(smoke),
         arch_scopes=serving.arch_scopes, serve_parser=serving.serve_parser,
         derivations=tuple(d),
         warnings=tuple(pr for pr in ctx.problems if pr.severity is Severity.WARNING),

@@ -118,7 +118,7 @@ def _check_metadata(r: Resolved, inspect: dict[str, Any], history: list[str],
                       ("dockergen.cuda.archs", r.runtime.labels["dockergen.cuda.archs"]),
                       ("org.opencontainers.image.title", r.profile.name)):
         report.add(f"label {key}", labels.get(key) == want, f"is {labels.get(key)!r}")
-    entry = json.loads(r.runtime.entrypoint)
+    entry = list(r.runtime.entrypoint)
     report.add("entrypoint", cfg.get("Entrypoint") == entry, f"is {cfg.get('Entrypoint')}")
     port = f"{r.profile.serving.port}/tcp"
     report.add(f"exposes {port}", port in (cfg.get("ExposedPorts") or {}))
@@ -189,7 +189,7 @@ def serve_parser_check(r: Resolved, driver_stub: str) -> CommandCheck:
     CMD (templates/context/<engine facts serve_parser>), as the server parses them, before
     any GPU work; a flag the release lacks fails with the parser's own message."""
     script = (templates_dir() / "context" / r.serve_parser).read_text(encoding="utf-8")
-    argv = json.loads(r.runtime.entrypoint)[1:] + json.loads(r.runtime.cmd)
+    argv = [*r.runtime.entrypoint[1:], *r.runtime.cmd]
     # the parse sees the lowest target, whose kernels and defaults are the most restricted
     cc = min((t.cc for t in r.targets), key=cc_tuple)
 

@@ -22,7 +22,7 @@ target "_common" {
 target "a100-bf16" {
   inherits = ["_common"]
   context = "a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-81b1febc7354"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-e0440daafa12"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:8a20aed11b1675d52f3c62497c64fc9f9e1dfc0ba560f6e647bb172f7dfc2e34"
@@ -38,7 +38,7 @@ target "a100-bf16" {
 target "a100-h100" {
   inherits = ["_common"]
   context = "a100-h100"
-  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-0a4f40c7a5c9"]
+  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-24dbdcbc0aa4"]
   labels = {
     "dockergen.engine" = "vllm==0.32.0"
     "dockergen.profile.hash" = "sha256:2dd35ef62c206f7386876b32091cacdce8e8b66c4f4dcc6d0f359f1d046ee3e0"
@@ -54,7 +54,7 @@ target "a100-h100" {
 target "fleet-a100-bf16" {
   inherits = ["_common"]
   context = "fleet-a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-65ab9294b2fd"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-cee138a7e403"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:ed493ab0af22720060b5e9c14c8208348964b8072434e8215217708cad9204e2"
@@ -70,7 +70,7 @@ target "fleet-a100-bf16" {
 target "fleet-h100-bf16" {
   inherits = ["_common"]
   context = "fleet-h100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-408cb708c5bf"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-fa8b378aff83"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:d887b6b987021bd7d92d8fddc1445c7580be7df0ebf9cb4c94645394dd212f0b"
@@ -86,7 +86,7 @@ target "fleet-h100-bf16" {
 target "fleet-h100-fp8" {
   inherits = ["_common"]
   context = "fleet-h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-455973048bcb"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-83648b3d84b9"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:4b1d75d0129da3a6c221159ad677ad33772e5b3d78e79872bbf65f91dc2cffee"
@@ -102,7 +102,7 @@ target "fleet-h100-fp8" {
 target "fleet-l40s-bf16" {
   inherits = ["_common"]
   context = "fleet-l40s-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-ba7d7a05c504"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-677d5d3297a9"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:66bc75b205c0d4d551477047c4e48552b3fc7bcc31920307eaea52133b7fac32"
@@ -118,7 +118,7 @@ target "fleet-l40s-bf16" {
 target "fleet-l40s-fp8" {
   inherits = ["_common"]
   context = "fleet-l40s-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-6fd35d032bca"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-e91932aee671"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:236ddfeb0e4f8babde9d22f658637f863466f85cb67362a39314e70a6680dfaa"
@@ -134,7 +134,7 @@ target "fleet-l40s-fp8" {
 target "h100-fp8" {
   inherits = ["_common"]
   context = "h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-2d28b7efd82f"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-620c87184c2f"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:24ace1e803952d59e8f58c38c28758e67e6a3fa8631ecbd70612fd0cc150483a"
@@ -150,7 +150,7 @@ target "h100-fp8" {
 target "h100-sglang-fp8" {
   inherits = ["_common"]
   context = "h100-sglang-fp8"
-  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-212863049a61"]
+  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-1623c8182a71"]
   labels = {
     "dockergen.engine" = "sglang==0.5.23"
     "dockergen.profile.hash" = "sha256:f1e6de65cb0962aa486caf86f33be2d1584cc996b55f8dc5dbadad3258fd1958"
@@ -166,7 +166,7 @@ target "h100-sglang-fp8" {
 target "h100-standalone" {
   inherits = ["_common"]
   context = "h100-standalone"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-standalone", "registry.example.com/llm/vllm:dg-34c42d944f53"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-standalone", "registry.example.com/llm/vllm:dg-0f772799ce35"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:82f702a94dfe7e53d97be2a40bff3a9f1ba58f1f017f7d7e3d51cf349892cf6b"
@@ -182,7 +182,7 @@ target "h100-standalone" {
 target "h100-trtllm-fp8" {
   inherits = ["_common"]
   context = "h100-trtllm-fp8"
-  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-d6b042397b43"]
+  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-38d84591d568"]
   labels = {
     "dockergen.engine" = "tensorrt-llm==1.1.0"
     "dockergen.profile.hash" = "sha256:ea00f68ddc37e341771fe530201b090d85b92997ea20baf88f85c72edef0af7e"
@@ -198,7 +198,7 @@ target "h100-trtllm-fp8" {
 target "l40s-awq" {
   inherits = ["_common"]
   context = "l40s-awq"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-de85f44cb61e"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-11f702187f89"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:91c0794be090ae34c043eeb46e3a7970d87ad48d2b2b9f9a645940fb01492ce6"

@@ -82,38 +82,40 @@ ALLOWED: dict[str, set[str]] = {
                                 "dockergen.model", "dockergen.profile"},
     # the programmatic interface sits below the commands it serves (build, deploy, plan,
     # observe import it), so it never imports them: no circle
-    "dockergen.api": _BASE | {"dockergen.buildid", "dockergen.fleet.matrix", "dockergen.loader",
-                              "dockergen.model", "dockergen.render", "dockergen.resolve",
+    # a profile loaded once and resolved once: the value every output takes
+    "dockergen.pipeline": _BASE | {"dockergen.buildid", "dockergen.loader", "dockergen.model",
+                                   "dockergen.render", "dockergen.resolve"},
+    "dockergen.api": _BASE | {"dockergen.fleet.matrix", "dockergen.loader", "dockergen.model",
+                              "dockergen.pipeline", "dockergen.render",
                               "dockergen.resources", "dockergen.yamlsource"},
     "dockergen.build": _BASE | {"dockergen.api", "dockergen.buildid", "dockergen.buildrecord",
-                                "dockergen.daemon",
+                                "dockergen.daemon", "dockergen.pipeline",
                                 "dockergen.loader",
                                 "dockergen.progress", "dockergen.render", "dockergen.smoke",
                                 "dockergen.components.serving.base"},
     # fleet (bake files, matrices, base-image locks): only the adapter reads the loader's
     # internals and the resolved model; the rest is pure or talks to registries
-    "dockergen.fleet.adapter": _BASE | {"dockergen.buildid", "dockergen.components.image",
-                                        "dockergen.loader",
-                                        "dockergen.model", "dockergen.profile",
-                                        "dockergen.render", "dockergen.resolve",
-                                        "dockergen.yamlsource"},
+    "dockergen.fleet.adapter": _BASE | {"dockergen.components.image", "dockergen.loader",
+                                        "dockergen.model", "dockergen.pipeline",
+                                        "dockergen.profile", "dockergen.yamlsource"},
     "dockergen.fleet.": _BASE | {"dockergen.fleet", "dockergen.fleet.*", "dockergen.loader",
-                                 "dockergen.model", "dockergen.pins", "dockergen.profile"},
+                                 "dockergen.model", "dockergen.pins", "dockergen.pipeline",
+                                 "dockergen.profile"},
     "dockergen.fleet": set(),
-    # run configurations read the resolved model through api; facts of their own
-    "dockergen.deploy": _BASE | {"dockergen.api", "dockergen.buildrecord",
+    # run configurations are written from the resolution; facts of their own
+    "dockergen.deploy": _BASE | {"dockergen.pipeline", "dockergen.buildrecord",
                                  "dockergen.deploy.compose", "dockergen.deploy.facts",
                                  "dockergen.deploy.kubernetes"},
     "dockergen.deploy.": _BASE | {"dockergen.deploy", "dockergen.deploy.facts"},
-    # GPU memory sizes are CUDA-component facts the resolved model does not carry
-    "dockergen.plan": _BASE | {"dockergen.api", "dockergen.loader", "dockergen.components.cuda"},
-    # observe reads the resolved profile through api.resolve_profile only (one adapter)
+    # the capacity plan of a resolution (GPU memory sizes are in its GPU targets)
+    "dockergen.plan": _BASE | {"dockergen.pipeline"},
+    # observe reads the resolution through target_of only (one adapter)
     "dockergen.observe.metrics": set(),
     # the metric families a release defines, read from its source (leaf)
     "dockergen.observe.families": set(),
     "dockergen.observe.rules": {"dockergen.observe.metrics"},
     "dockergen.observe.dashboard": {"dockergen.observe.rules"},
-    "dockergen.observe.generate": _BASE | {"dockergen.api", "dockergen.profile",
+    "dockergen.observe.generate": _BASE | {"dockergen.pipeline", "dockergen.profile",
                                            "dockergen.observe.metrics",
                                            "dockergen.observe.rules",
                                            "dockergen.observe.dashboard"},
@@ -132,13 +134,13 @@ ALLOWED: dict[str, set[str]] = {
                                   "dockergen.outdated", "dockergen.resolve"},
     # every check a profile must pass, whoever owns it: validate runs the registry
     "dockergen.checks": {"dockergen.components.serving", "dockergen.errors",
-                         "dockergen.fleet.project", "dockergen.observe.generate",
-                         "dockergen.plan", "dockergen.resolve"},
+                         "dockergen.fleet.adapter", "dockergen.fleet.project",
+                         "dockergen.observe.generate", "dockergen.plan", "dockergen.resolve"},
     "dockergen.cli": {"dockergen", "dockergen.*"},
     # one module per command, and the group they share (dockergen/cli/app.py)
     "dockergen.cli.": {"dockergen", "dockergen.*"},
     "dockergen.__main__": {"dockergen.cli"},
-    "dockergen.pylock": _BASE | {"dockergen.loader", "dockergen.resolve",
+    "dockergen.pylock": _BASE | {"dockergen.loader", "dockergen.pipeline",
                                  "dockergen.components.python"},
     # maintainer tools: read the knowledge files and PyPI, never the rendering pipeline
     "dockergen.maint": set(),

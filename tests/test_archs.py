@@ -32,9 +32,9 @@ def _resolve(tmp_path: Path, *overrides: str):  # type: ignore[no-untyped-def]
 def test_arch_lists(tmp_path: Path, targets: str, torch_list: str, fa_archs: str,
                     sass: list[str]) -> None:
     r = _resolve(tmp_path, f"gpu.targets={targets}")
-    assert r.lock["resolved"]["torch_cuda_arch_list"] == torch_list
-    assert r.lock["resolved"]["flash_attn_cuda_archs"] == fa_archs
-    assert r.lock["resolved"]["flash_attn_expected_sass"] == sass
+    assert r.record["resolved"]["torch_cuda_arch_list"] == torch_list
+    assert r.record["resolved"]["flash_attn_cuda_archs"] == fa_archs
+    assert r.record["resolved"]["flash_attn_expected_sass"] == sass
     assert r.runtime.labels["dockergen.cuda.archs"] == torch_list
     text = "\n".join(f"{d.key}={d.value}" for d in r.derivations)
     assert f"FLASH_ATTN_CUDA_ARCHS={fa_archs}" in text
@@ -66,7 +66,7 @@ def test_fa2_on_turing_is_an_error(tmp_path: Path) -> None:
 def test_turing_without_flash_attn_is_fine(tmp_path: Path) -> None:
     r = _resolve(tmp_path, "gpu.targets=[t4]", "quantization.weights=fp16",
                  "flash_attn.build=none")
-    assert r.flash_attn is None and r.lock["resolved"]["torch_cuda_arch_list"] == "7.5"
+    assert r.flash_attn is None and r.record["resolved"]["torch_cuda_arch_list"] == "7.5"
 
 
 def test_fp8_on_ampere_tensorrt_llm_is_an_error(tmp_path: Path) -> None:
@@ -82,7 +82,7 @@ def test_fp8_on_ampere_vllm_warns_weight_only(tmp_path: Path) -> None:
     r = _resolve(tmp_path, "gpu.targets=[a100, h100]", "quantization.weights=fp8")
     warnings = [str(w) for w in r.warnings]
     assert any("fp8 on a100 (8.0) runs weight-only (W8A16 FP8-Marlin)" in w for w in warnings)
-    assert "--quantization" in r.lock["resolved"]["cmd"]
+    assert "--quantization" in r.record["resolved"]["cmd"]
 
 
 def test_fp8_kv_on_ampere_warns(tmp_path: Path) -> None:

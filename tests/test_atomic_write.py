@@ -13,16 +13,16 @@ import pytest
 
 from dockergen.atomic import MANIFEST
 from dockergen.errors import OutputError
-from dockergen.render import LOCK_FILE, write_context
+from dockergen.render import RESOLVED_FILE, write_context
 from tests.conftest import Run, run_cli
 
-OLD = {"Dockerfile": b"FROM old\n", LOCK_FILE: b"{}\n"}
+OLD = {"Dockerfile": b"FROM old\n", RESOLVED_FILE: b"{}\n"}
 
 
 def _ANY(head: bytes) -> bool:  # a writer that takes every existing file as its own
     return True
 
-NEW = {"Dockerfile": b"FROM new\n", LOCK_FILE: b"{}\n", "extra.txt": b"new\n"}
+NEW = {"Dockerfile": b"FROM new\n", RESOLVED_FILE: b"{}\n", "extra.txt": b"new\n"}
 
 
 def _contents(folder: Path) -> dict[str, bytes]:
@@ -175,7 +175,7 @@ def test_a_file_named_like_the_lock_does_not_make_a_folder_ours(marker: str,
                                                                 tmp_path: Path) -> None:
     out = tmp_path / "fk"
     out.mkdir()
-    (out / "dockergen.lock.json").write_text(marker)
+    (out / "dockergen.resolved.json").write_text(marker)
     (out / "important.txt").write_text("precious\n")
     result = _render(out)
     assert result.rc == 4, result.err
@@ -183,13 +183,46 @@ def test_a_file_named_like_the_lock_does_not_make_a_folder_ours(marker: str,
     assert (out / "important.txt").read_text() == "precious\n"
 
 
+def _as_written_by_0_1_0(out: Path) -> None:
+    """A context as dockergen 0.1.0 left it: no manifest, and the resolution record under
+    the name it had then (dockergen.lock.json)."""
+    (out / MANIFEST).unlink()
+    (out / RESOLVED_FILE).rename(out / "dockergen.lock.json")
+
+
 def test_a_folder_written_before_the_manifest_is_still_ours(tmp_path: Path) -> None:
-    """Contexts of dockergen 0.1.0 have a lock file and no manifest (examples/ had)."""
+    """Contexts of dockergen 0.1.0 have the record as dockergen.lock.json and no manifest
+    (examples/ had); rendering into one replaces the old record by the new one."""
     out = tmp_path / "ctx"
     assert _render(out).rc == 0
-    (out / ".dockergen-files").unlink()
+    _as_written_by_0_1_0(out)
     assert _render(out).rc == 0
-    assert (out / ".dockergen-files").is_file()
+    assert (out / ".dockergen-files").is_file() and (out / RESOLVED_FILE).is_file()
+    assert not (out / "dockergen.lock.json").exists()
+
+
+def test_a_folder_without_a_manifest_holding_the_new_record_is_not_ours(
+        tmp_path: Path) -> None:
+    """Only the old name marks a context written before manifests: every context written
+    since the record was renamed has a manifest."""
+    out = tmp_path / "ctx"
+    assert _render(out).rc == 0
+    (out / MANIFEST).unlink()
+    result = _render(out)
+    assert result.rc == 4 and "was not written by dockergen" in result.err, result.err
+
+
+def test_a_context_of_the_previous_release_drops_its_old_record(tmp_path: Path) -> None:
+    """A context written with a manifest that lists dockergen.lock.json (before the
+    rename): the render replaces it, and the old record goes with the rest."""
+    out = tmp_path / "ctx"
+    assert _render(out).rc == 0
+    listed = (out / MANIFEST).read_text()
+    assert RESOLVED_FILE in listed.splitlines()
+    (out / MANIFEST).write_text(listed.replace(RESOLVED_FILE, "dockergen.lock.json"))
+    (out / RESOLVED_FILE).rename(out / "dockergen.lock.json")
+    assert _render(out).rc == 0
+    assert (out / RESOLVED_FILE).is_file() and not (out / "dockergen.lock.json").exists()
 
 
 def test_a_build_folder_keeps_its_record_and_log_across_rebuilds(tmp_path: Path) -> None:
@@ -233,10 +266,11 @@ def test_folders_written_before_manifests_stay_dockergens(tmp_path: Path) -> Non
 
     out = tmp_path / "old"
     assert _render(out).rc == 0
-    (out / MANIFEST).unlink()
+    _as_written_by_0_1_0(out)
     (out / "build-record.json").write_text("{}\n")
     (out / "build.log").write_text("log\n")
-    files = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    files = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()
+             and p.name not in ("build-record.json", "build.log")}
     write_context(out, files, later=("build-record.json", "build.log"))  # a rebuild
     assert (out / MANIFEST).is_file()
 

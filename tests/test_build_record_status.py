@@ -15,7 +15,7 @@ DIGEST = "sha256:" + "ab" * 32
 
 
 def _record(tmp: Path, status: object) -> Path:
-    lock = json.loads((EXAMPLES / "h100-fp8" / "dockergen.lock.json").read_text())
+    lock = json.loads((EXAMPLES / "h100-fp8" / "dockergen.resolved.json").read_text())
     record = {"profile": "h100-fp8", "profile_hash": lock["profile_hash"],
               "immutable_tag": "registry.example.com/llm/vllm:dg-0123456789ab",
               "pushed": {"registry.example.com/llm/vllm:x": DIGEST}}

@@ -52,8 +52,8 @@ def test_render_writes_a_build_context(tmp_path: Path) -> None:
     assert result.rc == 0, result.err
     assert sorted(p.name for p in out.iterdir()) == [
         ".dockergen-files", ".dockerignore", "Dockerfile", "arch_audit.py", "constraints.txt",
-        "docker-bake.hcl", "dockergen.lock.json", "etc-hosts"]
-    lock = json.loads((out / "dockergen.lock.json").read_text())
+        "docker-bake.hcl", "dockergen.resolved.json", "etc-hosts"]
+    lock = json.loads((out / "dockergen.resolved.json").read_text())
     resolved = lock["resolved"]
     assert resolved["flash_attn_cuda_archs"] == "80;90"
     assert resolved["torch"] == "2.13.0"  # vLLM 0.32.0: headers accept flash-attn's C++17

@@ -37,7 +37,7 @@ def _docs(text: str) -> list[dict[str, Any]]:
 
 
 def _hash(profile: str) -> str:
-    lock = json.loads((EXAMPLES / profile / "dockergen.lock.json").read_text())
+    lock = json.loads((EXAMPLES / profile / "dockergen.resolved.json").read_text())
     return str(lock["profile_hash"])
 
 

@@ -41,7 +41,7 @@ def _tree(folder: Path) -> dict[str, bytes]:
 
 
 def _record(tmp: Path, **fields: Any) -> Path:
-    lock = json.loads((EXAMPLES / "h100-fp8" / "dockergen.lock.json").read_text())
+    lock = json.loads((EXAMPLES / "h100-fp8" / "dockergen.resolved.json").read_text())
     record = {"profile": "h100-fp8", "profile_hash": lock["profile_hash"], "status": "pushed",
               "immutable_tag": "registry.example.com/llm/vllm:dg-0123456789ab",
               "pushed": {"registry.example.com/llm/vllm:x": DIGEST}}

@@ -103,7 +103,7 @@ def test_every_flag_dockergen_derives_exists_in_the_release(name: str) -> None:
                                       "serving.max_num_batched_tokens=65536"))
     flags = release_flags(ctx.resolved.profile.engine.version)
     assert flags is not None
-    cmd = json.loads(ctx.resolved.runtime.cmd)
+    cmd = list(ctx.resolved.runtime.cmd)
     assert [a for a in cmd if a.startswith("--") and a not in flags
             and "--" + a[5:] not in flags] == []
 

@@ -78,7 +78,7 @@ def test_the_cubin_cannot_be_repinned_in_packages_pip() -> None:
 def test_the_python_lock_binds_the_cubin_to_the_flashinfer_index(tmp_path: Path) -> None:
     profile = tmp_path / "p.yaml"
     profile.write_text(f"extends: h100-fp8\nname: p\nbuild:\n  flashinfer_index_url: {FI}\n")
-    inp = pylock.inputs_of(profile)
+    inp = pylock.inputs_of(pylock.lock_resolution(profile))
     assert (inp.flashinfer_cubin, inp.flashinfer_index) == ("flashinfer-cubin==0.7.2.post1", FI)
     assert inp.engine_index is None  # vLLM itself stays on the main index
     project = pylock._pyproject(inp, ("torch",))

@@ -78,9 +78,9 @@ def test_a_variant_equals_the_profile_with_the_same_values_set_by_hand(tmp_path:
     assert run_cli("render", "-q", str(PROFILES / "fleet.yaml"), "-o", str(out)).rc == 0
     by_hand = resolve_profile(PROFILES / "fleet.yaml", (
         "matrix=null", "name=fleet-l40s-fp8", "gpu.targets=[l40s]", "quantization.weights=fp8"))
-    lock = json.loads((out / "fleet-l40s-fp8" / "dockergen.lock.json").read_text())
+    lock = json.loads((out / "fleet-l40s-fp8" / "dockergen.resolved.json").read_text())
     assert lock["profile_hash"] == by_hand.profile_hash
-    assert lock["resolved"] == by_hand.lock["resolved"]
+    assert lock["resolved"] == by_hand.record["resolved"]
     assert sorted(p.name for p in out.iterdir()) == [
         "docker-bake.hcl", "fleet-a100-bf16", "fleet-h100-bf16", "fleet-h100-fp8",
         "fleet-l40s-bf16", "fleet-l40s-fp8"]
@@ -163,7 +163,7 @@ def test_commands_that_take_one_image_refuse_a_matrix() -> None:
         assert result.rc == 2, result.err
         assert result.err.splitlines()[0].endswith(
             "matrix: this profile is a matrix of variants; write them all with `dockergen "
-            "render PROFILE -o DIR` (each variant's dockergen.lock.json holds what it "
+            "render PROFILE -o DIR` (each variant's dockergen.resolved.json holds what it "
             "derived) and build with `docker buildx bake`; `dockergen validate PROFILE` "
             "lists the variants")
     # the fixes it names work (`--set matrix=null`, suggested before, left fleet.yaml

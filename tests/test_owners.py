@@ -81,15 +81,16 @@ def test_pypi_closure_of_the_shipped_vllm_profile(monkeypatch: pytest.MonkeyPatc
     cuda-python pinned to a release that depends on cuda-bindings, nothing is shared."""
     monkeypatch.setenv("UV_CACHE_DIR", os.environ.get(
         "UV_CACHE_DIR", str(Path.home() / ".cache" / "dockergen" / "uv")))
-    text = pylock.compile_lock(pylock.inputs_of(PROFILE, torch_index=pylock.PYPI))
+    text = pylock.compile_lock(pylock.inputs_of(pylock.lock_resolution(PROFILE),
+                                                torch_index=pylock.PYPI))
     assert len(owners.locked(text)) > 100
     shared = owners.read(text).shared
     pairs = {tuple(names) for names in shared.values()}
     assert pairs <= {("cuda-bindings", "cuda-python")}, pairs
     if pairs:
         assert all(path.startswith("cuda/bindings/") for path in shared)
-        pinned = pylock.compile_lock(pylock.inputs_of(
-            PROFILE, ('packages.pip=["cuda-python==13.0.3"]',), torch_index=pylock.PYPI))
+        pinned = pylock.compile_lock(pylock.inputs_of(pylock.lock_resolution(
+            PROFILE, ('packages.pip=["cuda-python==13.0.3"]',)), torch_index=pylock.PYPI))
         assert owners.read(pinned).shared == {}
 
 

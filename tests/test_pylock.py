@@ -97,7 +97,7 @@ def test_the_engine_stage_resolves_on_two_indexes(tmp_path: Path) -> None:
 
 def test_the_hashed_lock_resolves_and_installs_on_two_indexes(tmp_path: Path) -> None:
     with two_indexes(tmp_path) as ix:
-        inp = pylock.inputs_of(PROFILE, _overrides(ix))
+        inp = pylock.inputs_of(pylock.lock_resolution(PROFILE, _overrides(ix)))
         assert (inp.main_index, inp.torch_index) == (ix.pypi, ix.pytorch)
         text = pylock.compile_lock(inp)
         assert pylock.verify_sources(text, inp) == []
@@ -131,7 +131,7 @@ def test_the_hashed_lock_resolves_and_installs_on_two_indexes(tmp_path: Path) ->
 
 def test_a_torch_family_package_from_the_main_index_is_refused(tmp_path: Path) -> None:
     with two_indexes(tmp_path) as ix:
-        inp = pylock.inputs_of(PROFILE, _overrides(ix))
+        inp = pylock.inputs_of(pylock.lock_resolution(PROFILE, _overrides(ix)))
         text = pylock.compile_lock(inp)
     moved = text.replace(f"# from {ix.pytorch}", f"# from {ix.pypi}")
     assert pylock.verify_sources(moved, inp) == [f"torch comes from {ix.pypi}, not {ix.pytorch}"]
@@ -206,7 +206,7 @@ def test_shipped_profile_closure_resolves_on_pypi(name: str,
     """The real closure for linux x86_64, from PyPI's metadata; the PyPI torch wheel of the
     same version stands in for the PyTorch index (download.pytorch.org is unreachable)."""
     monkeypatch.setenv("UV_CACHE_DIR", os.environ.get("UV_CACHE_DIR", str(pylock_cache())))
-    inp = pylock.inputs_of(PROFILES / name, torch_index=pylock.PYPI)
+    inp = pylock.inputs_of(pylock.lock_resolution(PROFILES / name), torch_index=pylock.PYPI)
     assert inp.platform == "x86_64-manylinux_2_35"  # ubuntu22.04's glibc
     text = pylock.compile_lock(inp)
     pins = dict(re.findall(r"^([a-z0-9_.-]+)==(\S+)", text, re.M))
@@ -268,7 +268,8 @@ def _lock_beside(tmp_path: Path) -> Path:
     """A profile with a lock whose header holds exactly the profile's inputs (no network)."""
     profile = tmp_path / "p.yaml"
     profile.write_text("extends: a100-bf16\nname: p\n")
-    header = pylock.MARK + json.dumps(asdict(pylock.inputs_of(profile)), sort_keys=True)
+    inputs = pylock.inputs_of(pylock.lock_resolution(profile))
+    header = pylock.MARK + json.dumps(asdict(inputs), sort_keys=True)
     (tmp_path / "p.python.lock").write_text(header + "\ntorch==2.14.0 \\\n"
                                             "    --hash=sha256:" + "0" * 64 + "\n")
     return profile

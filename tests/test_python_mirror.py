@@ -68,7 +68,7 @@ def test_mirror_is_set_in_the_build_stages_only(tmp_path: Path) -> None:
     # set before `uv python install` reads it
     assert build.index(MIRROR_ENV) < build.index("uv python install")
     assert MIRROR_ENV not in runtime and "mirror.example.com" not in runtime
-    lock = json.loads((tmp_path / "out" / "dockergen.lock.json").read_text())
+    lock = json.loads((tmp_path / "out" / "dockergen.resolved.json").read_text())
     assert lock["profile"]["build"]["python_mirror"] == "https://mirror.example.com/pbs"
 
 
@@ -76,7 +76,7 @@ def test_no_mirror_renders_no_mirror(tmp_path: Path) -> None:
     # every shipped example: uv's default source; the lock records the unset field
     for dockerfile in sorted((ROOT / "examples").glob("*/Dockerfile")):
         assert MIRROR_ENV not in dockerfile.read_text(), dockerfile
-    for lock in sorted((ROOT / "examples").glob("*/dockergen.lock.json")):
+    for lock in sorted((ROOT / "examples").glob("*/dockergen.resolved.json")):
         assert json.loads(lock.read_text())["profile"]["build"]["python_mirror"] is None, lock
 
 

@@ -210,7 +210,7 @@ def test_the_parser_check_fails_on_a_flag_the_release_lacks(vllm_image: RealImag
     # --swap-space: removed in vLLM 0.18.0 (vllm.yaml removed_flags); the image is the real
     # one, the command is the image's with the flag appended, as extra_args would render it
     runtime = vllm_image.resolved.runtime
-    cmd = json.dumps([*json.loads(runtime.cmd), "--swap-space", "4"])
+    cmd = (*runtime.cmd, "--swap-space", "4")
     wrong = replace(vllm_image.resolved, runtime=replace(runtime, cmd=cmd))
     ok, detail = _run(serve_parser_check(wrong, (templates_dir() / "context" /
                                                  "driver_stub.py").read_text()),

@@ -7,7 +7,6 @@ this one is built: the disk holds one real image at a time.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -35,7 +34,7 @@ def test_the_sglang_parser_check_fails_on_a_flag_the_release_lacks(sglang_image:
                                                                    ) -> None:
     runtime = sglang_image.resolved.runtime
     wrong = replace(sglang_image.resolved, runtime=replace(
-        runtime, cmd=json.dumps([*json.loads(runtime.cmd), "--swap-space", "4"])))
+        runtime, cmd=(*runtime.cmd, "--swap-space", "4")))
     ok, detail = _run(serve_parser_check(wrong, (templates_dir() / "context" /
                                                  "driver_stub.py").read_text()),
                       sglang_image.image)

@@ -36,14 +36,14 @@ def test_the_server_command_uses_only_flags_of_the_real_release(overrides: tuple
     r = resolve_profile(PROFILE, overrides)
     flags = release_flags(r.profile.engine.version)
     assert flags is not None
-    used = [a for a in json.loads(r.runtime.cmd) if a.startswith("--")]
+    used = [a for a in list(r.runtime.cmd) if a.startswith("--")]
     assert used and set(used) <= flags, set(used) - flags
-    assert json.loads(r.runtime.entrypoint) == ["sglang", "serve"]
+    assert list(r.runtime.entrypoint) == ["sglang", "serve"]
 
 
 def test_the_profile_maps_to_sglang_flags() -> None:
     r = resolve_profile(PROFILE)
-    cmd = json.loads(r.runtime.cmd)
+    cmd = list(r.runtime.cmd)
     pairs = dict(zip(cmd[::2], cmd[1::2], strict=False))
     assert pairs["--model-path"] == "/models/llama-3-8b-instruct"
     assert pairs["--host"] == "0.0.0.0" and pairs["--port"] == "30000"
@@ -63,7 +63,7 @@ def test_kv_cache_and_chunked_prefill_mapping() -> None:
     r = resolve_profile(PROFILE, ("quantization.kv_cache=fp8",
                                   "serving.enable_chunked_prefill=false",
                                   "serving.max_num_batched_tokens=9000"))
-    cmd = json.loads(r.runtime.cmd)
+    cmd = list(r.runtime.cmd)
     assert cmd[cmd.index("--kv-cache-dtype") + 1] == "fp8_e4m3"
     assert cmd[cmd.index("--chunked-prefill-size") + 1] == "-1"
     assert cmd[cmd.index("--max-prefill-tokens") + 1] == "9000"
@@ -77,7 +77,7 @@ def test_an_unknown_extra_flag_is_rejected_before_any_build(tmp_path: Path) -> N
         "flag (its server would exit with 'unrecognized arguments'); remove it; see "
         "`sglang serve --help` of that release"]
     ok = resolve_profile(PROFILE, ('serving.extra_args=["--enable-torch-compile"]',))
-    assert json.loads(ok.runtime.cmd)[-1] == "--enable-torch-compile"
+    assert list(ok.runtime.cmd)[-1] == "--enable-torch-compile"
 
 
 def test_a_flash_attn_build_for_sglang_says_it_is_unused() -> None:

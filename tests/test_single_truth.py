@@ -51,11 +51,11 @@ def test_explain_labels_lock_and_command_agree(name: str, overrides: tuple[str, 
                                                tmp_path: Path) -> None:
     ctx = render_context(Path(name), overrides)
     r = ctx.resolved
-    lock = json.loads(ctx.files["dockergen.lock.json"])
+    lock = json.loads(ctx.files["dockergen.resolved.json"])
     cmd, labels = _runtime(ctx.files["Dockerfile"].decode())
     # 1. the server command: Dockerfile == lock == resolved
-    assert cmd == lock["resolved"]["cmd"] == list(json.loads(r.runtime.cmd))
-    assert json.loads(r.runtime.entrypoint) == lock["resolved"]["entrypoint"]
+    assert cmd == lock["resolved"]["cmd"] == list(r.runtime.cmd)
+    assert list(r.runtime.entrypoint) == lock["resolved"]["entrypoint"]
     # 2. every `serve` derivation explain shows is in the command, once, with its value
     options = json.loads(next((d.value for d in r.derivations
                                if d.key == "serve --extra_llm_api_options"), "{}"))
@@ -160,7 +160,7 @@ def test_every_field_the_profile_sets_is_in_explain_the_dockerfile_and_the_lock(
     engine = render_context(Path(name)).resolved.profile.engine.name
     overrides = _set_all(engine)
     ctx = render_context(Path(name), overrides)
-    lock = json.loads(ctx.files["dockergen.lock.json"])
+    lock = json.loads(ctx.files["dockergen.resolved.json"])
     commands = dockerfile.parse_string(ctx.files["Dockerfile"].decode())
     last_from = max(i for i, c in enumerate(commands) if c.cmd == "FROM")
     build, runtime = commands[:last_from], commands[last_from:]
@@ -229,5 +229,5 @@ def test_every_field_the_profile_sets_is_in_explain_the_dockerfile_and_the_lock(
 
 
 def test_the_lock_names_pypi_as_the_main_index_by_default() -> None:
-    lock = json.loads(render_context(Path("h100-fp8")).files["dockergen.lock.json"])
+    lock = json.loads(render_context(Path("h100-fp8")).files["dockergen.resolved.json"])
     assert lock["resolved"]["main_index"] == "https://pypi.org/simple"

@@ -69,8 +69,8 @@ def test_the_stand_in_parses_every_shipped_serve_command(profile: str, tmp_path:
     anything unknown); the stand-in stops at the compiler so nothing listens."""
     r = resolve_profile(PROFILES / profile)
     root = _standin_package(tmp_path, r.profile.engine.version)
-    cmd = json.loads(r.runtime.cmd)
-    entry = json.loads(r.runtime.entrypoint)
+    cmd = list(r.runtime.cmd)
+    entry = list(r.runtime.entrypoint)
     assert entry == ["vllm", "serve"]
     result = _serve(root, "serve", *cmd, env={"PATH": str(tmp_path / "empty"), "CC": ""})
     assert "unrecognized arguments" not in result.stderr, result.stderr

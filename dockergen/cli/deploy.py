@@ -59,7 +59,7 @@ def deploy(ctx: click.Context, profile: str | None, fmt: str, record: str | None
     """Write a hardened Compose file or Kubernetes manifest for PROFILE."""
     from dockergen import atomic
     from dockergen.api import shipped_single_images
-    from dockergen.deploy import DeployOptions, DeployUsageError, check_options, deploy_profile
+    from dockergen.deploy import DeployOptions, DeployUsageError, check_options, deploy
     from dockergen.deploy.write import folder_files, is_deploy_folder, is_generated
 
     if deploy_all == bool(profile):
@@ -79,7 +79,9 @@ def deploy(ctx: click.Context, profile: str | None, fmt: str, record: str | None
         raise click.UsageError(str(exc)) from None
     # one image per profile: a matrix profile's variants are not deployed yet
     paths = shipped_single_images() if deploy_all else [Path(profile or "")]
-    outputs = [deploy_profile(p, fmt, overrides, options) for p in paths]
+    from dockergen.pipeline import resolution
+
+    outputs = [deploy(resolution(p, overrides), fmt, options) for p in paths]
     for out in outputs:
         _warn(out.warnings, quiet)
     if deploy_all:

@@ -41,7 +41,8 @@ def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
     """`dockergen lock --python`: write or check one profile's hashed Python lock."""
     from dockergen import owners, pylock
 
-    inp = pylock.inputs_of(path, overrides, platform=python_platform, torch_index=torch_index)
+    inp = pylock.inputs_of(pylock.lock_resolution(path, overrides), platform=python_platform,
+                           torch_index=torch_index)
     target = pylock.default_path(path)
     if check:
         pylock.check_matches(target, inp, path)

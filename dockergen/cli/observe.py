@@ -50,7 +50,9 @@ def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monit
     import re
 
     from dockergen.api import shipped_single_images
-    from dockergen.observe.generate import observe_profile, write_output, write_outputs
+    from dockergen.observe.generate import observe as monitoring
+    from dockergen.observe.generate import write_output, write_outputs
+    from dockergen.pipeline import resolution
     from dockergen.profile import _PATTERNS
 
     if observe_all == bool(profile):
@@ -76,8 +78,8 @@ def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monit
     results, problems = [], []
     for path in paths:
         try:
-            results.append(observe_profile(path, overrides, fmt, targets,  # type: ignore[arg-type]
-                                           monitor, port_name))
+            results.append(monitoring(resolution(path, overrides), fmt,  # type: ignore[arg-type]
+                                      targets, monitor, port_name))
         except ProfileError as exc:
             problems.extend(exc.problems)
     if problems:

@@ -39,7 +39,8 @@ def _finite_gib(ctx: click.Context, param: click.Parameter, value: float) -> flo
 def plan(profile: str, model_config: str | None, model_dir: str | None, overhead_gib: float,
          as_json: bool, overrides: tuple[str, ...]) -> None:
     """Capacity plan: weights, KV cache per token, tokens per GPU, max concurrency."""
-    from dockergen.plan import builtin_models, check_fit, format_table, plan_profile
+    from dockergen.pipeline import resolution
+    from dockergen.plan import builtin_models, check_fit, format_table, plan_of
 
     if model_config and model_dir:
         raise click.UsageError("give --model-config or --model-dir, not both")
@@ -47,8 +48,8 @@ def plan(profile: str, model_config: str | None, model_dir: str | None, overhead
         # Path("") is the working directory: the error would name "." instead of the option
         raise click.UsageError("--model-config is empty; give the model's config.json or one "
                                f"of {', '.join(sorted(builtin_models()))}")
-    result, at = plan_profile(Path(profile), overrides, model_config,
-                              Path(model_dir) if model_dir else None, overhead_gib)
+    result, at = plan_of(resolution(Path(profile), overrides), model_config,
+                         Path(model_dir) if model_dir else None, overhead_gib)
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2, sort_keys=True))
     else:

@@ -26,18 +26,18 @@ def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], strict: bool
     """Check one or more profiles; print every problem found (matrices: every point)."""
     from dockergen.checks import validate_profile
     from dockergen.fleet.matrix import MatrixError
-    from dockergen.loader import check_abstract
 
     problems: list[Any] = []
     dropped: list[Any] = []
     for path in profiles:
         try:
-            if check_abstract(Path(path), overrides):
+            # every check any command runs (dockergen/checks.py): never pass what one refuses
+            validated = validate_profile(Path(path), overrides)
+            if validated is None:
                 click.echo(f"{path}: ok (abstract: its fields are checked; the compatibility "
                            "rules run on the profiles that extend it)")
                 continue
-            # every check any command runs (dockergen/checks.py): never pass what one refuses
-            fleet, found = validate_profile(Path(path), overrides)
+            fleet, found = validated
         except ProfileError as exc:
             problems.extend(exc.problems)
             continue

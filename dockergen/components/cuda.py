@@ -49,7 +49,8 @@ def gpu(given: str) -> GpuTarget | None:
     key = given.strip().lower()
     entry = facts()["gpus"].get(key)
     if entry is not None:
-        return GpuTarget(given, entry["cc"], key, entry["family"], entry["src"])
+        return GpuTarget(given, entry["cc"], key, entry["family"], entry["src"],
+                         int(entry["mem_gib"]))
     m = _CC.fullmatch(key)
     if m:
         major = int(m.group(1))

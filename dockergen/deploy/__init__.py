@@ -4,9 +4,10 @@ Written from the same profile as the image, and from the build record when given
 image is then pinned by the pushed digest). Python decides here and in
 :mod:`dockergen.deploy.facts`; :mod:`.compose` and :mod:`.kubernetes` only lay the decided
 values out. Library code: raises :class:`DeployError`, never prints.
-May import: :mod:`dockergen.api` (the resolved model), :mod:`dockergen.buildrecord` (the
-record's status), :mod:`dockergen.errors`, :mod:`dockergen.inputs` (the bounded reader),
-:mod:`dockergen.refs` (the reference grammar) and the modules of this package.
+May import: :mod:`dockergen.pipeline` (the resolution it is written from),
+:mod:`dockergen.buildrecord` (the record's status), :mod:`dockergen.errors`,
+:mod:`dockergen.inputs` (the bounded reader), :mod:`dockergen.refs` (the reference
+grammar) and the modules of this package.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dockergen import inputs, refs
 from dockergen.buildrecord import Status
 from dockergen.deploy.facts import ENGINES, OPT_INS, CacheDir, EngineRun, shm_gib
 from dockergen.errors import DockergenError, ExitCode, holds_secret
+
+if TYPE_CHECKING:
+    from dockergen.pipeline import Resolution
 
 FORMATS = ("compose", "k8s")
 
@@ -144,8 +148,8 @@ class DeployOptions:
 class DeployFacts:
     """Everything the writers need, read from the resolved profile in one place.
 
-    :func:`facts_from_profile` is the only code that reads the resolved model
-    (:class:`dockergen.model.Resolved`); re-point it when that model changes.
+    :func:`facts_of` is the only code that reads the resolution
+    (:class:`dockergen.pipeline.Resolution`); re-point it when that model changes.
     """
 
     name: str
@@ -276,12 +280,9 @@ def _image_ref(repo: str, hash_tag: str, record: dict[str, Any] | None,
     return f"{repo}:{hash_tag}", False
 
 
-def facts_from_profile(path: Path, overrides: tuple[str, ...],
-                       options: DeployOptions) -> DeployFacts:
-    """Resolve the profile (and record) into :class:`DeployFacts`."""
-    from dockergen.api import immutable_tag, resolve_profile
-
-    resolved = resolve_profile(path, overrides)
+def facts_of(res: Resolution, options: DeployOptions) -> DeployFacts:
+    """The resolved profile (and the build record) as :class:`DeployFacts`."""
+    resolved = res.resolved
     p = resolved.profile
     warnings = [str(w) for w in resolved.warnings]
     for name in options.opt_in:
@@ -306,7 +307,7 @@ def facts_from_profile(path: Path, overrides: tuple[str, ...],
     # the build's own immutable tag (it hashes the build's inputs), else the one a default
     # `dockergen build` of this profile gives
     recorded = str((record or {}).get("immutable_tag") or "")  # a checked reference
-    hash_tag = str(refs.parse(recorded).tag) if recorded else immutable_tag(path, overrides)
+    hash_tag = str(refs.parse(recorded).tag) if recorded else res.content_tag
     image, pinned = _image_ref(p.image.name, hash_tag, record, warnings)
     rt = resolved.runtime  # the image's own user, HOME, port and HEALTHCHECK command
     return DeployFacts(
@@ -315,8 +316,7 @@ def facts_from_profile(path: Path, overrides: tuple[str, ...],
         tensor_parallel=p.serving.tensor_parallel_size, model=p.serving.model,
         start_period_s=rt.health_start_period, engine=p.engine.name, run=run,
         ccs=tuple(sorted({t.cc for t in resolved.targets})),
-        min_driver=str(resolved.lock["resolved"]["min_driver"]),
-        health_cmd=tuple(json.loads(rt.health_cmd)),
+        min_driver=resolved.min_driver, health_cmd=rt.health_cmd,
         jit=rt.jit_c_compiler or rt.jit_toolchain, warnings=warnings)
 
 
@@ -330,12 +330,11 @@ class DeployOutput:
     warnings: list[str]
 
 
-def deploy_profile(path: Path, fmt: str, overrides: tuple[str, ...] = (),
-                   options: DeployOptions | None = None) -> DeployOutput:
-    """Generate the Compose file or Kubernetes manifest of a profile."""
+def deploy(res: Resolution, fmt: str, options: DeployOptions | None = None) -> DeployOutput:
+    """Generate the Compose file or Kubernetes manifest of a resolved profile."""
     options = options or DeployOptions()
     check_options(options)
-    facts = facts_from_profile(path, overrides, options)
+    facts = facts_of(res, options)
     if fmt == "compose":
         from dockergen.deploy.compose import render_compose
         return DeployOutput(facts.name, "compose.yaml", render_compose(facts, options),

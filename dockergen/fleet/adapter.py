@@ -1,12 +1,13 @@
 """The one place where the fleet features read dockergen's loader and resolved model.
 
-Issue 8 restructures the loader and the resolved model; everything the fleet modules
-(bake, matrix, locks) need from them goes through this adapter so that only this file has
-to be re-pointed. It reads a resolved profile only through ``.profile``, ``.tags``,
-``.profile_hash``, ``.warnings`` and ``.lock["resolved"][KEY]``.
+Everything the fleet modules (bake, matrix, locks) need from them goes through this
+adapter, so that only this file follows a change of the loader or of the model. A matrix
+variant is loaded from the profile's data with one point's values set, which is why the
+loader's internals are read here; each variant is then resolved by the one pipeline
+(:func:`dockergen.pipeline.resolution_of`), and the fleet reads it through :func:`view`.
 
-May import: errors, loader (its internals, on purpose), model, profile, resolve, render,
-yamlsource, components.image (tag placeholders), buildid (the content-hash tag).
+May import: errors, loader (its internals, on purpose), model, pipeline, profile,
+yamlsource, components.image (tag placeholders).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from dockergen.buildid import content_tag
 from dockergen.errors import Location, Problem, ProfileError
 from dockergen.loader import (
     LoadedProfile,
@@ -32,9 +32,9 @@ from dockergen.loader import (
     profile_file,
     read_user_knowledge,
 )
-from dockergen.model import Mode, Resolved
+from dockergen.model import Mode
+from dockergen.pipeline import Resolution, resolution_of
 from dockergen.profile import Observe
-from dockergen.resolve import resolve
 from dockergen.yamlsource import FieldPath, Positions
 
 
@@ -66,6 +66,20 @@ def read_raw(path: Path) -> RawProfile:
     resolved = profile_file(Path(path))
     data, pos, chain = _load_raw(resolved, (resolved,))
     return RawProfile(resolved, data, pos, chain)
+
+
+def check_abstract(raw: RawProfile, overrides: Overrides) -> bool:
+    """Check an abstract profile as far as it goes; False if the profile is not abstract.
+
+    Its fields are checked for shape, type, unknown keys and secrets; the compatibility
+    rules need a whole profile and run on the profiles that extend it.
+    """
+    if raw.data.get("abstract") is not True:
+        return False
+    data, pos = copy.deepcopy(raw.data), copy_positions(raw.positions)
+    data.pop("abstract", None)
+    _validate(apply_overrides(data, pos, overrides), pos, partial=True)
+    return True
 
 
 def is_matrix(raw: RawProfile, overrides: Overrides) -> bool:
@@ -121,17 +135,9 @@ def load_data(raw: RawProfile, data: dict[str, Any], pos: Positions,
 
 
 def resolve_loaded(loaded: LoadedProfile, mode: Mode = "buildkit",
-                   pin: bool = True) -> Resolved:
+                   pin: bool = True) -> Resolution:
     """Resolve; ``pin``: with the base images pinned by the lock beside the profile."""
-    return resolve(loaded, mode, pin=pin)
-
-
-def context_files(loaded: LoadedProfile, resolved: Resolved,
-                  syntax: str | None = None) -> dict[str, bytes]:
-    """The build context of a resolved profile (Dockerfile, lock, scripts, certificates)."""
-    from dockergen.render import build_context
-
-    return build_context(resolved, syntax)
+    return resolution_of(loaded, mode, pin=pin)
 
 
 @dataclass(frozen=True)
@@ -157,33 +163,30 @@ class TargetView:
     observe: Observe | None = None  # the observe: section: `validate` runs observe's checks
     # what the content-hash tag is computed from (rendering it is not free: only a bake
     # file asks for `tags`, `validate` does not)
-    loaded: LoadedProfile | None = field(default=None, compare=False, repr=False)
-    resolved: Resolved | None = field(default=None, compare=False, repr=False)
+    resolution: Resolution | None = field(default=None, compare=False, repr=False)
 
     @functools.cached_property
     def tags(self) -> tuple[str, ...]:
         """The release tags, then the content-hash ``dg-`` tag `dockergen build` gives the
         same context (dockergen/buildid.py)."""
-        assert self.loaded is not None and self.resolved is not None
-        files = context_files(self.loaded, self.resolved)
-        return (*self.release_tags,
-                f"{self.image_name}:" + content_tag(files, mode=self.resolved.mode))
+        assert self.resolution is not None
+        return (*self.release_tags, f"{self.image_name}:{self.resolution.content_tag}")
 
 
-def view(loaded: LoadedProfile, resolved: Resolved) -> TargetView:
+def view(res: Resolution) -> TargetView:
     """The fleet view of a resolved profile (the only reader of the resolved model)."""
     from dockergen.components.image import tag_values
 
+    resolved = res.resolved
     p = resolved.profile
-    r = resolved.lock["resolved"]
     return TargetView(
         name=p.name, image_name=p.image.name,
         release_tags=tuple(f"{p.image.name}:{t}" for t in resolved.tags),
-        profile_hash=resolved.profile_hash, engine=r["engine"],
+        profile_hash=resolved.profile_hash, engine=resolved.engine.requirement,
         engine_version=p.engine.version, description=p.description,
         user_labels=dict(p.image.labels), cache_ref_template=p.image.cache_ref,
-        cache_ref_at=loaded.at("image", "cache_ref"), attest=tuple(p.image.attest),
-        devel_image=r["devel_image"], runtime_image=r["runtime_image"],
+        cache_ref_at=res.at("image", "cache_ref"), attest=tuple(p.image.attest),
+        devel_image=resolved.base.cuda.image, runtime_image=resolved.runtime.image,
         tag_values=tag_values(p), warnings=tuple(resolved.warnings),
         hf_config=bool(getattr(p.serving, "hf_config", None)), observe=p.observe,
-        loaded=loaded, resolved=resolved)
+        resolution=res)

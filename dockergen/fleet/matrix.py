@@ -7,7 +7,7 @@ scalars replace). Every variant is validated and resolved exactly like a profile
 a point that fails is *dropped* with the very problems ``validate`` reports, and
 ``--strict`` turns a dropped point into an error.
 
-May import: errors, loader, model, profile, fleet.adapter.
+May import: errors, loader, model, pipeline (a variant's resolution), profile, fleet.adapter.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from dockergen.errors import Location, Problem, ProfileError, Severity
 from dockergen.fleet import adapter
 from dockergen.loader import (
-    LoadedProfile,
     Overrides,
     apply_overrides,
     problems_from_validation,
 )
-from dockergen.model import Mode, Resolved
+from dockergen.model import Mode
+from dockergen.pipeline import Resolution
 from dockergen.profile import Matrix
 
 # Fields an axis may not vary: the variant name is derived, the rest is file structure.
@@ -65,8 +65,7 @@ class Variant:
     """A valid point: loaded and resolved like any profile."""
 
     point: Point
-    loaded: LoadedProfile
-    resolved: Resolved
+    resolution: Resolution
 
 
 @dataclass
@@ -200,13 +199,14 @@ def has_matrix(path: Path) -> bool:
 MAX_POINTS = 1024
 
 
-def expand(path: Path, overrides: Overrides = (), mode: Mode = "buildkit",
-           pin: bool = True) -> Expansion:
-    """Expand the matrix of ``path`` into validated variants (``--set`` applies to all).
+def expand(path: Path | adapter.RawProfile, overrides: Overrides = (),
+           mode: Mode = "buildkit", pin: bool = True) -> Expansion:
+    """Expand the matrix of ``path`` (or of a profile already read) into validated
+    variants (``--set`` applies to all).
 
     ``pin=False`` resolves the variants without the base-image lock (see dockergen/pins.py).
     """
-    raw = adapter.read_raw(path)
+    raw = path if isinstance(path, adapter.RawProfile) else adapter.read_raw(path)
     data, pos = copy.deepcopy(raw.data), adapter.copy_positions(raw.positions)
     data = apply_overrides(data, pos, overrides)
     try:
@@ -238,11 +238,11 @@ def expand(path: Path, overrides: Overrides = (), mode: Mode = "buildkit",
         p_data["name"] = point.name
         try:
             loaded = adapter.load_data(raw, p_data, p_pos, ())
-            resolved = adapter.resolve_loaded(loaded, mode, pin)
+            res = adapter.resolve_loaded(loaded, mode, pin)
         except ProfileError as exc:
             out.dropped.append(Dropped(point, exc.problems))
             continue
-        out.variants.append(Variant(point, loaded, resolved))
+        out.variants.append(Variant(point, res))
     if not out.variants:
         first = out.dropped[0].problems if out.dropped else []
         raise ProfileError(first + [Problem(

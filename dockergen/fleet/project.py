@@ -4,7 +4,8 @@ This is what ``render``, ``validate`` and ``lock`` run: each profile file is eit
 target or, with ``matrix:``, one target per valid point; base images are pinned from the
 lock beside the profile (by resolution itself); the bake file lists every target.
 
-May import: errors, inputs (the bounded reader), loader, model, the other fleet modules.
+May import: errors, inputs (the bounded reader), loader, model, pipeline (the resolution
+each target is), the other fleet modules.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from dockergen import inputs
 from dockergen.errors import OutputError, Problem, ProfileError
 from dockergen.fleet import adapter, bake, locks
 from dockergen.fleet.matrix import Dropped, Point, expand
-from dockergen.loader import LoadedProfile, Overrides
+from dockergen.loader import Overrides
 from dockergen.model import Mode
+from dockergen.pipeline import Resolution
 
 
 @dataclass
@@ -51,21 +53,22 @@ class Fleet:
         return [line for _, d in self.dropped for line in d.lines()]
 
 
-def base_images(loaded: LoadedProfile, v: adapter.TargetView) -> list[locks.BaseImage]:
+def base_images(res: Resolution, v: adapter.TargetView) -> list[locks.BaseImage]:
     """The base images a resolved profile asks for, with where the profile says so."""
-    return [locks.BaseImage(v.devel_image, "cuda.devel_image",
-                            loaded.at("cuda", "devel_image")),
+    return [locks.BaseImage(v.devel_image, "cuda.devel_image", res.at("cuda", "devel_image")),
             locks.BaseImage(v.runtime_image, "cuda.runtime_image",
-                            loaded.at("cuda", "runtime_image"))]
+                            res.at("cuda", "runtime_image"))]
 
 
-def collect(paths: list[Path], overrides: Overrides = (), mode: Mode = "buildkit",
+def collect(paths: list[Path | adapter.RawProfile], overrides: Overrides = (),
+            mode: Mode = "buildkit",
             syntax: str | None = None, *, pin: bool = True, render: bool = True,
             strict: bool = False) -> Fleet:
     """Resolve (and render) every profile and matrix variant; every problem at once.
 
     ``pin=False`` resolves without the lock (what ``lock`` itself needs: the unpinned refs);
-    otherwise resolution pins the base images from it (dockergen/pins.py).
+    otherwise resolution pins the base images from it (dockergen/pins.py). A profile
+    already read (:func:`dockergen.fleet.adapter.read_raw`) is not read again.
     """
     from dockergen.fleet.matrix import MatrixError
 
@@ -73,25 +76,20 @@ def collect(paths: list[Path], overrides: Overrides = (), mode: Mode = "buildkit
     problems: list[Problem] = []
     for path in paths:
         try:
-            raw = adapter.read_raw(path)
+            raw = path if isinstance(path, adapter.RawProfile) else adapter.read_raw(path)
             if adapter.is_matrix(raw, overrides):
-                exp = expand(path, overrides, mode, pin=pin)
+                exp = expand(raw, overrides, mode, pin=pin)
                 fleet.matrices[raw.display] = [v.point.name for v in exp.variants]
                 fleet.dropped += [(raw.display, d) for d in exp.dropped]
                 fleet.excluded += [(raw.display, p) for p in exp.excluded]
                 for v in exp.variants:
-                    files = adapter.context_files(v.loaded, v.resolved, syntax) if render else {}
-                    view = adapter.view(v.loaded, v.resolved)
-                    fleet.targets.append(Target(v.point.name, exp.name, view, files,
-                                                raw.display, base_images(v.loaded, view)))
+                    fleet.targets.append(_target(v.resolution, exp.name, raw.display,
+                                                 syntax, render))
                 continue
             loaded = adapter.load_data(raw, copy.deepcopy(raw.data),
                                        adapter.copy_positions(raw.positions), overrides)
-            resolved = adapter.resolve_loaded(loaded, mode, pin)
-            files = adapter.context_files(loaded, resolved, syntax) if render else {}
-            view = adapter.view(loaded, resolved)
-            fleet.targets.append(Target(loaded.profile.name, None, view, files, raw.display,
-                                        base_images(loaded, view)))
+            fleet.targets.append(_target(adapter.resolve_loaded(loaded, mode, pin), None,
+                                         raw.display, syntax, render))
         except ProfileError as exc:
             problems.extend(exc.problems)
     if problems:
@@ -99,6 +97,14 @@ def collect(paths: list[Path], overrides: Overrides = (), mode: Mode = "buildkit
     if strict and fleet.dropped:
         raise MatrixError([d for _, d in fleet.dropped])
     return fleet
+
+
+def _target(res: Resolution, group: str | None, source: str, syntax: str | None,
+            render: bool) -> Target:
+    """A fleet target of a resolved profile; ``render``: with its build context."""
+    view = adapter.view(res)
+    return Target(res.resolved.profile.name, group, view, res.files(syntax) if render else {},
+                  source, base_images(res, view))
 
 
 def bake_text(fleet: Fleet, single_context: bool) -> str:

@@ -1,18 +1,20 @@
 """Assemble the monitoring files of one profile and write them atomically.
 
-All access to the resolved profile goes through :func:`target_from_profile` (one adapter,
-so the resolved model can be re-pointed without touching the generators).
+All access to the resolved profile goes through :func:`target_of` (one adapter over the
+:class:`~dockergen.pipeline.Resolution`, so the resolved model can be re-pointed without
+touching the generators).
 
-May import: dockergen.api (resolve_profile), errors, profile (the Observe section) and the
-observe modules.
+May import: dockergen.pipeline (the resolution, for its type), errors, profile (the Observe
+section) and the observe modules.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
@@ -32,6 +34,9 @@ from dockergen.observe.rules import (
 )
 from dockergen.profile import Observe
 
+if TYPE_CHECKING:
+    from dockergen.pipeline import Resolution
+
 Format = Literal["prometheus", "k8s"]
 MANIFEST = "dockergen-observe.json"
 DASHBOARD_FILE = "dashboard.json"
@@ -50,21 +55,29 @@ class Target:
     cmd: tuple[str, ...]
     profile_hash: str
     observe: Observe
+    # where the profile writes the fields observe's problems name (FILE:LINE:COL); a field
+    # not here is named by the profile file alone
+    at: Mapping[str, Location] = field(default_factory=dict)
+
+    def where(self, field_path: str) -> Location:
+        """The location of a field, for a problem about it."""
+        return self.at.get(field_path) or Location(self.source)
 
 
-def target_from_profile(path: Path, overrides: tuple[str, ...] = ()) -> Target:
-    """Resolve ``path`` and keep only what the monitoring depends on."""
-    from dockergen.api import resolve_profile
+# the fields observe's problems are about
+_FIELDS = ("engine.version", "serving.extra_args", "observe.rate_window")
 
-    r = resolve_profile(path, overrides)
+
+def target_of(res: Resolution) -> Target:
+    """Keep only what the monitoring depends on of a resolved profile."""
+    r = res.resolved
     p = r.profile
-    resolved = r.lock["resolved"]
     return Target(
-        source=source_of(path), name=p.name,
+        source=source_of(res.path), name=p.name,
         engine=p.engine.name, release=p.engine.version,
-        gpu_targets=tuple(g["target"] for g in resolved["gpu"]), port=p.serving.port,
-        cmd=tuple(resolved.get("cmd") or ()), profile_hash=r.profile_hash,
-        observe=p.observe)
+        gpu_targets=tuple(t.given for t in r.targets), port=p.serving.port,
+        cmd=r.runtime.cmd, profile_hash=r.profile_hash, observe=p.observe,
+        at={f: res.at(*f.split(".")) for f in _FIELDS})
 
 
 def settings_for(t: Target, targets: tuple[str, ...] = ()) -> Settings:
@@ -87,13 +100,12 @@ def _seconds(duration: str) -> float:
 
 
 def _metrics_for(t: Target) -> tuple[EngineMetrics, list[Problem]]:
-    where = Location(t.source)
     try:
         m = engine_metrics(t.engine, t.release)
     except UnknownRelease as exc:
         known = ", ".join(exc.known) or "none"
         raise ProfileError([Problem(
-            where, "engine.version",
+            t.where("engine.version"), "engine.version",
             f"no metrics knowledge for {t.engine} {t.release} (releases read: {known})",
             "use a listed release, or read this one's wheel with scripts/extract_metrics.py "
             "and add it to dockergen/data/metrics.yaml")]) from None
@@ -102,25 +114,26 @@ def _metrics_for(t: Target) -> tuple[EngineMetrics, list[Problem]]:
         names = ", ".join(x.name for x in m.unverified)
         srcs = "; ".join(sorted({x.src for x in m.unverified}))
         warnings.append(Problem(
-            where, "engine.version",
+            t.where("engine.version"), "engine.version",
             f"{m.engine} {m.release}: metric names {names} were not read from a released "
             f"artefact ({srcs})",
             f"check them against the server's {m.metrics_path} before relying on the alerts",
             severity=Severity.WARNING))
     if m.enable_flag and m.enable_flag not in t.cmd:
         warnings.append(Problem(
-            where, "serving.extra_args",
+            t.where("serving.extra_args"), "serving.extra_args",
             f"{m.engine} exposes no metrics without {m.enable_flag}; the rules would stay empty",
             f"add {m.enable_flag} to serving.extra_args", severity=Severity.WARNING))
     return m, warnings
 
 
-def settings_problems(observe: Observe, source: str) -> list[Problem]:
-    """What ``observe`` refuses in a profile's ``observe:`` section; ``validate`` runs it too,
-    so that it never passes a profile ``observe`` then refuses."""
+def settings_problems(observe: Observe, where: Location) -> list[Problem]:
+    """What ``observe`` refuses in a profile's ``observe:`` section (``where``: the
+    location of its rate window); ``validate`` runs it too, so that it never passes a
+    profile ``observe`` then refuses."""
     if _seconds(observe.rate_window) < 4 * _seconds(observe.scrape_interval):
         return [Problem(
-            Location(source), "observe.rate_window",
+            where, "observe.rate_window",
             f"{observe.rate_window} is shorter than 4 scrape intervals "
             f"({observe.scrape_interval}); rate() needs at least two samples in the window and "
             "misses scrapes otherwise",
@@ -156,7 +169,7 @@ def generate(t: Target, fmt: Format = "prometheus", targets: tuple[str, ...] = (
 
     m, warnings = _metrics_for(t)
     s = settings_for(t, targets)
-    problems = settings_problems(t.observe, t.source)
+    problems = settings_problems(t.observe, t.where("observe.rate_window"))
     if problems:
         raise ProfileError(problems)
     header = (f"# Generated by dockergen observe from profile {t.name} "
@@ -189,11 +202,10 @@ def generate(t: Target, fmt: Format = "prometheus", targets: tuple[str, ...] = (
     return ObserveResult(t.name, dict(sorted(files.items())), warnings, m)
 
 
-def observe_profile(path: Path, overrides: tuple[str, ...] = (), fmt: Format = "prometheus",
-                    targets: tuple[str, ...] = (), monitor: str = "PodMonitor",
-                    port_name: str = "http") -> ObserveResult:
-    """Resolve a profile and generate its monitoring files in memory."""
-    return generate(target_from_profile(path, overrides), fmt, targets, monitor, port_name)
+def observe(res: Resolution, fmt: Format = "prometheus", targets: tuple[str, ...] = (),
+            monitor: str = "PodMonitor", port_name: str = "http") -> ObserveResult:
+    """The monitoring files of a resolved profile, in memory."""
+    return generate(target_of(res), fmt, targets, monitor, port_name)
 
 
 def write_output(out_dir: Path, files: dict[str, bytes]) -> None:

@@ -65,7 +65,7 @@ class ServingPart:
     runtime_apt: tuple[str, ...]
     copies: tuple[RuntimeCopy, ...]
     env: dict[str, str]
-    health_cmd: str
+    health_cmd: tuple[str, ...]  # exec form
     smoke: tuple[SmokeImport, ...]  # the engine, then what it installs beside itself
     c_compiler: bool  # the engine compiles C at run time (Triton's launcher)
     context_files: Mapping[str, bytes] = field(default_factory=dict)  # e.g. python.lock
@@ -763,7 +763,7 @@ class ServingEngine:
             stage=stage, serve=serve, runtime_apt=runtime_apt, c_compiler=c_compiler,
             copies=tuple(RuntimeCopy(name, f"{OPTIONS_DIR}/{name}")
                          for name in sorted(serve.context_files)),
-            env=env, health_cmd=json.dumps([f"{VENV}/bin/python", "-c", health]),
+            env=env, health_cmd=(f"{VENV}/bin/python", "-c", health),
             smoke=(SmokeImport(self.module, facts["package"], p.engine.version,
                                bool(facts.get("import_needs_gpu", self.imports_need_gpu))),
                    *self.extra_smoke_imports(c)),
