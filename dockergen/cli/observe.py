@@ -1,9 +1,9 @@
 """``dockergen observe``: Prometheus scrape config, recording and alert rules and a Grafana
 dashboard for a profile's engine release (or for every shipped profile).
 
-May import: click, :mod:`dockergen.cli.app`, :mod:`dockergen.errors` and the standard
-library at the top; the rest of dockergen (the Grafana SDK) inside the command (start-up
-time).
+May import: click, :mod:`dockergen.cli.app`, :mod:`dockergen.cli.params`,
+:mod:`dockergen.errors` and the standard library at the top; the rest of dockergen (the
+Grafana SDK) inside the command (start-up time).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from dockergen.cli import params
 from dockergen.cli.app import (
     _folder_given,
     _quiet_option,
@@ -29,7 +30,7 @@ from dockergen.errors import ProfileError, holds_secret
               help="Folder for the monitoring files (with --all: OUTPUT/<name>/).")
 @click.option("--all", "observe_all", is_flag=True,
               help="Every shipped profile into OUTPUT/<name>/ (how examples/observe is made).")
-@click.option("--format", "fmt", type=click.Choice(["prometheus", "k8s"]), default="prometheus",
+@click.option("--format", "fmt", type=params.OBSERVE_FORMAT, default="prometheus",
               show_default=True,
               help="prometheus: prometheus.yml + rule files; k8s: Prometheus Operator "
                    "PodMonitor/ServiceMonitor + PrometheusRule. Both add dashboard.json.")
