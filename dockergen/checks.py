@@ -50,7 +50,7 @@ def _bake(fleet: Fleet, path: Path, overrides: tuple[str, ...]) -> None:
 def _observe(fleet: Fleet, path: Path, overrides: tuple[str, ...]) -> None:
     from dockergen.observe.generate import settings_problems, source_of
 
-    found = {str(pr): pr for t in fleet.targets if t.view.observe is not None
+    found = {str(pr): pr for t in fleet.members if t.view.observe is not None
              for pr in settings_problems(t.view.observe, source_of(path))}
     if found:
         raise ProfileError(list(found.values()))
@@ -58,7 +58,7 @@ def _observe(fleet: Fleet, path: Path, overrides: tuple[str, ...]) -> None:
 
 def _capacity(fleet: Fleet, path: Path, overrides: tuple[str, ...]) -> None:
     # a matrix's variants are not planned yet: each may name another model
-    if not fleet.matrices and fleet.targets[0].view.hf_config:
+    if not fleet.matrices and fleet.members[0].view.hf_config:
         from dockergen.plan import validate_capacity
 
         validate_capacity(path, overrides)

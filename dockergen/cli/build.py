@@ -31,7 +31,7 @@ _WEEK_S = 7 * 24 * 3600  # the longest --timeout: a longer one is taken for a ty
 @click.option("--build-arg", "build_args", multiple=True, metavar="NAME=VALUE",
               help="Build argument NAME=VALUE (repeatable). Base images are not build args: "
                    "use --set cuda.devel_image=... or a lock with --mirror.")
-@click.option("--target", help="Build only up to this stage.")
+@click.option("--target", "stage", help="Build only up to this stage.")
 @click.option("--platform", help="Target platform, e.g. linux/amd64.")
 @click.option("--progress", type=params.PROGRESS, default="auto",
               show_default=True)
@@ -50,7 +50,7 @@ _WEEK_S = 7 * 24 * 3600  # the longest --timeout: a longer one is taken for a ty
 @_quiet_option
 def build(profile: str, overrides: tuple[str, ...], output: str | None, builder: str,
           tags: tuple[str, ...], no_cache: bool, build_args: tuple[str, ...],
-          target: str | None, platform: str | None, progress: str, push: bool, dry_run: bool,
+          stage: str | None, platform: str | None, progress: str, push: bool, dry_run: bool,
           ca_certs: tuple[str, ...], timeout: float | None, network: str, pull: bool,
           no_smoke: bool, gpus: bool, quiet: bool) -> None:
     """Render PROFILE, build it through the Docker Engine API, and optionally push it."""
@@ -70,7 +70,7 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
             raise click.UsageError(f"--build-arg {item!r}: expected NAME=VALUE")
         args[name] = value
     options = BuildOptions(
-        builder=builder, tags=tags, no_cache=no_cache, build_args=args, target=target,
+        builder=builder, tags=tags, no_cache=no_cache, build_args=args, target=stage,
         platform=platform, progress=progress, push=push, timeout=timeout,
         network=None if network == "default" else network, pull=pull, smoke=not no_smoke,
         gpus=gpus)

@@ -135,7 +135,7 @@ def context_files(loaded: LoadedProfile, resolved: Resolved,
 
 
 @dataclass(frozen=True)
-class TargetView:
+class VariantView:
     """What a bake target and a base-image lock need to know about one resolved profile."""
 
     name: str
@@ -170,13 +170,13 @@ class TargetView:
                 f"{self.image_name}:" + content_tag(files, mode=self.resolved.mode))
 
 
-def view(loaded: LoadedProfile, resolved: Resolved) -> TargetView:
+def view(loaded: LoadedProfile, resolved: Resolved) -> VariantView:
     """The fleet view of a resolved profile (the only reader of the resolved model)."""
     from dockergen.components.image import tag_values
 
     p = resolved.profile
     r = resolved.lock["resolved"]
-    return TargetView(
+    return VariantView(
         name=p.name, image_name=p.image.name,
         release_tags=tuple(f"{p.image.name}:{t}" for t in resolved.tags),
         profile_hash=resolved.profile_hash, engine=r["engine"],

@@ -1,8 +1,9 @@
 """Profiles (with matrices and locks) -> build contexts and one bake file.
 
 This is what ``render``, ``validate`` and ``lock`` run: each profile file is either one
-target or, with ``matrix:``, one target per valid point; base images are pinned from the
-lock beside the profile (by resolution itself); the bake file lists every target.
+member or, with ``matrix:``, one member per valid point; base images are pinned from the
+lock beside the profile (by resolution itself); the bake file lists every member as a bake
+target.
 
 May import: errors, inputs (the bounded reader), loader, model, the other fleet modules.
 """
@@ -23,12 +24,12 @@ from dockergen.model import Mode
 
 
 @dataclass
-class Target:
-    """One rendered profile or matrix variant."""
+class Member:
+    """One rendered profile or matrix variant (one image; one bake target of the bake file)."""
 
     name: str
     group: str | None
-    view: adapter.TargetView
+    view: adapter.VariantView
     files: dict[str, bytes]
     source: str  # the profile file it comes from
     images: list[locks.BaseImage] = field(default_factory=list)
@@ -38,20 +39,20 @@ class Target:
 class Fleet:
     """Everything ``render``/``validate`` produce for a set of profile files."""
 
-    targets: list[Target] = field(default_factory=list)
+    members: list[Member] = field(default_factory=list)
     dropped: list[tuple[str, Dropped]] = field(default_factory=list)
     excluded: list[tuple[str, Point]] = field(default_factory=list)
     matrices: dict[str, list[str]] = field(default_factory=dict)  # source -> variant names
 
     def warnings(self) -> list[str]:
         """Warning lines, each once (variants of a matrix share most of them)."""
-        return list(dict.fromkeys(str(w) for t in self.targets for w in t.view.warnings))
+        return list(dict.fromkeys(str(w) for t in self.members for w in t.view.warnings))
 
     def dropped_lines(self) -> list[str]:
         return [line for _, d in self.dropped for line in d.lines()]
 
 
-def base_images(loaded: LoadedProfile, v: adapter.TargetView) -> list[locks.BaseImage]:
+def base_images(loaded: LoadedProfile, v: adapter.VariantView) -> list[locks.BaseImage]:
     """The base images a resolved profile asks for, with where the profile says so."""
     return [locks.BaseImage(v.devel_image, "cuda.devel_image",
                             loaded.at("cuda", "devel_image")),
@@ -82,7 +83,7 @@ def collect(paths: list[Path], overrides: Overrides = (), mode: Mode = "buildkit
                 for v in exp.variants:
                     files = adapter.context_files(v.loaded, v.resolved, syntax) if render else {}
                     view = adapter.view(v.loaded, v.resolved)
-                    fleet.targets.append(Target(v.point.name, exp.name, view, files,
+                    fleet.members.append(Member(v.point.name, exp.name, view, files,
                                                 raw.display, base_images(v.loaded, view)))
                 continue
             loaded = adapter.load_data(raw, copy.deepcopy(raw.data),
@@ -90,7 +91,7 @@ def collect(paths: list[Path], overrides: Overrides = (), mode: Mode = "buildkit
             resolved = adapter.resolve_loaded(loaded, mode, pin)
             files = adapter.context_files(loaded, resolved, syntax) if render else {}
             view = adapter.view(loaded, resolved)
-            fleet.targets.append(Target(loaded.profile.name, None, view, files, raw.display,
+            fleet.members.append(Member(loaded.profile.name, None, view, files, raw.display,
                                         base_images(loaded, view)))
         except ProfileError as exc:
             problems.extend(exc.problems)
@@ -103,17 +104,17 @@ def collect(paths: list[Path], overrides: Overrides = (), mode: Mode = "buildkit
 
 def bake_text(fleet: Fleet, single_context: bool) -> str:
     """The bake file: contexts ``.`` (one profile rendered into DIR) or ``<name>``."""
-    targets = [bake.target_from(t.view, "." if single_context else t.name, t.group)
-               for t in fleet.targets]
-    sources = sorted({os.path.basename(t.source) for t in fleet.targets})
-    return bake.to_hcl(bake.bake_data(targets), sources)
+    bake_targets = [bake.bake_target_from(t.view, "." if single_context else t.name,
+                                          t.group) for t in fleet.members]
+    sources = sorted({os.path.basename(t.source) for t in fleet.members})
+    return bake.to_hcl(bake.bake_data(bake_targets), sources)
 
 
 def check_bake(fleet: Fleet) -> None:
     """The checks of :func:`bake_text` (cache refs, shared tags) without rendering: what
     `validate` runs, so that it never passes what `render -o` then refuses."""
-    bake.check_targets([bake.target_from(t.view, t.name, t.group, content_tag=False)
-                        for t in fleet.targets])
+    bake.check_bake_targets([bake.bake_target_from(t.view, t.name, t.group, content_tag=False)
+                              for t in fleet.members])
 
 
 def check_bake_destination(path: Path) -> None:
