@@ -111,6 +111,12 @@ class _GuardedStdout(io.TextIOBase):
     def writable(self) -> bool:
         return True
 
+    @property
+    def buffer(self) -> Any:
+        """The binary stream beneath: click writes shell completions as bytes, which a
+        text stream refuses (completion ended in a TypeError)."""
+        return getattr(self._stream, "buffer", None)
+
     def isatty(self) -> bool:
         return bool(self._stream is not None and self._stream.isatty())
 
