@@ -188,8 +188,9 @@ def write_folders(parent: Path, folders: dict[str, dict[str, bytes]], *, kind: s
     top = top or {}
     for name in (*folders, *top):
         _check_shows_no_secret(parent / name)
-    parent, modes, gone = _check_targets(parent, folders, top, kind=kind, retired=retired,
-                                         later=later, legacy=legacy, top_ours=top_ours)
+    parent, modes, gone = _check_destinations(parent, folders, top, kind=kind,
+                                              retired=retired, later=later, legacy=legacy,
+                                              top_ours=top_ours)
     staged: list[tuple[Path, Path]] = []  # (staging, destination)
     made, done = _missing_top(parent), False
     try:
@@ -205,11 +206,11 @@ def write_folders(parent: Path, folders: dict[str, dict[str, bytes]], *, kind: s
             _unmake(parent, made)
 
 
-def _check_targets(parent: Path, folders: dict[str, dict[str, bytes]],
-                   top: dict[str, bytes], *, kind: str, retired: tuple[str, ...],
-                   later: tuple[str, ...], legacy: Legacy | None,
-                   top_ours: Callable[[Path], None] | None
-                   ) -> tuple[Path, dict[str, int], list[Path]]:
+def _check_destinations(parent: Path, folders: dict[str, dict[str, bytes]],
+                        top: dict[str, bytes], *, kind: str, retired: tuple[str, ...],
+                        later: tuple[str, ...], legacy: Legacy | None,
+                        top_ours: Callable[[Path], None] | None
+                        ) -> tuple[Path, dict[str, int], list[Path]]:
     """Raise unless every destination of :func:`write_folders` may be replaced; the real
     ``parent``, the permissions of the folders replaced, and the retired folders to go."""
     try:
@@ -220,7 +221,7 @@ def _check_targets(parent: Path, folders: dict[str, dict[str, bytes]],
                               "is not inside a file")
         if parent.exists():
             _check_writable(parent)
-        modes = _check_target_folders(parent, folders, kind, later, legacy)
+        modes = _check_destination_folders(parent, folders, kind, later, legacy)
         _check_top_files(parent, top, top_ours)
         gone = [parent / name for name in retired if _owned_quietly(parent / name, kind)]
     except OSError as exc:
@@ -229,8 +230,9 @@ def _check_targets(parent: Path, folders: dict[str, dict[str, bytes]],
     return parent, modes, gone
 
 
-def _check_target_folders(parent: Path, folders: dict[str, dict[str, bytes]], kind: str,
-                          later: tuple[str, ...], legacy: Legacy | None) -> dict[str, int]:
+def _check_destination_folders(parent: Path, folders: dict[str, dict[str, bytes]], kind: str,
+                               later: tuple[str, ...], legacy: Legacy | None
+                               ) -> dict[str, int]:
     """Raise unless each folder of ``folders`` under ``parent`` is absent or replaceable;
     the permissions of those that exist."""
     modes: dict[str, int] = {}  # a replaced folder's permissions stay as they were
@@ -432,9 +434,9 @@ def _stage(staging: Path, files: dict[str, bytes], kind: str, later: tuple[str, 
     listing = sorted({*files, *later, MANIFEST})
     manifest = (_HEADER.format(kind=kind) + "".join(f"{n}\n" for n in listing)).encode()
     for rel, data in {**files, MANIFEST: manifest}.items():
-        target = staging / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with open(target, "wb") as fh:
+        dest = staging / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with open(dest, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())

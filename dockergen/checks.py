@@ -8,7 +8,8 @@ check registers here (:data:`CHECKS`) with the commands that refuse on it, and `
 runs them all (:func:`validate_profile`), so a profile that validates is one every command
 takes: ``tests/test_validate_agrees.py`` enumerates this registry and runs an example of
 each entry through its commands and through ``validate``. ``docs/reference/checks.md`` is
-written from it (:func:`checks_reference`).
+written from it (:func:`checks_reference`), with the resolution rules in detail
+(:data:`RULE_DETAILS`).
 
 May import: :mod:`dockergen.components.serving`, :mod:`dockergen.errors`,
 :mod:`dockergen.fleet.adapter`, :mod:`dockergen.fleet.project`,
@@ -52,7 +53,7 @@ def _observe(fleet: Fleet) -> None:
     from dockergen.observe.generate import settings_problems, target_of
 
     found = {}
-    for t in fleet.targets:
+    for t in fleet.members:
         if t.view.resolution is not None and t.view.observe is not None:
             target = target_of(t.view.resolution)
             for pr in settings_problems(target.observe, target.where("observe.rate_window")):
@@ -63,7 +64,7 @@ def _observe(fleet: Fleet) -> None:
 
 def _capacity(fleet: Fleet) -> None:
     # a matrix's variants are not planned yet: each may name another model
-    first = fleet.targets[0].view
+    first = fleet.members[0].view
     if not fleet.matrices and first.hf_config and first.resolution is not None:
         from dockergen.plan import validate_capacity
 
@@ -72,7 +73,7 @@ def _capacity(fleet: Fleet) -> None:
 
 RESOLUTION = ProfileCheck(
     "resolution", ("render", "build", "deploy", "explain", "lock", "plan", "observe"),
-    "every rule of the components and the serving engine (docs/knowledge.md lists them): "
+    "every rule of the components and the serving engine (listed below): "
     "GPUs, CUDA, the base-image lock, the engine release, its kernels and pins, torch, "
     "Python, FlashAttention-2, quantization, the server's flags and scheduler limits, the "
     "model mount, extra packages, tags, certificates, the Python lock",
@@ -88,6 +89,101 @@ CHECKS: tuple[ProfileCheck, ...] = (
                  "with serving.hf_config: the model's weights and KV cache fit the GPUs at "
                  "serving.max_model_len, and its heads divide by the tensor-parallel size",
                  "dockergen.plan", _capacity),
+)
+
+
+@dataclass(frozen=True)
+class RuleDetail:
+    """What one resolution rule (or a family of them) refuses, in more detail than its
+    function's summary: the limits, versions and sources it goes by."""
+
+    rules: str  # the rule names its problems and docstrings use
+    kind: str  # error, warning, both, or (derived) for what a rule decides, not refuses
+    what: str
+
+
+# The rules in detail (docs/reference/checks.md shows them; docs/knowledge.md links there).
+RULE_DETAILS: tuple[RuleDetail, ...] = (
+    RuleDetail("gpu-known", "error",
+               "every target is a known GPU or compute capability"),
+    RuleDetail("cuda-known, cuda-os", "error",
+               "CUDA release known; `nvidia/cuda` image exists for the OS"),
+    RuleDetail("cuda-arch-vs-toolkit", "error",
+               "sm_89/90 need CUDA >= 11.8, sm_100/120 >= 12.8, sm_70 gone in 13.0"),
+    RuleDetail("engine-release, engine-python, engine-cuda-major", "error",
+               "release known; Python in its `Requires-Python`; vLLM >= 0.21 wheels need CUDA 13"),
+    RuleDetail("engine-kernel-archs", "error",
+               "every target runs the GPU code of the compiled library every model loads, read "
+               "from the release's wheel (docs/knowledge.md tells how): SGLang (sglang-kernel's "
+               "`common_ops`: sm_80 and newer, no PTX) cannot run on a T4; vLLM >= 0.21 (sm_75 "
+               "and newer) cannot run on a V100; a release whose code was not read warns"),
+    RuleDetail("engine-pin-on-pypi", "error / warning",
+               "a release pinning a `flashinfer-python` PyPI never carried (vLLM 0.34.0: 0.7.3) "
+               "cannot be installed from PyPI; with `build.pip_index_url` or "
+               "`build.flashinfer_index_url` it warns that the index must carry it"),
+    RuleDetail("torch-pin, torch-python", "error",
+               "the engine's exact torch pin; Python range of its wheels"),
+    RuleDetail("torch-cuda-index", "warning",
+               "that torch has a `cuXYZ` index for the CUDA (unverified: download.pytorch.org "
+               "cannot be read where the knowledge is checked)"),
+    RuleDetail("fa2-cxx-std", "error",
+               "the C++ standard flash-attn's setup.py forces (`-std=c++17` in every release up "
+               "to 2.8.3.post2) must be one the torch headers accept: torch >= 2.14 needs C++20 "
+               "(compile probe), so vLLM 0.33.0 + a flash-attn source build is refused, naming "
+               "the fixes"),
+    RuleDetail("fa2-gpu-min", "error",
+               "FlashAttention-2 needs Ampere or newer (no Turing/Volta)"),
+    RuleDetail("fa2-arch-values, fa2-arch-needs-version", "error / warning",
+               "only 80/90/100/120 are built; < 2.7.3 cannot restrict archs"),
+    RuleDetail("fa2-cuda-min", "error",
+               "nvcc would silently skip an arch (100/120 need 12.8)"),
+    RuleDetail("fa2-memory", "error / warning",
+               "`MAX_JOBS × 9 GiB <= build.memory_gib`"),
+    RuleDetail("fa2-in-vllm", "warning",
+               "vLLM's (and SGLang's) attention does not use this build; shown only where the "
+               "profile does not say what does (`flash_attn.purpose`)"),
+    RuleDetail("quantization min cc", "error",
+               "per engine release (vLLM: `get_min_capability()` of that release's wheel, e.g. "
+               "fp8 needs 8.0 up to 0.12.0, 7.5 from 0.14.1); TensorRT-LLM fp8 needs sm >= 89; "
+               "bf16 needs cc >= 8.0; an `unverified` floor only warns"),
+    RuleDetail("fp8 below 8.9 on vLLM", "warning",
+               "runs weight-only (W8A16 FP8-Marlin), no FP8 speedup"),
+    RuleDetail("vllm-batched-tokens", "error",
+               "what vLLM's scheduler would refuse at start-up"),
+    RuleDetail("runtime JIT", "(derived)",
+               "vLLM and SGLang run Triton kernels, and Triton builds a C launcher with gcc and "
+               'the Python headers at the first launch ("Failed to find C compiler" otherwise): '
+               "their runtime keeps `gcc` + `libc6-dev` and the smoke test proves a C extension "
+               "compiles and imports; TensorRT-LLM's runtime keeps none (its PyTorch backend's "
+               "run-time compilation is unverified)"),
+    RuleDetail("python-from-image", "error",
+               "the base OS's python3 must be the profile's version"),
+    RuleDetail("no-secrets", "error",
+               "no credential-like value anywhere in the profile (description, labels, server "
+               "args, env values, smoke commands) and no secret-looking env names; checked "
+               "before types, so a type error never hides it (`dockergen/credentials.py`). The "
+               "shapes are gitleaks' rule set (`dockergen/data/secret_rules.json`: 218 rules of "
+               "gitleaks' `config/gitleaks.toml` at the commit it names, MIT, licence beside it;"
+               " NVIDIA `nvapi-`, GitLab, Stripe, npm, JWTs, private keys, AWS, the generic `key"
+               " = value` rule with its entropy floor and allowlists) plus dockergen's own "
+               "(Hugging Face, `user:password@` URLs, `?token=` queries) and four formats "
+               "gitleaks lacks (a whole `nvapi-` key of any length, `aws_secret_access_key "
+               "VALUE`, `password=VALUE`, a lone private-key header), each with its source. "
+               "`python -m dockergen.maint.secret_rules gitleaks.toml --version V --commit C -o "
+               "dockergen/data/secret_rules.json` re-derives the file: RE2 patterns converted to"
+               " Python `re`, a rule with a nested quantifier skipped (listed with the reason) "
+               "and the lazy 50-character lead of gitleaks' keyword rules dropped, so every scan"
+               " stays linear; a secret also ends at `:`, `,`, `)`, `/`, `&` (a port, a list, a "
+               "URL), not only at a quote or a space; the same scan redacts every message, "
+               "warning, log line and build record"),
+    RuleDetail("serving-model-mount", "error",
+               "a local `serving.model` is a normalised absolute path (no `..`, `.`, `//`, "
+               "trailing `/`) whose folder, which `deploy` mounts read-only, neither covers nor "
+               "lies in a folder of the image (`/`, `/opt` with the venv and Python, `/usr`, "
+               "`/etc`, `/home/app`, `/tmp`, ...); fix: a folder of its own such as "
+               "`/models/NAME`"),
+    RuleDetail("image-tags, ca-certificates", "error",
+               "valid tag templates; PEM certificates exist"),
 )
 
 
@@ -152,6 +248,12 @@ def checks_reference() -> str:
               "| rule | engines | checks |", "| --- | --- | --- |"]
     lines += [f"| `{name}` | {', '.join(engines) or 'all'} | {doc.replace('|', '/')} |"
               for name, engines, doc in rule_docs()]
+    lines += ["", "## The rules in detail", "",
+              "What the rules refuse (an error, or a warning where the profile may go on), "
+              "with the limits and sources they go by; the names are those their problems "
+              "and the summaries above use:", "",
+              "| rule | kind | what |", "| --- | --- | --- |"]
+    lines += [f"| {d.rules} | {d.kind} | {d.what} |" for d in RULE_DETAILS]
     return "\n".join(lines) + "\n"
 
 

@@ -78,8 +78,8 @@ def _entropy(text: str) -> float:
 
 def _allowed(allow: tuple[str, str, tuple[str, ...], tuple[str, ...]],
              secret: str, match: str, line: str) -> bool:
-    target, condition, regexes, stopwords = allow
-    text = {"match": match, "line": line}.get(target, secret)
+    scope, condition, regexes, stopwords = allow  # scope: gitleaks' allowlist "target"
+    text = {"match": match, "line": line}.get(scope, secret)
     checks = []
     if regexes:
         checks.append(any(re.search(r, text, re.ASCII) for r in regexes))  # re's cache

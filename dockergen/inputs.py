@@ -91,8 +91,8 @@ def _refusal(path: Path, exc: OSError) -> InputError:
         return InputError(path, "is a symbolic link loop (or a chain of more than 40 links)",
                           "point the link at a regular file, or give the file's own path")
     if exc.errno == errno.ENOENT:
-        target = os.readlink(path) if os.path.islink(path) else "?"
-        return InputError(path, f"is a symbolic link to {target}, which does not exist",
+        points_to = os.readlink(path) if os.path.islink(path) else "?"
+        return InputError(path, f"is a symbolic link to {points_to}, which does not exist",
                           "point the link at a regular file, or give the file's own path")
     if exc.errno in (errno.EACCES, errno.EPERM):
         return InputError(path, "cannot be read: permission denied",

@@ -303,6 +303,48 @@ def _assign(node: dict[str, Any], parts: FieldPath, override: Override,
 
 # --- pydantic errors -> problems ------------------------------------------------------
 
+def _unknown_key(last: str, allowed: list[str]) -> tuple[str, str]:
+    """The message and fix of a key that is no field here (the closest one suggested)."""
+    guess = difflib.get_close_matches(last, allowed, n=1, cutoff=0.6)
+    return (f"unknown key {last!r}" + (f" (did you mean {guess[0]!r}?)" if guess else ""),
+            "allowed keys here: " + ", ".join(allowed))
+
+
+def unknown_set_fields(items: tuple[str, ...]) -> list[Problem]:
+    """The problems of ``--set`` items whose FIELD is no field path of the profile model,
+    found before any profile is read: the same problem validation reports for such a key
+    (a mapping such as ``serving.env`` takes any key; a malformed item is left to
+    :func:`parse_set`)."""
+    problems = []
+    for item in items:
+        key, sep, _ = item.partition("=")
+        parts = tuple(key.split("."))
+        if not sep or not all(parts):
+            continue
+        for depth, part in enumerate(parts):
+            allowed = _fields_at(parts[:depth])
+            if not allowed:
+                break  # not a model here (a mapping, a list, a value): the loader decides
+            if part not in allowed:
+                msg, fix = _unknown_key(part, allowed)
+                problems.append(Problem(Location(f"--set {key}", origin=SET),
+                                        _dotted(parts[:depth + 1]), msg, fix))
+                break
+    return problems
+
+
+def set_field_paths() -> list[str]:
+    """Every field path of the profile model, for completing ``--set FIELD``."""
+    paths: list[str] = []
+    pending: list[FieldPath] = [()]
+    while pending:
+        loc = pending.pop(0)
+        for name in _fields_at(loc):
+            paths.append(_dotted((*loc, name)))
+            pending.append((*loc, name))
+    return paths
+
+
 def _fields_at(loc: FieldPath) -> list[str]:
     annotation = _strip(_field_annotation(loc)) if loc else Profile
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -429,10 +471,7 @@ def _describe(err: Any, loc: FieldPath, pos: Positions, where: Location) -> tupl
     kind, value = err["type"], err.get("input")
     last = str(loc[-1]) if loc else ""
     if kind == "extra_forbidden":
-        allowed = _fields_at(loc[:-1])
-        guess = difflib.get_close_matches(last, allowed, n=1, cutoff=0.6)
-        return (f"unknown key {last!r}" + (f" (did you mean {guess[0]!r}?)" if guess else ""),
-                "allowed keys here: " + ", ".join(allowed))
+        return _unknown_key(last, _fields_at(loc[:-1]))
     if kind == "missing":
         return _MISSING, (f"add `{last}:` under `{_dotted(loc[:-1])}`" if len(loc) > 1
                           else f"add `{last}:` at the top level")

@@ -383,9 +383,14 @@ class TtyRenderer(PlainRenderer):
         self._draw()
 
 
+# The kinds of `build --progress` (besides auto), in the order its help lists them.
+RENDERERS: dict[str, type[PlainRenderer]] = {
+    "tty": TtyRenderer, "plain": PlainRenderer, "json": JsonRenderer}
+
+
 def make_renderer(kind: str, out: IO[str] | None = None) -> PlainRenderer:
     """``auto`` picks the live view on a terminal and plain lines otherwise."""
     stream = out or sys.stderr
     if kind == "auto":
         kind = "tty" if stream.isatty() else "plain"
-    return {"plain": PlainRenderer, "tty": TtyRenderer, "json": JsonRenderer}[kind](stream)
+    return RENDERERS[kind](stream)

@@ -290,7 +290,7 @@ def _changed_matrix(out: Path) -> dict[str, dict[str, bytes]]:
     from dockergen.fleet.project import collect
 
     fleet = collect([Path("fleet")], ("serving.max_model_len=6144",), "buildkit", None)
-    contexts = {t.name: t.files for t in fleet.targets}
+    contexts = {t.name: t.files for t in fleet.members}
     assert all(b'"6144"' in f["Dockerfile"] for f in contexts.values())  # all would change
     return contexts
 

@@ -177,3 +177,17 @@ def test_the_checks_page_is_what_the_registry_generates(tmp_path: Path) -> None:
     mine.write_text("# my notes\n")
     refused = run_cli("reference", "--checks", "-o", str(mine))
     assert refused.rc == 4 and mine.read_text() == "# my notes\n"
+
+
+def test_the_rule_table_is_only_the_generated_one() -> None:
+    """The rules in detail are the registry's data (dockergen.checks.RULE_DETAILS), shown
+    on the generated checks page; docs/knowledge.md links there instead of keeping a
+    second, hand-written table that would drift from it."""
+    from dockergen.checks import RULE_DETAILS, checks_reference
+
+    page = checks_reference()
+    assert all(f"| {d.rules} | {d.kind} | {d.what} |" in page for d in RULE_DETAILS)
+    knowledge = (DOCS / "knowledge.md").read_text()
+    assert "| rule |" not in knowledge and not any(
+        f"| {d.rules} |" in knowledge for d in RULE_DETAILS)
+    assert "reference/checks.md#the-rules-in-detail" in knowledge

@@ -315,7 +315,7 @@ def test_a_lock_entry_without_a_digest_is_a_located_problem(
     folder = tmp_path / "case"
     folder.mkdir()
     (folder / "p.yaml").write_text(VALID)
-    refs = {i.ref for t in collect([folder / "p.yaml"], (), pin=False, render=False).targets
+    refs = {i.ref for t in collect([folder / "p.yaml"], (), pin=False, render=False).members
             for i in t.images}
     (folder / "p.lock.json").write_text(json.dumps(
         {"lockfile": 1, "images": {ref: entry for ref in sorted(refs)}}))

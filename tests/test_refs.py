@@ -19,8 +19,8 @@ from dockergen.build import UnsafeInput, check_tags
 from dockergen.daemon import DaemonError, registry_of, split_reference
 from dockergen.deploy import DeployError, _check_reference, _image_ref
 from dockergen.errors import Location, ProfileError
-from dockergen.fleet.adapter import TargetView
-from dockergen.fleet.bake import target_from
+from dockergen.fleet.adapter import VariantView
+from dockergen.fleet.bake import bake_target_from
 from dockergen.fleet.digests import RegistryError, parse_reference
 from dockergen.profile import ImageRef, ImageRepo
 
@@ -119,8 +119,8 @@ def _accepts(call: object, ref: str, errors: tuple[type[Exception], ...]) -> boo
     return True
 
 
-def _view(cache_ref: str) -> TargetView:
-    return TargetView(
+def _view(cache_ref: str) -> VariantView:
+    return VariantView(
         name="t", image_name="registry.example.com/llm/vllm", release_tags=(),
         profile_hash="sha256:" + H64, engine="vllm", engine_version="0.11.0", description="",
         user_labels={}, cache_ref_template=cache_ref, cache_ref_at=Location("p.yaml", 1, 1),
@@ -139,7 +139,7 @@ def test_every_reader_agrees_with_the_grammar(ref: str, tmp_path: Path) -> None:
     # build's --tag
     assert _accepts(lambda r: check_tags((r,)), ref, (UnsafeInput,)) == plain_tag
     # bake's cache ref: a tag, no digest (an empty template is the default one)
-    assert not ref or _accepts(lambda r: target_from(_view(r), ".", content_tag=False), ref,
+    assert not ref or _accepts(lambda r: bake_target_from(_view(r), ".", content_tag=False), ref,
                                (ProfileError,)) == tagged
     # deploy's record: references build wrote (the immutable tag needs its tag)
     record = tmp_path / "build-record.json"

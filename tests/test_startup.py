@@ -7,6 +7,7 @@ with hpccm; these tests pin down the imports that decide it.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -56,3 +57,27 @@ def test_the_startup_benchmark_prints_the_ratio_against_hpccm() -> None:
     assert re.fullmatch(r"floors / hpccm: jinja2\+yaml \d+\.\d\d, \+pydantic\+click \d+\.\d\d, "
                         r"the profile model \d+\.\d\d", lines[-2])
     assert re.fullmatch(r"ratio dockergen render / hpccm: \d+\.\d\d \(goal <= 1\.0\)", lines[-1])
+
+
+COMPLETION_DRIVER = f"""
+import contextlib, json, sys
+from dockergen.cli import main
+with contextlib.suppress(SystemExit):
+    main([])
+print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(("words", "completed", "expected"), [
+    ("dockergen ren", "plain,render", ["click"]),  # a command name: no model, no registry
+    ("dockergen render --mode ", "plain,buildkit\nplain,classic",  # the model's Mode
+     ["click", "pydantic"]),
+])
+def test_completion_imports_only_what_it_needs(words: str, completed: str,
+                                               expected: list[str]) -> None:
+    env = {**os.environ, "_DOCKERGEN_COMPLETE": "bash_complete", "COMP_WORDS": words,
+           "COMP_CWORD": str(len(words.split(" ")) - 1)}
+    proc = subprocess.run([sys.executable, "-c", COMPLETION_DRIVER], capture_output=True,
+                          text=True, cwd=ROOT, env=env, check=True)
+    assert proc.stdout.strip() == completed
+    assert json.loads(proc.stderr.splitlines()[-1]) == expected

@@ -6,8 +6,9 @@ keeps its traceback. Here too: the options and help texts several commands take 
 ``--mode``, ``--strict``, ``-q``), the helpers for their output (``-o``, warnings, a
 standard output whose failures are told apart) and the one state :func:`main` reads after
 a command has ended (:data:`_state`).
-May import: click, the standard library, :mod:`dockergen` (the version) and
-:mod:`dockergen.errors` at the top; the rest of dockergen inside functions (start-up time).
+May import: click, the standard library, :mod:`dockergen` (the version),
+:mod:`dockergen.cli.params` and :mod:`dockergen.errors` at the top; the rest of dockergen
+inside functions (start-up time).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, NoReturn
 import click
 
 from dockergen import __version__
+from dockergen.cli import params
 from dockergen.errors import DockergenError, ExitCode, ProfileError, redact
 
 # How dockergen.loader.parse_set reads a --set value; docs/commands.md says the same, and
@@ -36,9 +38,10 @@ SET_HELP = ("Override a profile field before validation. A text field (python, c
             "replaced whole.")
 
 _set_option = click.option(
-    "--set", "overrides", multiple=True, metavar="FIELD=VALUE", help=SET_HELP)
+    "--set", "overrides", multiple=True, type=params.SetItem(), metavar="FIELD=VALUE",
+    callback=params.check_set_fields, help=SET_HELP)
 _mode_option = click.option(
-    "--mode", type=click.Choice(["buildkit", "classic"]), default="buildkit", show_default=True,
+    "--mode", type=params.MODE, default="buildkit", show_default=True,
     help="classic: no BuildKit-only syntax (for engines without BuildKit).")
 
 
@@ -107,6 +110,12 @@ class _GuardedStdout(io.TextIOBase):
 
     def writable(self) -> bool:
         return True
+
+    @property
+    def buffer(self) -> Any:
+        """The binary stream beneath: click writes shell completions as bytes, which a
+        text stream refuses (completion ended in a TypeError)."""
+        return getattr(self._stream, "buffer", None)
 
     def isatty(self) -> bool:
         return bool(self._stream is not None and self._stream.isatty())

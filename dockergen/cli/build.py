@@ -1,8 +1,9 @@
 """``dockergen build``: a profile rendered, built through the Docker Engine API, smoke
 tested and optionally pushed.
 
-May import: click, :mod:`dockergen.cli.app` and the standard library at the top; the rest
-of dockergen (the daemon adapter with docker-py) inside the command (start-up time).
+May import: click, :mod:`dockergen.cli.app`, :mod:`dockergen.cli.params` and the standard
+library at the top; the rest of dockergen (the daemon adapter with docker-py) inside the
+command (start-up time).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from dockergen.cli import params
 from dockergen.cli.app import _folder_given, _quiet_option, _set_option, _state
 
 _WEEK_S = 7 * 24 * 3600  # the longest --timeout: a longer one is taken for a typo
@@ -22,16 +24,16 @@ _WEEK_S = 7 * 24 * 3600  # the longest --timeout: a longer one is taken for a ty
 @click.option("-o", "--output", type=click.Path(file_okay=False), callback=_folder_given,
               help="Build context folder (default: build/<profile name>); the build log and "
                    "build record are written there too.")
-@click.option("--builder", type=click.Choice(["auto", "buildkit", "classic"]), default="auto",
+@click.option("--builder", type=params.BUILDER, default="auto",
               show_default=True, help="classic renders without BuildKit-only syntax.")
 @click.option("--tag", "tags", multiple=True, metavar="REF", help="Extra tag (repeatable).")
 @click.option("--no-cache", is_flag=True, help="Do not use the build cache.")
 @click.option("--build-arg", "build_args", multiple=True, metavar="NAME=VALUE",
               help="Build argument NAME=VALUE (repeatable). Base images are not build args: "
                    "use --set cuda.devel_image=... or a lock with --mirror.")
-@click.option("--target", help="Build only up to this stage.")
+@click.option("--target", "stage", help="Build only up to this stage.")
 @click.option("--platform", help="Target platform, e.g. linux/amd64.")
-@click.option("--progress", type=click.Choice(["auto", "tty", "plain", "json"]), default="auto",
+@click.option("--progress", type=params.PROGRESS, default="auto",
               show_default=True)
 @click.option("--push", is_flag=True, help="Push every tag after a successful build.")
 @click.option("--dry-run", is_flag=True,
@@ -48,7 +50,7 @@ _WEEK_S = 7 * 24 * 3600  # the longest --timeout: a longer one is taken for a ty
 @_quiet_option
 def build(profile: str, overrides: tuple[str, ...], output: str | None, builder: str,
           tags: tuple[str, ...], no_cache: bool, build_args: tuple[str, ...],
-          target: str | None, platform: str | None, progress: str, push: bool, dry_run: bool,
+          stage: str | None, platform: str | None, progress: str, push: bool, dry_run: bool,
           ca_certs: tuple[str, ...], timeout: float | None, network: str, pull: bool,
           no_smoke: bool, gpus: bool, quiet: bool) -> None:
     """Render PROFILE, build it through the Docker Engine API, and optionally push it."""
@@ -68,7 +70,7 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
             raise click.UsageError(f"--build-arg {item!r}: expected NAME=VALUE")
         args[name] = value
     options = BuildOptions(
-        builder=builder, tags=tags, no_cache=no_cache, build_args=args, target=target,
+        builder=builder, tags=tags, no_cache=no_cache, build_args=args, target=stage,
         platform=platform, progress=progress, push=push, timeout=timeout,
         network=None if network == "default" else network, pull=pull, smoke=not no_smoke,
         gpus=gpus)

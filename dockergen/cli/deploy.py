@@ -1,8 +1,8 @@
 """``dockergen deploy``: a hardened Compose file or Kubernetes manifest for a profile (or
 for every shipped one).
 
-May import: click, :mod:`dockergen.cli.app` and the standard library at the top; the rest
-of dockergen inside the command (start-up time).
+May import: click, :mod:`dockergen.cli.app`, :mod:`dockergen.cli.params` and the standard
+library at the top; the rest of dockergen inside the command (start-up time).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from dockergen.cli import params
 from dockergen.cli.app import (
     _path_given,
     _quiet_option,
@@ -23,7 +24,7 @@ from dockergen.cli.app import (
 
 @click.command()
 @click.argument("profile", required=False, type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["compose", "k8s"]), required=True,
+@click.option("--format", "fmt", type=params.DEPLOY_FORMAT, required=True,
               help="compose: a Compose file; k8s: Deployment + Service.")
 @click.option("--record", type=click.Path(dir_okay=False),
               help="build-record.json of `dockergen build --push`: pin the image by digest.")
@@ -31,7 +32,7 @@ from dockergen.cli.app import (
               help="Write to this file (with --all: a folder, OUTPUT/<name>/FILE).")
 @click.option("--all", "deploy_all", is_flag=True, help="Every shipped profile (examples).")
 @click.option("--opt-in", "opt_in", multiple=True,
-              type=click.Choice(["ipc-host", "host-network", "memlock-unlimited"]),
+              type=params.OPT_IN,
               help="Allow a host-sharing or raised-limit setting (prints a warning).")
 @click.option("--gpu-ids", help="Compose: explicit GPU indexes, UUIDs (GPU-...) or MIG devices "
               "(MIG-...), comma-separated (default: a count of tensor_parallel_size).")

@@ -43,10 +43,10 @@ def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
 
     inp = pylock.inputs_of(pylock.lock_resolution(path, overrides), platform=python_platform,
                            torch_index=torch_index)
-    target = pylock.default_path(path)
+    lock_file = pylock.default_path(path)
     if check:
-        pylock.check_matches(target, inp, path)
-        click.echo(f"{target}: matches {path}")
+        pylock.check_matches(lock_file, inp, path)
+        click.echo(f"{lock_file}: matches {path}")
         return
     text = pylock.compile_lock(inp)
     bad = pylock.verify_sources(text, inp)
@@ -58,11 +58,11 @@ def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
                    "are known once built; the image's smoke check reads them): "
                    + ", ".join(unchecked), err=True)
     try:
-        pylock.write_lock(target, text)
+        pylock.write_lock(lock_file, text)
     except OSError as exc:
-        raise OutputError(f"{target}: cannot write: {exc.strerror}") from None
+        raise OutputError(f"{lock_file}: cannot write: {exc.strerror}") from None
     count = sum(1 for line in text.splitlines() if "==" in line and not line.startswith("#"))
-    click.echo(f"wrote {target} ({count} packages, torch from {inp.torch_index})")
+    click.echo(f"wrote {lock_file} ({count} packages, torch from {inp.torch_index})")
 
 
 @click.command()
@@ -126,8 +126,8 @@ def lock(profiles: tuple[str, ...], overrides: tuple[str, ...], check: bool, rem
     for path in profiles:
         fleet = collect([Path(path)], overrides, pin=False, render=False)
         images: dict[str, locks.BaseImage] = {}
-        for target in fleet.targets:
-            for image in target.images:
+        for member in fleet.members:
+            for image in member.images:
                 images.setdefault(image.ref, image)
         lock_file = locks.lock_path(Path(path))
         if check:

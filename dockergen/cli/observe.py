@@ -1,9 +1,9 @@
 """``dockergen observe``: Prometheus scrape config, recording and alert rules and a Grafana
 dashboard for a profile's engine release (or for every shipped profile).
 
-May import: click, :mod:`dockergen.cli.app`, :mod:`dockergen.errors` and the standard
-library at the top; the rest of dockergen (the Grafana SDK) inside the command (start-up
-time).
+May import: click, :mod:`dockergen.cli.app`, :mod:`dockergen.cli.params`,
+:mod:`dockergen.errors` and the standard library at the top; the rest of dockergen (the
+Grafana SDK) inside the command (start-up time).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from dockergen.cli import params
 from dockergen.cli.app import (
     _folder_given,
     _quiet_option,
@@ -29,7 +30,7 @@ from dockergen.errors import ProfileError, holds_secret
               help="Folder for the monitoring files (with --all: OUTPUT/<name>/).")
 @click.option("--all", "observe_all", is_flag=True,
               help="Every shipped profile into OUTPUT/<name>/ (how examples/observe is made).")
-@click.option("--format", "fmt", type=click.Choice(["prometheus", "k8s"]), default="prometheus",
+@click.option("--format", "fmt", type=params.OBSERVE_FORMAT, default="prometheus",
               show_default=True,
               help="prometheus: prometheus.yml + rule files; k8s: Prometheus Operator "
                    "PodMonitor/ServiceMonitor + PrometheusRule. Both add dashboard.json.")
@@ -37,12 +38,12 @@ from dockergen.errors import ProfileError, holds_secret
               default="PodMonitor", show_default=True, help="With --format k8s.")
 @click.option("--port-name", default="http", show_default=True,
               help="With --format k8s: the named container/service port serving metrics.")
-@click.option("--target", "targets", multiple=True, metavar="HOST:PORT",
+@click.option("--target", "scrape_targets", multiple=True, metavar="HOST:PORT",
               help="Scrape target (repeatable); default observe.targets or localhost:PORT.")
 @_set_option
 @_quiet_option
 def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monitor: str,
-            port_name: str, targets: tuple[str, ...], overrides: tuple[str, ...],
+            port_name: str, scrape_targets: tuple[str, ...], overrides: tuple[str, ...],
             quiet: bool) -> None:
     """Write Prometheus scrape config, recording and alert rules and a Grafana dashboard
     whose queries use the metric names of PROFILE's engine release."""
@@ -67,19 +68,19 @@ def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monit
         raise click.UsageError(f"--port-name {port_name!r}: expected a Kubernetes port name "
                                "like http or metrics (at most 15 of a-z, 0-9 and '-')")
     shape, what = _PATTERNS["scrape_target"]
-    for target in targets:
-        if holds_secret(target):  # a key is a valid host name: it would be written out
+    for scrape_target in scrape_targets:
+        if holds_secret(scrape_target):  # a key is a valid host name: it would be written out
             raise click.UsageError(f"--target: a value shaped like a credential (not shown); "
                                    f"expected {what}")
-        if not shape.fullmatch(target):
-            raise click.UsageError(f"--target {target!r}: expected {what}")
+        if not shape.fullmatch(scrape_target):
+            raise click.UsageError(f"--target {scrape_target!r}: expected {what}")
     # one image per profile: a matrix profile's variants are not observed yet
     paths = shipped_single_images() if observe_all else [Path(profile)]  # type: ignore[arg-type]
     results, problems = [], []
     for path in paths:
         try:
             results.append(monitoring(resolution(path, overrides), fmt,  # type: ignore[arg-type]
-                                      targets, monitor, port_name))
+                                      scrape_targets, monitor, port_name))
         except ProfileError as exc:
             problems.extend(exc.problems)
     if problems:

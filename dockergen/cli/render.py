@@ -73,31 +73,31 @@ def render(profile: str | None, output: str | None, render_all: bool,
         raise click.UsageError("--all needs -o DIR")
     paths = shipped_renderable() if render_all else [Path(profile)]  # type: ignore[arg-type]
     fleet = collect(paths, overrides, mode, syntax, strict=strict)  # type: ignore[arg-type]
-    matrix = any(t.group for t in fleet.targets)
+    matrix = any(m.group for m in fleet.members)
     if _stdout(output) and matrix:
-        names = ", ".join(t.name for t in fleet.targets)
-        raise click.UsageError(f"{profile} is a matrix of {len(fleet.targets)} variants "
+        names = ", ".join(m.name for m in fleet.members)
+        raise click.UsageError(f"{profile} is a matrix of {len(fleet.members)} variants "
                                f"({names}); write them all with -o DIR")
     _warn(fleet.dropped_lines(), quiet)
     _warn(fleet.warnings(), quiet)
     if _stdout(output):
-        click.echo(fleet.targets[0].files["Dockerfile"].decode(), nl=False)
+        click.echo(fleet.members[0].files["Dockerfile"].decode(), nl=False)
         return
     out = Path(output)  # type: ignore[arg-type]
     if render_all or matrix:
         text = bake_text(fleet, single_context=False)  # checks cache refs before any write
         # the variants and the bake file change together; variants an earlier run wrote
         # that this one does not (an excluded point) go with the change
-        write_contexts(out, {t.name: t.files for t in fleet.targets},
+        write_contexts(out, {m.name: m.files for m in fleet.members},
                        {bake.BAKE_FILE: text.encode()},
                        retired=tuple(sorted(set(previous_variants(out / bake.BAKE_FILE))
-                                            - {t.name for t in fleet.targets})),
+                                            - {m.name for m in fleet.members})),
                        top_ours=check_bake_destination)
-        for target in fleet.targets:
-            click.echo(f"wrote {out / target.name}", err=True)
+        for member in fleet.members:
+            click.echo(f"wrote {out / member.name}", err=True)
         click.echo(f"wrote {out / bake.BAKE_FILE}", err=True)
         return
-    target = fleet.targets[0]
-    files = {**target.files, bake.BAKE_FILE: bake_text(fleet, single_context=True).encode()}
+    member = fleet.members[0]
+    files = {**member.files, bake.BAKE_FILE: bake_text(fleet, single_context=True).encode()}
     write_context(out, dict(sorted(files.items())))
     click.echo(f"wrote {output}", err=True)

@@ -141,7 +141,7 @@ def resolve_loaded(loaded: LoadedProfile, mode: Mode = "buildkit",
 
 
 @dataclass(frozen=True)
-class TargetView:
+class VariantView:
     """What a bake target and a base-image lock need to know about one resolved profile."""
 
     name: str
@@ -173,13 +173,13 @@ class TargetView:
         return (*self.release_tags, f"{self.image_name}:{self.resolution.content_tag}")
 
 
-def view(res: Resolution) -> TargetView:
+def view(res: Resolution) -> VariantView:
     """The fleet view of a resolved profile (the only reader of the resolved model)."""
     from dockergen.components.image import tag_values
 
     resolved = res.resolved
     p = resolved.profile
-    return TargetView(
+    return VariantView(
         name=p.name, image_name=p.image.name,
         release_tags=tuple(f"{p.image.name}:{t}" for t in resolved.tags),
         profile_hash=resolved.profile_hash, engine=resolved.engine.requirement,

@@ -19,7 +19,7 @@ export (each ``mode=max`` export replaces the whole ref), so a shared ref is an 
 HCL strings are written with JSON escapes plus HCL's template escapes (``$${`` and
 ``%%{``), so no value can start an interpolation.
 
-May import: errors, refs (the reference grammar), fleet.adapter (TargetView).
+May import: errors, refs (the reference grammar), fleet.adapter (VariantView).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 
 from dockergen import __version__
 from dockergen.errors import Location, Problem, ProfileError
-from dockergen.fleet.adapter import TargetView
+from dockergen.fleet.adapter import VariantView
 from dockergen.refs import is_reference
 
 BAKE_FILE = "docker-bake.hcl"
@@ -63,7 +63,7 @@ def _expand(template: str, values: dict[str, str]) -> str:
     return re.sub(r"{([^{}]*)}", lambda m: values[m.group(1)], template)
 
 
-def target_from(v: TargetView, context: str, group: str | None = None,
+def bake_target_from(v: VariantView, context: str, group: str | None = None,
                 content_tag: bool = True) -> BakeTarget:
     """The bake target of one resolved profile (raises ProfileError on a bad cache ref).
 
@@ -100,7 +100,7 @@ def target_from(v: TargetView, context: str, group: str | None = None,
                       group=group, where=v.cache_ref_at)
 
 
-def check_targets(targets: Iterable[BakeTarget]) -> None:
+def check_bake_targets(targets: Iterable[BakeTarget]) -> None:
     """Names unique, no group/target clash, one cache ref per target, not an image tag."""
     targets = list(targets)
     problems = []
@@ -162,7 +162,7 @@ def _target_body(t: BakeTarget) -> dict[str, Any]:
 def bake_data(targets: Iterable[BakeTarget]) -> dict[str, Any]:
     """The bake definition (the same structure as ``docker-bake.json``)."""
     targets = sorted(targets, key=lambda t: t.name)
-    check_targets(targets)
+    check_bake_targets(targets)
     groups: dict[str, list[str]] = {"default": [t.name for t in targets]}
     for t in targets:
         if t.group:

@@ -1,11 +1,12 @@
 """Profiles (with matrices and locks) -> build contexts and one bake file.
 
 This is what ``render``, ``validate`` and ``lock`` run: each profile file is either one
-target or, with ``matrix:``, one target per valid point; base images are pinned from the
-lock beside the profile (by resolution itself); the bake file lists every target.
+member or, with ``matrix:``, one member per valid point; base images are pinned from the
+lock beside the profile (by resolution itself); the bake file lists every member as a bake
+target.
 
 May import: errors, inputs (the bounded reader), loader, model, pipeline (the resolution
-each target is), the other fleet modules.
+each member is), the other fleet modules.
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from dockergen.pipeline import Resolution
 
 
 @dataclass
-class Target:
-    """One rendered profile or matrix variant."""
+class Member:
+    """One rendered profile or matrix variant (one image; one bake target of the bake file)."""
 
     name: str
     group: str | None
-    view: adapter.TargetView
+    view: adapter.VariantView
     files: dict[str, bytes]
     source: str  # the profile file it comes from
     images: list[locks.BaseImage] = field(default_factory=list)
@@ -40,20 +41,20 @@ class Target:
 class Fleet:
     """Everything ``render``/``validate`` produce for a set of profile files."""
 
-    targets: list[Target] = field(default_factory=list)
+    members: list[Member] = field(default_factory=list)
     dropped: list[tuple[str, Dropped]] = field(default_factory=list)
     excluded: list[tuple[str, Point]] = field(default_factory=list)
     matrices: dict[str, list[str]] = field(default_factory=dict)  # source -> variant names
 
     def warnings(self) -> list[str]:
         """Warning lines, each once (variants of a matrix share most of them)."""
-        return list(dict.fromkeys(str(w) for t in self.targets for w in t.view.warnings))
+        return list(dict.fromkeys(str(w) for t in self.members for w in t.view.warnings))
 
     def dropped_lines(self) -> list[str]:
         return [line for _, d in self.dropped for line in d.lines()]
 
 
-def base_images(res: Resolution, v: adapter.TargetView) -> list[locks.BaseImage]:
+def base_images(res: Resolution, v: adapter.VariantView) -> list[locks.BaseImage]:
     """The base images a resolved profile asks for, with where the profile says so."""
     return [locks.BaseImage(v.devel_image, "cuda.devel_image", res.at("cuda", "devel_image")),
             locks.BaseImage(v.runtime_image, "cuda.runtime_image",
@@ -83,12 +84,12 @@ def collect(paths: list[Path | adapter.RawProfile], overrides: Overrides = (),
                 fleet.dropped += [(raw.display, d) for d in exp.dropped]
                 fleet.excluded += [(raw.display, p) for p in exp.excluded]
                 for v in exp.variants:
-                    fleet.targets.append(_target(v.resolution, exp.name, raw.display,
+                    fleet.members.append(_member(v.resolution, exp.name, raw.display,
                                                  syntax, render))
                 continue
             loaded = adapter.load_data(raw, copy.deepcopy(raw.data),
                                        adapter.copy_positions(raw.positions), overrides)
-            fleet.targets.append(_target(adapter.resolve_loaded(loaded, mode, pin), None,
+            fleet.members.append(_member(adapter.resolve_loaded(loaded, mode, pin), None,
                                          raw.display, syntax, render))
         except ProfileError as exc:
             problems.extend(exc.problems)
@@ -99,27 +100,27 @@ def collect(paths: list[Path | adapter.RawProfile], overrides: Overrides = (),
     return fleet
 
 
-def _target(res: Resolution, group: str | None, source: str, syntax: str | None,
-            render: bool) -> Target:
-    """A fleet target of a resolved profile; ``render``: with its build context."""
+def _member(res: Resolution, group: str | None, source: str, syntax: str | None,
+            render: bool) -> Member:
+    """A fleet member of a resolved profile; ``render``: with its build context."""
     view = adapter.view(res)
-    return Target(res.resolved.profile.name, group, view, res.files(syntax) if render else {},
+    return Member(res.resolved.profile.name, group, view, res.files(syntax) if render else {},
                   source, base_images(res, view))
 
 
 def bake_text(fleet: Fleet, single_context: bool) -> str:
     """The bake file: contexts ``.`` (one profile rendered into DIR) or ``<name>``."""
-    targets = [bake.target_from(t.view, "." if single_context else t.name, t.group)
-               for t in fleet.targets]
-    sources = sorted({os.path.basename(t.source) for t in fleet.targets})
-    return bake.to_hcl(bake.bake_data(targets), sources)
+    bake_targets = [bake.bake_target_from(t.view, "." if single_context else t.name,
+                                          t.group) for t in fleet.members]
+    sources = sorted({os.path.basename(t.source) for t in fleet.members})
+    return bake.to_hcl(bake.bake_data(bake_targets), sources)
 
 
 def check_bake(fleet: Fleet) -> None:
     """The checks of :func:`bake_text` (cache refs, shared tags) without rendering: what
     `validate` runs, so that it never passes what `render -o` then refuses."""
-    bake.check_targets([bake.target_from(t.view, t.name, t.group, content_tag=False)
-                        for t in fleet.targets])
+    bake.check_bake_targets([bake.bake_target_from(t.view, t.name, t.group, content_tag=False)
+                              for t in fleet.members])
 
 
 def check_bake_destination(path: Path) -> None:

@@ -185,11 +185,11 @@ def extract_prefix(f: DistFile, prefix: str, dest: Path) -> int:
         reader.prefetch(start, end)
         tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
         for info in infos:
-            target = tmp / info.filename
+            member_path = tmp / info.filename
             if ".." in Path(info.filename).parts:
                 raise PyPIError(f"{f.filename}: unsafe member {info.filename}")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(zf.read(info))
+            member_path.parent.mkdir(parents=True, exist_ok=True)
+            member_path.write_bytes(zf.read(info))
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp.replace(dest)
     return reader.fetched

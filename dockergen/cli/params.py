@@ -1,0 +1,112 @@
+"""The command line's parameter types, built from the shapes that decide them: a choice
+added to the model, a registry or a Literal appears in the CLI with no edit here.
+
+Each choice is read from its source when click first needs it (parsing, a command's
+``--help``, completion), not when the CLI is imported: ``dockergen --help`` and
+``profiles`` load no profile model (tests/test_startup.py). ``--set FIELD=VALUE`` is
+checked against the profile model's field paths before any profile is read
+(:func:`check_set_fields`); its VALUE is read by :func:`dockergen.loader.parse_set`.
+May import: click and the standard library at the top; the sources of the choices
+(:mod:`dockergen.model`, :mod:`dockergen.deploy`, :mod:`dockergen.observe.generate`,
+:mod:`dockergen.progress`), :mod:`dockergen.errors` and :mod:`dockergen.loader` inside
+functions (start-up time).
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable, Iterable
+
+import click
+from click.shell_completion import CompletionItem
+
+
+class SourcedChoice(click.Choice[str]):
+    """A :class:`click.Choice` whose choices are read from their source on first use."""
+
+    def __init__(self, source: Callable[[], Iterable[str]]) -> None:
+        # click.Choice.__init__ would need the choices now; they are read on first use
+        self._source = source
+        self._choices: tuple[str, ...] | None = None
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> tuple[str, ...]:  # type: ignore[override]
+        """The choices, read from the source once."""
+        if self._choices is None:
+            self._choices = tuple(self._source())
+        return self._choices
+
+
+def _modes() -> tuple[str, ...]:
+    from dockergen.model import Mode
+
+    return typing.get_args(Mode)
+
+
+def _builders() -> tuple[str, ...]:
+    # auto: buildkit when the engine has it, else classic (dockergen.build)
+    return ("auto", *_modes())
+
+
+def _deploy_formats() -> tuple[str, ...]:
+    from dockergen.deploy import FORMATS
+
+    return FORMATS
+
+
+def _opt_ins() -> tuple[str, ...]:
+    from dockergen.deploy.facts import OPT_INS
+
+    return tuple(OPT_INS)
+
+
+def _observe_formats() -> tuple[str, ...]:
+    from dockergen.observe.generate import Format
+
+    return typing.get_args(Format)
+
+
+def _progress_kinds() -> tuple[str, ...]:
+    from dockergen.progress import RENDERERS
+
+    return ("auto", *RENDERERS)
+
+
+MODE = SourcedChoice(_modes)  # render/explain --mode: dockergen.model.Mode
+BUILDER = SourcedChoice(_builders)  # build --builder: auto or a Mode
+DEPLOY_FORMAT = SourcedChoice(_deploy_formats)  # deploy --format: dockergen.deploy.FORMATS
+OPT_IN = SourcedChoice(_opt_ins)  # deploy --opt-in: dockergen.deploy.facts.OPT_INS
+OBSERVE_FORMAT = SourcedChoice(_observe_formats)  # observe --format: its Format Literal
+PROGRESS = SourcedChoice(_progress_kinds)  # build --progress: dockergen.progress.RENDERERS
+
+
+class SetItem(click.ParamType[str]):
+    """``--set FIELD=VALUE``: completes FIELD from the profile model's field paths. The
+    FIELDs of all items are checked at once by :func:`check_set_fields` (the option's
+    callback), so every unknown one is reported together, as validation did."""
+
+    name = "FIELD=VALUE"
+
+    def shell_complete(self, ctx: click.Context, param: click.Parameter,
+                       incomplete: str) -> list[CompletionItem]:
+        from dockergen.loader import set_field_paths
+
+        return [CompletionItem(f"{path}=") for path in set_field_paths()
+                if path.startswith(incomplete)]
+
+
+def check_set_fields(ctx: click.Context, param: click.Parameter,
+                     value: tuple[str, ...]) -> tuple[str, ...]:
+    """Refuse a ``--set`` whose FIELD is no field of the profile model before any profile
+    is read: the same problems (text, fix, exit code 2) the loader reports for it."""
+    if not value:
+        return value  # no --set: the loader (and pydantic) stay unloaded
+    from dockergen.errors import ProfileError
+    from dockergen.loader import unknown_set_fields
+
+    problems = unknown_set_fields(value)
+    if problems:
+        raise ProfileError(problems)
+    return value
+
