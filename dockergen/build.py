@@ -49,6 +49,7 @@ from dockergen.progress import (
 
 if TYPE_CHECKING:
     from dockergen.api import RenderedContext
+    from dockergen.components.base import GivenCertificate
     from dockergen.daemon import ContainerDaemon
     from dockergen.loader import Overrides
     from dockergen.pipeline import Resolution
@@ -476,14 +477,15 @@ def build_profile(path: Path, overrides: Overrides, options: BuildOptions, *,
 
     _check_options(options, ca_certs)
     builder = options.builder
-    res = resolution(path, _with_ca_certs(overrides, ca_certs),
-                     "classic" if builder == "classic" else "buildkit")
+    certificates = _given_certificates(ca_certs)
+    res = resolution(path, overrides, "classic" if builder == "classic" else "buildkit",
+                     certificates=certificates)
     if builder == "auto" and not dry_run:
         if options.build_args:  # refused before the engine is asked anything
             check_declared_args(options.build_args, res.files()["Dockerfile"].decode())
         daemon = daemon or _connect()
         if not daemon.has_buildkit():  # the same loaded profile, resolved for classic
-            res = resolution_of(res.loaded, "classic")
+            res = resolution_of(res.loaded, "classic", certificates=certificates)
     return build(res, options, output=output, dry_run=dry_run, quiet=quiet, echo=echo,
                  out=out, daemon=daemon)
 
@@ -535,14 +537,14 @@ def _check_options(options: BuildOptions, ca_certs: tuple[Path, ...]) -> None:
             raise UnsafeInput(f"--ca-cert {str(cert)!r}: no such file; give a PEM certificate")
 
 
-def _with_ca_certs(overrides: Overrides, ca_certs: tuple[Path, ...]) -> Overrides:
-    """The command line's certificates join the profile's (which stay relative to it); a
-    problem with one names its --ca-cert, not a field the user never set."""
-    from dockergen.loader import Override
+def _given_certificates(ca_certs: tuple[Path, ...]) -> tuple[GivenCertificate, ...]:
+    """The command line's certificates, beside the profile's (which stay relative to it);
+    a problem with one names its --ca-cert, not a field the user never set."""
+    from dockergen.components.base import GivenCertificate
 
-    return (*overrides, *(Override("build.ca_certificates", (os.path.abspath(c),),
-                                   Location(f"--ca-cert {_shown_path(c)}", origin=OPTION),
-                                   extend=True) for c in ca_certs))
+    return tuple(GivenCertificate(Path(os.path.abspath(c)),
+                                  Location(f"--ca-cert {_shown_path(c)}", origin=OPTION))
+                 for c in ca_certs)
 
 
 def _plan_of(ctx: RenderedContext, options: BuildOptions, builder: str

@@ -206,18 +206,16 @@ _READ_BEFORE_OVERRIDES = {
 class Override:
     """A field set from outside the profile file before validation, and where it came from.
 
-    ``--set FIELD=VALUE`` items are given as their text and read by :func:`parse_set`;
-    options that set a field (``build --ca-cert``) and base-image locks make these
-    directly, with their own ``origin``, so a problem with the value names its real source
-    and gives the fix in that form. ``extend`` adds the items to the list the profile
-    has (each keeps its own position) instead of replacing it.
+    ``--set FIELD=VALUE`` items (the command line's, and the ones a fix tries) are given
+    as their text and read by :func:`parse_set`. What a command gives
+    besides the profile (``build --ca-cert``, the base-image lock) is a typed input of
+    resolution instead (:class:`dockergen.components.base.Inputs`), never an override.
     """
 
     field: str  # dotted path, e.g. cuda.devel_image
     value: Any  # as the profile data would hold it
     origin: Location
     raw: str | None = None  # the text as typed (--set), to quote numbers back
-    extend: bool = False
 
 
 Overrides = tuple["str | Override", ...]
@@ -286,19 +284,9 @@ def _assign(node: dict[str, Any], parts: FieldPath, override: Override,
             pos: Positions) -> None:
     """Set the last field of ``parts`` in ``node``; record where each new value came from."""
     loc, last = override.origin, str(parts[-1])
-    before = node.get(last)
-    if override.extend and isinstance(before, (list, tuple)):
-        items = tuple(override.value)
-        node[last] = (*before, *items)
-        for i in range(len(before), len(before) + len(items)):
-            pos.set((*parts, i), loc, loc)
-        return
     node[last] = override.value
     pos.drop(parts)
     pos.set(parts, loc, loc, override.raw)
-    if override.extend:
-        for i in range(len(override.value)):
-            pos.set((*parts, i), loc, loc)
 
 
 # --- pydantic errors -> problems ------------------------------------------------------

@@ -2,14 +2,16 @@
 
 :func:`resolution` is the entrance from a profile file: it loads the profile with its
 ``--set`` overrides and user knowledge, and resolves it with the base-image lock beside it
-(typed pins, :mod:`dockergen.pins`). Every output is a function of the
+(typed pins, :mod:`dockergen.pins`) and the CA certificates the command was given
+(typed too: never an override of the profile). Every output is a function of the
 :class:`Resolution` it returns (the build context and its content tag here; the bake file,
 deploy, observe, the capacity plan, the Python lock's inputs, explain and build in their
 own modules), and none opens the profile again, so all of them name the same images and
 tags. The positions of the profile's values travel with it (:meth:`Resolution.at`): a
 check run late still reports ``FILE:LINE:COL``.
-May import: :mod:`dockergen.buildid`, :mod:`dockergen.errors`, :mod:`dockergen.loader`,
-:mod:`dockergen.model`, :mod:`dockergen.render`, :mod:`dockergen.resolve`.
+May import: :mod:`dockergen.buildid`, :mod:`dockergen.components.base` (the typed inputs of
+resolution), :mod:`dockergen.errors`, :mod:`dockergen.loader`, :mod:`dockergen.model`,
+:mod:`dockergen.render`, :mod:`dockergen.resolve`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dockergen.components.base import GivenCertificate
 from dockergen.errors import Location
 from dockergen.loader import LoadedProfile, Overrides
 from dockergen.model import Mode, Resolved
@@ -61,20 +64,24 @@ class Resolution:
 
 
 def resolution_of(loaded: LoadedProfile, mode: Mode = "buildkit", *,
-                  python_lock: bool = True, pin: bool = True) -> Resolution:
+                  python_lock: bool = True, pin: bool = True,
+                  certificates: tuple[GivenCertificate, ...] = ()) -> Resolution:
     """Resolve a loaded profile (:func:`dockergen.resolve.resolve`); ``pin=False`` leaves the
     base-image lock out (what ``dockergen lock`` pins), ``python_lock=False`` the Python
-    lock (what ``dockergen lock --python`` refreshes)."""
+    lock (what ``dockergen lock --python`` refreshes); ``certificates``: the CA
+    certificates the command was given (``build --ca-cert``)."""
     from dockergen.resolve import resolve
 
-    return Resolution(loaded, resolve(loaded, mode, python_lock=python_lock, pin=pin))
+    return Resolution(loaded, resolve(loaded, mode, python_lock=python_lock, pin=pin,
+                                      certificates=certificates))
 
 
 def resolution(path: Path, overrides: Overrides = (), mode: Mode = "buildkit", *,
-               python_lock: bool = True, pin: bool = True) -> Resolution:
+               python_lock: bool = True, pin: bool = True,
+               certificates: tuple[GivenCertificate, ...] = ()) -> Resolution:
     """Load a profile file once and resolve it once; raises :class:`ProfileError` with
     every problem found."""
     from dockergen.loader import load_profile
 
     return resolution_of(load_profile(path, overrides), mode, python_lock=python_lock,
-                         pin=pin)
+                         pin=pin, certificates=certificates)

@@ -23,7 +23,7 @@ from typing import Any
 
 from dockergen import __version__, knowledge
 from dockergen.components import cuda, flash_attn, image, python, torch
-from dockergen.components.base import Context
+from dockergen.components.base import Context, GivenCertificate, Inputs
 from dockergen.components.serving import engine_for
 from dockergen.components.serving.base import ServingEngine, ServingPart
 from dockergen.errors import Edit, Problem, ProfileError, Severity
@@ -40,7 +40,7 @@ from dockergen.model import (
     Resolved,
     RuntimeStage,
 )
-from dockergen.pins import BasePins, read_pins
+from dockergen.pins import read_pins
 from dockergen.profile import Profile
 
 
@@ -65,19 +65,20 @@ def rules(engine: ServingEngine, python_lock: bool = True) -> list[Callable[[Con
             *([engine.check_python_lock] if python_lock else [])]
 
 
-def check(loaded: LoadedProfile, python_lock: bool = True,
-          pins: BasePins | None = None, prove: bool = True) -> Context:
+def check(loaded: LoadedProfile, inputs: Inputs | None = None, prove: bool = True
+          ) -> Context:
     """Run every check; the returned context holds all problems and the GPU targets.
 
     Each error's candidate fixes are tried (``prove``): only those that leave no error the
     profile did not already have are offered, so following a fix never leads into the
     next rule's error.
     """
-    ctx = Context(loaded, pins)
-    for rule in checks(loaded, python_lock):
+    inputs = inputs or Inputs()
+    ctx = Context(loaded, inputs)
+    for rule in checks(loaded, inputs.python_lock):
         rule(ctx)
     if prove:
-        ctx.problems = _proven(ctx.problems, loaded, python_lock, pins)
+        ctx.problems = _proven(ctx.problems, loaded, inputs)
     return ctx
 
 
@@ -95,15 +96,15 @@ NO_ONE_CHANGE = ("no single change fixes this with the rest of the profile as it
                  "again")
 
 
-def _proven(problems: list[Problem], loaded: LoadedProfile, python_lock: bool,
-            pins: BasePins | None) -> list[Problem]:
+def _proven(problems: list[Problem], loaded: LoadedProfile, inputs: Inputs
+            ) -> list[Problem]:
     """``problems`` with each error's edits cut to those that work when applied."""
     before = {p.identity() for p in problems if p.severity is Severity.ERROR}
     tried: dict[Edit, list[Problem] | None] = {}
 
     def errors_with(edit: Edit) -> list[Problem] | None:
         if edit not in tried:
-            tried[edit] = _errors_with(edit, loaded, python_lock, pins)
+            tried[edit] = _errors_with(edit, loaded, inputs)
         return tried[edit]
 
     def works(edit: Edit, fixes: Key) -> bool:
@@ -147,15 +148,15 @@ def _first_per_field(edits: Iterable[Edit]) -> list[Edit]:
     return kept
 
 
-def _errors_with(edit: Edit, loaded: LoadedProfile, python_lock: bool,
-                 pins: BasePins | None) -> list[Problem] | None:
+def _errors_with(edit: Edit, loaded: LoadedProfile, inputs: Inputs
+                 ) -> list[Problem] | None:
     """The errors of ``loaded`` with ``edit`` applied, each with its candidate edits
     unproven (None: the edit is not a profile)."""
     try:
         edited = with_overrides(loaded, edit.overrides())
     except ProfileError:
         return None
-    ctx = check(edited, python_lock, pins, prove=False)
+    ctx = check(edited, inputs, prove=False)
     return [p for p in ctx.problems if p.severity is Severity.ERROR]
 
 
@@ -187,18 +188,20 @@ def _check_env_names(loaded: LoadedProfile, derived: dict[str, str]) -> None:
         raise ProfileError(problems)
 
 
-def resolve(loaded: LoadedProfile, mode: Mode = "buildkit",
-            python_lock: bool = True, pin: bool = True) -> Resolved:
+def resolve(loaded: LoadedProfile, mode: Mode = "buildkit", python_lock: bool = True,
+            pin: bool = True, certificates: tuple[GivenCertificate, ...] = ()) -> Resolved:
     """Check a loaded profile and derive everything; raise :class:`ProfileError` on errors.
 
     The profile's user knowledge (``knowledge:`` files) joins the shipped facts for this
     resolve only, and every user fact is listed in the derivations (``explain``). The
     base images are pinned from the lock beside the profile, if there is one; ``pin=False``
     leaves it out (``dockergen lock`` resolves the unpinned images it is about to pin).
+    ``certificates``: CA certificates the command was given (``build --ca-cert``), beside
+    the profile's own.
     """
-    pins = read_pins(loaded.path) if pin else None
+    inputs = Inputs(read_pins(loaded.path) if pin else None, certificates, python_lock)
     with knowledge.user_facts(loaded.user_facts):
-        resolved = _resolve(loaded, mode, python_lock, pins)
+        resolved = _resolve(loaded, mode, inputs)
     added = tuple(Derivation(f"user fact {component}", f"{table} {key}",
                              f"added by {row['user']}, not shipped with dockergen", row["src"])
                   for component, tables in sorted(loaded.user_facts.items())
@@ -278,9 +281,8 @@ def _runtime_stage(p: Profile, cuda_part: cuda.CudaPart, python_part: python.Pyt
     )
 
 
-def _resolve(loaded: LoadedProfile, mode: Mode, python_lock: bool,
-             pins: BasePins | None) -> Resolved:
-    ctx = check(loaded, python_lock, pins)
+def _resolve(loaded: LoadedProfile, mode: Mode, inputs: Inputs) -> Resolved:
+    ctx = check(loaded, inputs)
     if any(pr.severity is Severity.ERROR for pr in ctx.problems):
         raise ProfileError(ctx.problems)
     p = loaded.profile

@@ -42,6 +42,7 @@ from packaging.version import Version
 
 from dockergen import atomic, kernels, knowledge, outdated
 from dockergen.components import cuda
+from dockergen.components.base import Inputs
 from dockergen.components.serving import engine_for
 from dockergen.errors import DockergenError, ExitCode, ProfileError, Severity, redact
 from dockergen.loader import LoadedProfile, load_profile, with_overrides
@@ -333,7 +334,7 @@ def _move(loaded: LoadedProfile, version: str, known: bool, driver: str | None,
             return Move(version, known, False, reasons=tuple(str(p) for p in exc.problems),
                         notes=notes)
         with knowledge.user_facts(edited.user_facts):
-            ctx = check(edited, python_lock=False)
+            ctx = check(edited, Inputs(python_lock=False))
         errors = [p for p in ctx.problems if p.severity is Severity.ERROR]
         reasons = [f"{p.field}: {p.message}" for p in errors]
         taken = False

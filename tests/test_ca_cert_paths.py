@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,28 @@ def test_a_certificate_is_read_once_and_the_context_copies_those_bytes(
     ctx = render_context(profile)
     assert len(reads) == 1, reads
     assert ctx.files["certs/extra-0.crt"] == cert.read_bytes()
+
+
+def test_a_given_certificate_is_an_input_of_the_build_not_of_the_profile(
+        tmp_path: Path) -> None:
+    """`build --ca-cert` was an override of build.ca_certificates: the machine's path to the
+    certificate entered the profile's record and hash, so `deploy --record` refused the
+    record of that build ("built from another profile"). The certificate is copied into the
+    build context (its bytes change the dg- content tag), and the profile hash stays the
+    profile's."""
+    from dockergen.components.base import GivenCertificate
+    from dockergen.errors import Location
+    from dockergen.pipeline import resolution
+
+    cert = tmp_path / "corp-ca.crt"
+    cert.write_text(a_pem_certificate())
+    plain = resolution(PROFILE)
+    given = resolution(PROFILE, certificates=(GivenCertificate(cert, Location("--ca-cert")),))
+    assert given.resolved.profile_hash == plain.resolved.profile_hash
+    assert str(tmp_path) not in json.dumps(dict(given.resolved.record))
+    assert given.files()["certs/extra-0.crt"] == cert.read_bytes()
+    assert "certs/extra-0.crt" not in plain.files()
+    assert given.content_tag != plain.content_tag
+    dry = run_cli("build", str(PROFILE), "--dry-run", "-q", "--ca-cert", str(cert))
+    assert dry.rc == 0, dry.err
+    assert given.content_tag in dry.out

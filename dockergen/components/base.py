@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from packaging.version import Version
@@ -24,13 +25,36 @@ from dockergen.pins import BasePins
 from dockergen.profile import Profile
 
 
+@dataclass(frozen=True)
+class GivenCertificate:
+    """A CA certificate a command was given (``build --ca-cert PATH``): checked and copied
+    into the build stages like the profile's own, but not part of the profile, so neither
+    the profile's record nor its hash holds the machine's path to it (the build context's
+    content tag covers its bytes)."""
+
+    path: Path
+    origin: Location  # how a problem names it: the option as typed
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What resolution takes besides the profile, each typed: none of it is an override of
+    the profile's fields."""
+
+    # the base-image lock beside the profile (None: no lock, or resolved without it)
+    pins: BasePins | None = None
+    certificates: tuple[GivenCertificate, ...] = ()
+    # False: the profile's Python lock is left out (`dockergen lock --python` refreshes a
+    # lock that may no longer match the profile)
+    python_lock: bool = True
+
+
 @dataclass
 class Context:
     """What the checks share: the profile, where its values are, and what was established."""
 
     loaded: LoadedProfile
-    # the base-image lock beside the profile (None: no lock, or resolved without it)
-    pins: BasePins | None = None
+    inputs: Inputs = field(default_factory=Inputs)
     problems: list[Problem] = field(default_factory=list)
     targets: list[GpuTarget] = field(default_factory=list)
     release: dict[str, Any] | None = None  # the serving engine release row, once known
@@ -47,14 +71,21 @@ class Context:
     def p(self) -> Profile:
         return self.loaded.profile
 
+    @property
+    def pins(self) -> BasePins | None:
+        """The base-image lock beside the profile (None: none, or resolved without it)."""
+        return self.inputs.pins
+
     def at(self, *path: str | int) -> Location:
         return self.loaded.at(*path)
 
     def error(self, path: tuple[str | int, ...], message: str, fix: str = "",
-              edits: tuple[Edit, ...] | list[Edit] = ()) -> None:
+              edits: tuple[Edit, ...] | list[Edit] = (), where: Location | None = None
+              ) -> None:
         """An error; ``edits`` are candidate fixes (resolution keeps those that work) and
-        ``fix`` the advice beside them."""
-        self.problems.append(Problem(self.at(*path), dotted(path), message,
+        ``fix`` the advice beside them; ``where``: a source other than the profile's field
+        (a command-line option)."""
+        self.problems.append(Problem(where or self.at(*path), dotted(path), message,
                                      compose_fix(tuple(edits), fix), edits=tuple(edits),
                                      advice=fix))
 

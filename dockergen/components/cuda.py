@@ -20,13 +20,14 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from packaging.version import Version
 
 from dockergen import inputs, refs
 from dockergen.components.base import Context, describe, nearest
-from dockergen.errors import Edit
+from dockergen.errors import Edit, Location
 from dockergen.knowledge import load_facts
 from dockergen.model import CERT_DIR, CudaBase, Derivation, GpuTarget, cc_tuple
 
@@ -241,35 +242,47 @@ def _pinned(c: Context, ref: str) -> str:
 
 
 def check_ca_certificates(c: Context) -> None:
-    """ca-certificates: each listed file exists and holds a PEM certificate."""
-    base = c.loaded.path.parent
-    for i, name in enumerate(c.p.build.ca_certificates):
-        path = base / name
-        try:
-            text = inputs.read_bytes(path, "certificate").decode("ascii")
-        except FileNotFoundError:
-            c.error(("build", "ca_certificates", i), f"{name} does not exist next to "
-                    f"{c.loaded.path.name}", "give a path relative to the profile file")
-            continue
-        except inputs.InputError as exc:  # a device, FIFO, link loop, huge file
-            c.error(("build", "ca_certificates", i), f"{name} {exc.problem}",
-                    "give a PEM certificate (-----BEGIN CERTIFICATE-----)")
-            continue
-        except UnicodeDecodeError:
-            c.error(("build", "ca_certificates", i), f"{name} is not a readable PEM file",
-                    "give a PEM certificate (-----BEGIN CERTIFICATE-----)")
-            continue
-        if "-----BEGIN CERTIFICATE-----" not in text or "PRIVATE KEY" in text:
-            c.error(("build", "ca_certificates", i), f"{name} is not a PEM certificate",
-                    "give a PEM certificate (-----BEGIN CERTIFICATE-----), never a key")
-            continue
-        unreadable = _openssl_refuses(text)
-        if unreadable:  # the markers alone passed, and update-ca-certificates failed later
-            c.error(("build", "ca_certificates", i), f"{name} holds a certificate OpenSSL "
-                    f"cannot read ({unreadable})", "give the PEM file your CA published; "
-                    f"check it with: openssl x509 -noout -in {name}")
-            continue
-        c.certificates.append(text.encode("ascii"))  # what the context copies: read once
+    """ca-certificates: each listed file (``build.ca_certificates``, then the command's own,
+    ``build --ca-cert``) exists and holds a PEM certificate."""
+    listed = c.p.build.ca_certificates
+    for i, name in enumerate(listed):
+        _read_certificate(c, i, name, c.loaded.path.parent / name, None,
+                          (f"{name} does not exist next to {c.loaded.path.name}",
+                           "give a path relative to the profile file"))
+    for j, given in enumerate(c.inputs.certificates):
+        _read_certificate(c, len(listed) + j, str(given.path), given.path, given.origin,
+                          (f"{given.path} does not exist", "give the path of a PEM file"))
+
+
+def _read_certificate(c: Context, i: int, name: str, path: Path, where: Location | None,
+                      missing: tuple[str, str]) -> None:
+    """Check one certificate file and keep its bytes for the build context (read once);
+    ``missing``: the problem and fix when there is no such file."""
+    at = ("build", "ca_certificates", i)
+    try:
+        text = inputs.read_bytes(path, "certificate").decode("ascii")
+    except FileNotFoundError:
+        c.error(at, *missing, where=where)
+        return
+    except inputs.InputError as exc:  # a device, FIFO, link loop, huge file
+        c.error(at, f"{name} {exc.problem}",
+                "give a PEM certificate (-----BEGIN CERTIFICATE-----)", where=where)
+        return
+    except UnicodeDecodeError:
+        c.error(at, f"{name} is not a readable PEM file",
+                "give a PEM certificate (-----BEGIN CERTIFICATE-----)", where=where)
+        return
+    if "-----BEGIN CERTIFICATE-----" not in text or "PRIVATE KEY" in text:
+        c.error(at, f"{name} is not a PEM certificate",
+                "give a PEM certificate (-----BEGIN CERTIFICATE-----), never a key", where=where)
+        return
+    unreadable = _openssl_refuses(text)
+    if unreadable:  # the markers alone passed, and update-ca-certificates failed later
+        c.error(at, f"{name} holds a certificate OpenSSL cannot read ({unreadable})",
+                "give the PEM file your CA published; check it with: openssl x509 -noout "
+                f"-in {name}", where=where)
+        return
+    c.certificates.append(text.encode("ascii"))  # what the context copies
 
 
 def _openssl_refuses(pem: str) -> str | None:
@@ -337,7 +350,7 @@ def derive(c: Context, d: list[Derivation]) -> CudaPart:
     return CudaPart(
         # ccache and g++ compile the C++/CUDA extensions of the build stages.
         base=CudaBase(image=devel_image, apt=("ca-certificates", "ccache", "g++"),
-                      ca_certificates=bool(p.build.ca_certificates), cert_dir=CERT_DIR),
+                      ca_certificates=bool(c.certificates), cert_dir=CERT_DIR),
         runtime_image=runtime_image, arch_list=arch_list, min_driver=info["min_driver"],
         major_minor=mm, runtime_apt=tuple(runtime_apt),
         env={"NVIDIA_DRIVER_CAPABILITIES": "compute,utility"},
