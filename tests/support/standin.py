@@ -54,332 +54,80 @@ CACHE = Path(os.environ.get("DOCKERGEN_TEST_CACHE", "/tmp/dockergen-test-cache")
 ROOT = Path(__file__).resolve().parents[2]
 DEVEL = "local/standin-devel:bookworm"
 RUNTIME = "local/standin-runtime:bookworm"
-BASE = "local/debian:bookworm"
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+# The stand-ins' source is in real files that the linters read: standin_packages/<dist>/ is
+# what each archive holds ("{version}" filled in as it is built; <dist>-<version>/ where a
+# release's files differ), standin_images/devel.Dockerfile the devel image (FROM the base
+# image; one CUDA release for every piece: pip would otherwise mix nvvm/crt versions, and
+# ptxas rejects newer PTX).
+PACKAGES = Path(__file__).resolve().parent / "standin_packages"
+DEVEL_DOCKERFILE = (Path(__file__).resolve().parent / "standin_images" / "devel.Dockerfile"
+                    ).read_text(encoding="utf-8")
+BASE = DEVEL_DOCKERFILE.split("\n", 1)[0].removeprefix("FROM ")
 
 REAL_WHEELS = ["uv==0.13.9", "pip==26.3", "setuptools==80.9.0", "wheel==0.45.1",
                "ninja==1.13.2", "packaging==25.0", "psutil==7.2.2", "einops==0.8.2"]
-# One CUDA release for every piece (pip would otherwise mix nvvm/crt versions, and
-# ptxas rejects newer PTX).
-CUDA_WHEELS = [f"{p}==13.2.51" for p in ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt",
-                                           "nvidia-cuda-runtime", "nvidia-cuda-cuobjdump")]
 
-DEVEL_DOCKERFILE = f"""\
-FROM {BASE}
-COPY host-ca.crt /usr/local/share/ca-certificates/host-ca.crt
-ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt
-RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates python3 \\
-      python3-venv && update-ca-certificates && rm -rf /var/lib/apt/lists/*
-# NVIDIA's real CUDA compiler, headers and cuobjdump, from PyPI, where a CUDA devel image
-# has them: /usr/local/cuda/{{bin,include,lib}}
-RUN python3 -m venv /opt/cudatk && /opt/cudatk/bin/pip install --no-cache-dir \\
-      {" ".join(CUDA_WHEELS)} \\
- && ln -s /opt/cudatk/lib/python3.11/site-packages/nvidia/cu13 /usr/local/cuda \\
- && /usr/local/cuda/bin/nvcc --version
-"""
+
+def _source(path: str, version: str = "") -> str:
+    """One stand-in file, ``{version}`` filled in."""
+    text = (PACKAGES / path).read_text(encoding="utf-8")
+    return text.replace("{version}", version) if version else text
+
+
+def _sources(folder: str, paths: tuple[str, ...]) -> dict[str, str]:
+    """Files of one stand-in folder, in the order given (the order of the wheel's RECORD)."""
+    return {path: _source(f"{folder}/{path}") for path in paths}
+
+
+# What the stand-in servers share: the real release's option strings (extracted from the
+# wheel by tools/vllm_flags.py / tools/sglang_flags.py, shipped in the package as
+# flags.json) and Triton's launcher build, which needs a C compiler and Python headers at
+# the first kernel launch (triton/runtime/build.py) and fails without them. Each server
+# module names it with one import line, which the wheel has replaced by the shared code.
+def _server(path: str) -> str:
+    """A stand-in server module with server_common.py in place of its import line."""
+    head, _, rest = _source(path).partition("from server_common import ")
+    return head + _source("server_common.py") + rest.split("\n", 1)[1]
+
 
 # torch/include of the stand-in: the C++ standard gate of the real ATen/ATen.h (from 2.14).
-ATEN_H = """#pragma once
-{gate}
-namespace at {{ inline int standin() {{ return 0; }} }}
-"""
-ATEN_GATE = """#if !defined(__cplusplus) || __cplusplus < 202002L
-#error C++20 or later compatible compiler is required to use ATen.
-#endif"""
-TORCH_PYTHON_H = "#pragma once\n#include <ATen/ATen.h>\n"
+ATEN_GATE_START, ATEN_GATE_END = "#if !defined(__cplusplus)", "#endif"
 
 
 def torch_headers(version: str) -> dict[str, str]:
     """The stand-in's ``torch/include`` files for a torch version."""
     major, minor = (int(x) for x in version.split(".")[:2])
-    gate = ATEN_GATE if (major, minor) >= (2, 14) else ""
-    return {"torch/include/ATen/ATen.h": ATEN_H.format(gate=gate),
-            "torch/include/torch/python.h": TORCH_PYTHON_H}
+    headers = _sources("torch", ("torch/include/ATen/ATen.h", "torch/include/torch/python.h"))
+    if (major, minor) < (2, 14):  # the same header without the gate
+        aten = headers["torch/include/ATen/ATen.h"]
+        start = aten.index(ATEN_GATE_START)
+        end = aten.index(ATEN_GATE_END, start) + len(ATEN_GATE_END)
+        headers["torch/include/ATen/ATen.h"] = aten[:start] + aten[end:]
+    return headers
 
-
-TORCH_INIT = '''"""Stand-in for torch (dockergen tests): versions only."""
-__version__ = "{version}+standin"
-
-
-class version:  # noqa: N801 - mirrors torch.version
-    cuda = "13.0"
-
-
-class _C:  # noqa: N801 - the compiled arch list torch.cuda.get_arch_list() reads
-    @staticmethod
-    def _cuda_getArchFlags() -> str:  # noqa: N802
-        return "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"  # real torch 2.14.0 (CUDA 13.0)
-'''
-
-# Triton as far as the smoke checks read it without a GPU: the driver API header the
-# driver stub (templates/context/driver_stub.py) is built from.
-TRITON_CUDA_H = """typedef int CUresult;
-#define CUDAAPI
-CUresult CUDAAPI cuInit(unsigned int Flags);
-CUresult CUDAAPI cuDeviceGetCount(int *count);
-#define cuGetProcAddress cuGetProcAddress_v2
-CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int v, unsigned long f);
-"""
 
 # vLLM's CLI layout as the smoke test's parser check (templates/context/vllm_serve_parse.py)
 # drives it: main() parses, then dispatches to ServeSubcommand.cmd; platforms as vLLM has them.
-VLLM_STANDIN_MODULES = {
-    "vllm/platforms/__init__.py": "current_platform = None\n",
-    "vllm/platforms/interface.py": ("from typing import NamedTuple\n\n\n"
-                                    "class DeviceCapability(NamedTuple):\n"
-                                    "    major: int\n    minor: int\n"),
-    "vllm/platforms/cuda.py": "class CudaPlatform:\n    pass\n",
-    "vllm/entrypoints/__init__.py": "",
-    "vllm/entrypoints/cli/__init__.py": "",
-    "vllm/entrypoints/cli/serve.py": ("import argparse\n\n\nclass ServeSubcommand:\n"
-                                      "    @staticmethod\n"
-                                      "    def cmd(args: argparse.Namespace) -> None:\n"
-                                      "        from vllm.cli import run\n"
-                                      "        run(vars(args))\n"),
-    "vllm/entrypoints/cli/main.py": ("import argparse\n\n\ndef main() -> None:\n"
-                                     "    from vllm.cli import parse\n"
-                                     "    from vllm.entrypoints.cli.serve import ServeSubcommand\n"
-                                     "    ServeSubcommand.cmd(argparse.Namespace(**parse()))\n"),
-}
+VLLM_STANDIN_MODULES = _sources("vllm", (
+    "vllm/platforms/__init__.py", "vllm/platforms/interface.py", "vllm/platforms/cuda.py",
+    "vllm/entrypoints/__init__.py", "vllm/entrypoints/cli/__init__.py",
+    "vllm/entrypoints/cli/serve.py", "vllm/entrypoints/cli/main.py"))
+VLLM_CLI = _server("vllm/vllm/cli.py")
 
 # SGLang's: sglang.cli.main -> prepare_server_args (ServerArgs, its __post_init__) ->
 # sglang.launch_server.run_server, as templates/context/sglang_serve_parse.py drives it.
-SGLANG_STANDIN_MODULES = {
-    "sglang/srt/__init__.py": "",
-    "sglang/srt/server_args.py": ("class ServerArgs:\n"
-                                  "    def __init__(self, **kw):\n"
-                                  "        self.__dict__.update(kw)\n"
-                                  "        self.__post_init__()\n\n"
-                                  "    def __post_init__(self):\n"
-                                  "        pass\n"),
-    "sglang/launch_server.py": ("def run_server(server_args):\n"
-                                "    from sglang.cli_impl import serve_forever\n"
-                                "    serve_forever(vars(server_args))\n"),
-    "sglang/cli/__init__.py": "",
-    "sglang/cli/main.py": ("def main() -> None:\n"
-                           "    from sglang.cli_impl import parse\n"
-                           "    import sglang.launch_server\n"
-                           "    from sglang.srt.server_args import ServerArgs\n"
-                           "    sglang.launch_server.run_server(ServerArgs(**parse()))\n"),
-}
-
-# flashinfer-python's kernel-wheel check (flashinfer/jit/env.py _check_cubin_version): a
-# flashinfer-cubin of another version is refused (0.6.x raises; 0.7.x ignores it and downloads
-# kernels at first use instead; the stand-in takes the strict reading).
-FLASHINFER_INIT = '''"""Stand-in for flashinfer-python (dockergen tests): the kernel check."""
-import importlib.util
-
-__version__ = "{version}"
-if importlib.util.find_spec("flashinfer_cubin") is not None:
-    import flashinfer_cubin
-
-    if flashinfer_cubin.__version__ != __version__:
-        raise RuntimeError(f"flashinfer-cubin version ({{flashinfer_cubin.__version__}}) does "
-                           f"not match flashinfer version ({{__version__}}).")
-'''
-
-VLLM_INIT = '''"""Stand-in for vllm (dockergen tests)."""
-__version__ = "{version}"
-'''
-
-# What the stand-in servers share: the real release's option strings (extracted from the
-# wheel by tools/vllm_flags.py / tools/sglang_flags.py, shipped in the package as
-# flags.json) and Triton's launcher build, which needs a C compiler and Python headers at
-# the first kernel launch (triton/runtime/build.py) and fails without them.
-SERVER_COMMON = '''import argparse
-import json
-import os
-import shutil
-import subprocess
-import sys
-import sysconfig
-import tempfile
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from importlib import resources
-
-LAUNCHER = ('#include <Python.h>\\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, '
-            '"launcher", NULL, -1, NULL};\\nPyMODINIT_FUNC PyInit_launcher(void) '
-            '{ return PyModule_Create(&m); }\\n')
-
-
-def serve_args(package: str, usage: str, positional: bool) -> dict:
-    """`<engine> serve ...` parsed like the real release's parser (exit 2 on anything else)."""
-    argv = sys.argv[1:]
-    if not argv or argv[0] != "serve":
-        print("usage: " + usage, file=sys.stderr)
-        sys.exit(2)
-    # vLLM's FlexibleArgumentParser reads --max_model_len as --max-model-len
-    rest = [a.split("=", 1)[0].replace("_", "-") + a[len(a.split("=", 1)[0]):]
-            if a.startswith("--") and positional else a for a in argv[1:]]
-    return vars(parser(package, package + " serve", positional).parse_args(rest))
-
-
-def parser(package: str, prog: str, positional: bool) -> argparse.ArgumentParser:
-    """Every option string of the real release (flags.json) and its --no- form."""
-    p = argparse.ArgumentParser(prog=prog, allow_abbrev=False)  # no prefix matching
-    if positional:
-        p.add_argument("model_tag", nargs="?")
-    flags = json.loads(resources.files(package).joinpath("flags.json").read_text())
-    for flag in flags:
-        p.add_argument(flag, nargs="?", const=True, default=None)
-        if flag.startswith("--") and not flag.startswith("--no-") and positional:
-            p.add_argument("--no-" + flag[2:], action="store_true")  # BooleanOptionalAction
-    return p
-
-
-def triton_launcher() -> None:
-    """What triton/runtime/build.py does at the first kernel launch."""
-    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
-    if cc is None:
-        raise SystemExit("RuntimeError: Failed to find C compiler. Please specify via CC "
-                         "environment variable or set triton.knobs.build.impl.")
-    d = tempfile.mkdtemp()
-    with open(os.path.join(d, "launcher.c"), "w") as fh:
-        fh.write(LAUNCHER)
-    # Triton keeps the built launcher in its cache (TRITON_CACHE_DIR, default
-    # ~/.triton/cache: triton/knobs.py) and loads it from there
-    cache = os.environ.get("TRITON_CACHE_DIR") or os.path.expanduser("~/.triton/cache")
-    os.makedirs(cache, exist_ok=True)
-    so = os.path.join(cache, "launcher" + sysconfig.get_config_var("EXT_SUFFIX"))
-    subprocess.check_call([cc, os.path.join(d, "launcher.c"), "-O1", "-shared", "-fPIC",
-                           "-I" + sysconfig.get_paths()["include"], "-o", so])
-    # and loads it, as Triton does (a noexec cache mount fails here, as with the real one)
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("launcher", so)
-    spec.loader.exec_module(importlib.util.module_from_spec(spec))
-
-
-def serve(host: str, port: int, served: str) -> None:
-    """/health, /v1/models and /v1/completions for the served model name."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length", 0))
-            request = json.loads(self.rfile.read(length) or b"{}")
-            ok = self.path == "/v1/completions" and request.get("model") == served
-            self.send_response(200 if ok else 404)
-            self.end_headers()
-            if ok:
-                self.wfile.write(json.dumps({"choices": [{"text": "!"}]}).encode())
-
-        def do_GET(self) -> None:
-            body = {"/health": b"", "/v1/models": json.dumps(
-                {"data": [{"id": served}]}).encode()}.get(self.path)
-            self.send_response(200 if body is not None else 404)
-            self.end_headers()
-            self.wfile.write(body or b"")
-
-        def log_message(self, format: str, *a: object) -> None:  # noqa: A002
-            pass
-
-    HTTPServer((host, port), Handler).serve_forever()
-'''
-
-VLLM_CLI = '''"""`vllm serve MODEL ...`: the real release's flags, Triton's launcher build."""
-''' + SERVER_COMMON + '''
-
-def parse() -> dict:
-    args = serve_args("vllm", "vllm serve MODEL [--host H] [--port P] ...", positional=True)
-    model = args.get("model_tag") or args.get("model")
-    if not isinstance(model, str):
-        print("vllm serve: error: a model is required", file=sys.stderr)
-        sys.exit(2)
-    return args
-
-
-def run(args: dict) -> None:
-    model = args.get("model_tag") or args.get("model")
-    triton_launcher()
-    serve(args.get("host") or "0.0.0.0", int(args.get("port") or 8000),
-          args.get("served_model_name") or model)
-
-
-def main() -> None:
-    from vllm.entrypoints.cli.main import main as cli_main
-    cli_main()
-'''
+SGLANG_STANDIN_MODULES = _sources("sglang", (
+    "sglang/srt/__init__.py", "sglang/srt/server_args.py", "sglang/launch_server.py",
+    "sglang/cli/__init__.py", "sglang/cli/main.py"))
+SGLANG_CLI = _server("sglang/sglang/cli_impl.py")
 
 # TensorRT-LLM's trtllm-serve: no flag list and no Triton launcher (its PyTorch backend's
 # run-time compilation was not checked: the image keeps no compiler, see tensorrt_llm.yaml).
-TRTLLM_CLI = '''"""`trtllm-serve MODEL --host H --port P ...`: answers /health and /v1/models."""
-''' + SERVER_COMMON + '''
+TRTLLM_CLI = _server("tensorrt_llm/tensorrt_llm/serve.py")
 
-def main() -> None:
-    args = sys.argv[1:]
-    host = args[args.index("--host") + 1] if "--host" in args else "0.0.0.0"
-    port = int(args[args.index("--port") + 1]) if "--port" in args else 8000
-    serve(host, port, args[0])
-'''
-
-SGLANG_CLI = '''"""`sglang serve`: the real release's flags, Triton's launcher build, /health."""
-''' + SERVER_COMMON + '''
-
-def parse() -> dict:
-    args = serve_args("sglang", "sglang serve --model-path MODEL ...", positional=False)
-    model = args.get("model_path")
-    if not isinstance(model, str):
-        print("sglang serve: error: the following arguments are required: --model-path",
-              file=sys.stderr)
-        sys.exit(2)
-    return args
-
-
-def serve_forever(args: dict) -> None:
-    triton_launcher()
-    serve(args.get("host") or "127.0.0.1", int(args.get("port") or 30000),
-          args.get("served_model_name") or args["model_path"])
-
-
-def main() -> None:
-    from sglang.cli.main import main as cli_main
-    cli_main()
-'''
-
-FA_SETUP = '''"""Stand-in flash-attn build: the real one's contract, a tiny kernel."""
-import os
-import shutil
-import subprocess
-
-import torch  # like flash-attn: needs the venv's torch (--no-build-isolation)
-from setuptools import setup
-from setuptools.command.build_py import build_py
-
-KNOWN = {known}  # flash-attn v2.8.3 add_cuda_gencodes
-
-
-class Build(build_py):
-    def run(self) -> None:
-        super().run()
-        if os.environ.get("FLASH_ATTENTION_FORCE_BUILD") != "TRUE":
-            raise SystemExit("would download a prebuilt wheel")
-        archs = os.environ.get("FLASH_ATTN_CUDA_ARCHS", "80;90;100;120").split(";")
-        gencode = []
-        for arch in archs:
-            if arch in KNOWN:  # anything else is skipped silently, as upstream does
-                gencode += ["-gencode", f"arch=compute_{arch},code=sm_{arch}"]
-        nvcc = os.environ.get("PYTORCH_NVCC", "/usr/local/cuda/bin/nvcc").split()
-        release = subprocess.run([nvcc[-1], "--version"], capture_output=True, text=True,
-                                 check=True).stdout.split("release ")[1].split(",")[0]
-        if tuple(int(x) for x in release.split(".")) < (12, 8):  # as upstream: no error
-            gencode = [g for g in gencode if "_100" not in g and "_120" not in g]
-        out = os.path.join(self.build_lib, "flash_attn", "flash_attn_2_cuda.so")
-        # compile with nvcc, link with g++ (the PyPI toolkit ships no static cudart)
-        subprocess.check_call(nvcc + ["-c", "-Xcompiler", "-fPIC", "-o", "flash_fwd.o",
-                                      "csrc/flash_fwd.cu", *gencode])
-        subprocess.check_call(["g++", "-shared", "-o", out, "flash_fwd.o"])
-        # the C++ sources under the standard setup.py forces ("cxx": ["-O3", "-std=c++NN"]),
-        # against the venv torch's headers, as torch's cpp_extension compiles them
-        include = os.path.join(os.path.dirname(torch.__file__), "include")
-        subprocess.check_call(["g++", "-O3", "-std=c++{std}", "-fsyntax-only", "-I", include,
-                               "csrc/flash_api.cpp"])
-
-
-setup(name="flash_attn", version="{version}", packages=["flash_attn"],
-      cmdclass={"build_py": Build}, install_requires=["torch", "einops"])
-'''
-
-FA_KERNEL = "__global__ void flash_fwd(float *o, const float *q) { o[threadIdx.x] = q[0]; }\n"
-FA_API = "#include <torch/python.h>\nint flash_api() { return at::standin(); }\n"
+FA_KERNEL = _source("flash_attn/csrc/flash_fwd.cu")
+FA_API = _source("flash_attn/csrc/flash_api.cpp")
 
 
 def _wheel(out: Path, name: str, version: str, files: dict[str, str | bytes],
@@ -411,10 +159,13 @@ def _wheel(out: Path, name: str, version: str, files: dict[str, str | bytes],
 
 def _sdist(out: Path, known: tuple[str, ...], version: str = "2.8.3", std: int = 17) -> Path:
     buf = io.BytesIO()
+    # setup.py's placeholders: "{known}" (quoted, so the file is valid Python) becomes the
+    # tuple of arch values, {std} the C++ standard it forces, {version} the release
+    setup = _source("flash_attn/setup.py").replace('"{known}"', repr(known)).replace(
+        "{std}", str(std)).replace("{version}", version)
     files = {"PKG-INFO": f"Metadata-Version: 2.1\nName: flash_attn\nVersion: {version}\n",
-             "setup.py": FA_SETUP.replace("{known}", repr(known)).replace(
-                 "{std}", str(std)).replace("{version}", version),
-             "flash_attn/__init__.py": f'__version__ = "{version}"\n',
+             "setup.py": setup,
+             "flash_attn/__init__.py": _source("flash_attn/flash_attn/__init__.py", version),
              "csrc/flash_fwd.cu": FA_KERNEL, "csrc/flash_api.cpp": FA_API}
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for path, text in sorted(files.items()):
@@ -436,8 +187,8 @@ def broken_libraries(work: Path) -> dict[str, bytes]:
     nothing to run.
     """
     work.mkdir(parents=True, exist_ok=True)
-    (work / "missing.c").write_text("int dg_missing(void) { return 1; }\n")
-    (work / "ext.c").write_text("int dg_missing(void);\nint ext(void) { return dg_missing(); }\n")
+    for name in ("missing.c", "ext.c"):
+        (work / name).write_text(_source(f"broken_libs/{name}"))
     (work / "k.cu").write_text(FA_KERNEL)
     subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libdgmissing.so.1", "-o",
                     str(work / "libdgmissing.so.1"), str(work / "missing.c")], check=True)
@@ -462,16 +213,15 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
     files = root / "files"
     files.mkdir(parents=True, exist_ok=True)
     for version in ("2.9.0", "2.13.0", "2.14.0", "2.14.1"):
-        _wheel(files, "torch", version, {"torch/__init__.py": TORCH_INIT.format(
-            version=version), **torch_headers(version)})
+        _wheel(files, "torch", version, {"torch/__init__.py": _source(
+            "torch/torch/__init__.py", version), **torch_headers(version)})
     # every stand-in vllm serves its release's real flag list (tools/vllm_flags.py)
     vllm_flags = json.loads(
         (ROOT / "dockergen/components/serving/vllm_flags.json").read_text())["releases"]
     for version, torch in (("0.27.1", "2.13.0"), ("0.30.0", "2.13.0"), ("0.33.0", "2.14.0")):
-        vllm: dict[str, str | bytes] = {"vllm/__init__.py": VLLM_INIT.format(version=version),
-                                        "vllm/cli.py": VLLM_CLI,
-                                        "vllm/flags.json": json.dumps(vllm_flags[version]),
-                                        **VLLM_STANDIN_MODULES}
+        vllm: dict[str, str | bytes] = {
+            "vllm/__init__.py": _source("vllm/vllm/__init__.py", version), "vllm/cli.py": VLLM_CLI,
+            "vllm/flags.json": json.dumps(vllm_flags[version]), **VLLM_STANDIN_MODULES}
         if broken_libs:
             vllm.update(broken_libraries(root / "broken"))
         # as the real wheels: >= 0.27.1 pull flashinfer-python without its kernels
@@ -481,32 +231,37 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
                scripts={"vllm": "vllm.cli:main"})
     # the stand-in release of tests/profiles/knowledge/standin-trtllm.yaml
     _wheel(files, "tensorrt_llm", "1.1.0.post900",
-           {"tensorrt_llm/__init__.py": '__version__ = "1.1.0.post900"\n',
+           {"tensorrt_llm/__init__.py": _source("tensorrt_llm/tensorrt_llm/__init__.py"),
             "tensorrt_llm/serve.py": TRTLLM_CLI},
            requires=["torch==2.9.0"], scripts={"trtllm-serve": "tensorrt_llm.serve:main"})
     # sglang 0.5.23 as its real metadata pins it (Requires-Python >=3.11, torch==2.14.1,
     # sglang-kernel==0.4.10, flashinfer_python[cu13]==0.7.2), serving the real flag list
     flags = json.loads((ROOT / "dockergen/components/serving/sglang_flags.json").read_text())
     _wheel(files, "sglang", "0.5.23",
-           {"sglang/__init__.py": '__version__ = "0.5.23"\nimport torch  # noqa: F401\n',
+           {"sglang/__init__.py": _source("sglang/sglang/__init__.py"),
             "sglang/cli_impl.py": SGLANG_CLI,
             "sglang/flags.json": json.dumps(flags["releases"]["0.5.23"]),
             **SGLANG_STANDIN_MODULES},
            requires=["torch==2.14.1", "triton==3.8.0", "sglang-kernel==0.4.10",
                      "flashinfer_python[cu13]==0.7.2"],
            scripts={"sglang": "sglang.cli_impl:main"}, python=">=3.11")
-    _wheel(files, "triton", "3.8.0", {"triton/__init__.py": '__version__ = "3.8.0"\n',
-                                      "triton/backends/nvidia/include/cuda.h": TRITON_CUDA_H})
-    _wheel(files, "sglang_kernel", "0.4.10", {"sgl_kernel/__init__.py": '__version__ = "0.4.10"\n'},
+    # Triton as far as the smoke checks read it without a GPU: the driver API header the
+    # driver stub (templates/context/driver_stub.py) is built from.
+    _wheel(files, "triton", "3.8.0", _sources("triton", (
+        "triton/__init__.py", "triton/backends/nvidia/include/cuda.h")))
+    _wheel(files, "sglang_kernel", "0.4.10", _sources("sglang_kernel", ("sgl_kernel/__init__.py",)),
            requires=["torch==2.14.1"])
     _wheel(files, "flashinfer_python", "0.7.2",
-           {"flashinfer/__init__.py": '__version__ = "0.7.2"\n'}, extras=("cu13",))
-    # vLLM 0.30.0's FlashInfer, its kernels at the same version and at another one
-    _wheel(files, "flashinfer_python", "0.6.18.post1",
-           {"flashinfer/__init__.py": FLASHINFER_INIT.format(version="0.6.18.post1")})
+           _sources("flashinfer_python-0.7.2", ("flashinfer/__init__.py",)), extras=("cu13",))
+    # vLLM 0.30.0's FlashInfer, its kernels at the same version and at another one. Its
+    # kernel-wheel check (flashinfer/jit/env.py _check_cubin_version): a flashinfer-cubin of
+    # another version is refused (0.6.x raises; 0.7.x ignores it and downloads kernels at
+    # first use instead; the stand-in takes the strict reading).
+    _wheel(files, "flashinfer_python", "0.6.18.post1", {"flashinfer/__init__.py": _source(
+        "flashinfer_python-0.6.18.post1/flashinfer/__init__.py", "0.6.18.post1")})
     for cubin in ("0.6.18.post1", "0.6.13"):
-        _wheel(files, "flashinfer_cubin", cubin,
-               {"flashinfer_cubin/__init__.py": f'__version__ = "{cubin}"\n'})
+        _wheel(files, "flashinfer_cubin", cubin, {"flashinfer_cubin/__init__.py": _source(
+            "flashinfer_cubin/flashinfer_cubin/__init__.py", cubin)})
     _sdist(files, fa_archs)
     # a source that carries the upstream C++20 fix (Dao-AILab/flash-attention #2879/#2899)
     _sdist(files, fa_archs, version="2.8.4.dev0", std=20)
