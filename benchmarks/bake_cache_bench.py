@@ -9,7 +9,7 @@ Renders tests/profiles/standin-matrix.yaml (two points) and runs the real
    flash-attn steps (target 1.0: the multi-hour compile is reused).
 
 Prints numbers; asserts nothing. Registry cache export (cache-to type=registry) is switched
-off: this machine's `docker` driver cannot export it (see tests/bakerun.py).
+off: this machine's `docker` driver cannot export it (see tests/support/bakerun.py).
 
 Run: python benchmarks/bake_cache_bench.py
 """
@@ -25,14 +25,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.bakerun import (  # noqa: E402
+from tests.support.bakerun import (  # noqa: E402
     NO_CACHE_EXPORT,
     bake,
     cached_ratio,
     host_network_compose,
     steps,
 )
-from tests.standin import IndexServer, build_index, ensure_images  # noqa: E402
+from tests.support.standin import IndexServer, build_index, ensure_images  # noqa: E402
 
 PROFILE = ROOT / "tests" / "profiles" / "standin-matrix.yaml"
 NAMES = ["standin-mx-a100", "standin-mx-h100"]

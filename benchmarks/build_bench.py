@@ -24,7 +24,7 @@ from dockergen.api import render_context  # noqa: E402
 from dockergen.build import BuildOptions, build_profile  # noqa: E402
 from dockergen.daemon import context_tar  # noqa: E402
 from dockergen.daemon.docker import DockerDaemon  # noqa: E402
-from tests.standin import IndexServer, build_index, ensure_images  # noqa: E402
+from tests.support.standin import IndexServer, build_index, ensure_images  # noqa: E402
 
 PROFILE = ROOT / "tests" / "profiles" / "standin.yaml"
 

@@ -1,7 +1,7 @@
 """Size and layers of real images built by dockergen, against published upstream figures.
 
 Usage (with the provisioned engine, after `dockergen build` of the shipped profiles from PyPI,
-as tests/test_real_images.py does; keep them with DOCKERGEN_TEST_KEEP_IMAGES=1)::
+as tests/network/test_real_images.py does; keep them with DOCKERGEN_TEST_KEEP_IMAGES=1)::
 
     python benchmarks/image_size_bench.py IMAGE [IMAGE ...]
 

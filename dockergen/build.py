@@ -9,6 +9,7 @@ this run created.
 May import: :mod:`dockergen.api`, :mod:`dockergen.pipeline` (the one resolution it builds),
 :mod:`dockergen.daemon` (never docker-py itself),
 :mod:`dockergen.buildrecord`, :mod:`dockergen.errors`, :mod:`dockergen.loader`,
+:mod:`dockergen.model` (the certificates a build is given),
 :mod:`dockergen.progress`,
 :mod:`dockergen.refs`, :mod:`dockergen.render`, :mod:`dockergen.smoke`, the serving-engine
 secret pattern.
@@ -49,9 +50,9 @@ from dockergen.progress import (
 
 if TYPE_CHECKING:
     from dockergen.api import RenderedContext
-    from dockergen.components.base import GivenCertificate
     from dockergen.daemon import ContainerDaemon
     from dockergen.loader import Overrides
+    from dockergen.model import GivenCertificate
     from dockergen.pipeline import Resolution
 
 LOG_TAIL = 30
@@ -540,7 +541,7 @@ def _check_options(options: BuildOptions, ca_certs: tuple[Path, ...]) -> None:
 def _given_certificates(ca_certs: tuple[Path, ...]) -> tuple[GivenCertificate, ...]:
     """The command line's certificates, beside the profile's (which stay relative to it);
     a problem with one names its --ca-cert, not a field the user never set."""
-    from dockergen.components.base import GivenCertificate
+    from dockergen.model import GivenCertificate
 
     return tuple(GivenCertificate(Path(os.path.abspath(c)),
                                   Location(f"--ca-cert {_shown_path(c)}", origin=OPTION))

@@ -6,7 +6,7 @@ profile may refuse it for reasons of its own output: the bake file's cache refer
 shared tags, observe's settings, the capacity plan of a model the profile names. Each such
 check registers here (:data:`CHECKS`) with the commands that refuse on it, and ``validate``
 runs them all (:func:`validate_profile`), so a profile that validates is one every command
-takes: ``tests/test_validate_agrees.py`` enumerates this registry and runs an example of
+takes: ``tests/cli/test_validate_agrees.py`` enumerates this registry and runs an example of
 each entry through its commands and through ``validate``. ``docs/reference/checks.md`` is
 written from it (:func:`checks_reference`), with the resolution rules in detail
 (:data:`RULE_DETAILS`).

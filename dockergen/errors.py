@@ -93,7 +93,7 @@ class SecretScan:
     vendored in ``data/secret_rules.json`` with their source, version and licence
     (derived by :mod:`dockergen.maint.secret_rules`). The file is read on the first scan,
     so commands that print nothing pay nothing. Every kept rule's pattern has no nested
-    quantifier, so a scan stays linear (tests/test_secrets_scan.py times each rule).
+    quantifier, so a scan stays linear (tests/unit/input/test_secrets_scan.py times each rule).
     """
 
     def __init__(self, own: re.Pattern[str], rules_file: Path) -> None:

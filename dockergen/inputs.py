@@ -27,7 +27,8 @@ from dockergen.errors import DockergenError, ExitCode, path_holds_secret, redact
 _MIB = 1 << 20
 
 # kind -> (the most bytes read, what such a file is). One table: the messages and the
-# "Input limits" list of docs/commands.md come from it (tests/test_hostile_files.py compares them).
+# "Input limits" list of docs/commands.md come from it (tests/unit/input/test_hostile_files.py
+# compares them).
 LIMITS: dict[str, tuple[int, str]] = {
     "profile": (4 * _MIB, "a profile, a parent it extends, or a knowledge file"),
     "certificate": (4 * _MIB, "a CA certificate (PEM; a whole CA bundle fits)"),

@@ -4,16 +4,20 @@ Frozen dataclasses, one per Dockerfile stage plus the whole :class:`Resolved`. T
 components build their slices (:mod:`dockergen.components`), :mod:`dockergen.resolve`
 assembles them, the templates only format them, and every later output (build records,
 smoke tests, bake files, run configurations) reads the same model.
-May import: nothing of dockergen except :mod:`dockergen.profile` and :mod:`dockergen.errors`.
+Also the typed inputs of resolution besides the profile (:class:`Inputs`).
+May import: nothing of dockergen except :mod:`dockergen.profile`, :mod:`dockergen.errors`
+and :mod:`dockergen.pins` (the base-image lock's typed pins).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
-from dockergen.errors import Problem
+from dockergen.errors import Location, Problem
+from dockergen.pins import BasePins
 from dockergen.profile import Profile
 
 Mode = Literal["buildkit", "classic"]
@@ -26,6 +30,30 @@ APP_HOME = "/home/app"
 MAIN_INDEX = "https://pypi.org/simple"
 AUDIT_SCRIPT = "arch_audit.py"
 CERT_DIR = "certs"
+
+
+@dataclass(frozen=True)
+class GivenCertificate:
+    """A CA certificate a command was given (``build --ca-cert PATH``): checked and copied
+    into the build stages like the profile's own, but not part of the profile, so neither
+    the profile's record nor its hash holds the machine's path to it (the build context's
+    content tag covers its bytes)."""
+
+    path: Path
+    origin: Location  # how a problem names it: the option as typed
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What resolution takes besides the profile, each typed: none of it is an override of
+    the profile's fields."""
+
+    # the base-image lock beside the profile (None: no lock, or resolved without it)
+    pins: BasePins | None = None
+    certificates: tuple[GivenCertificate, ...] = ()
+    # False: the profile's Python lock is left out (`dockergen lock --python` refreshes a
+    # lock that may no longer match the profile)
+    python_lock: bool = True
 
 
 @dataclass(frozen=True)

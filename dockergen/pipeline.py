@@ -9,9 +9,8 @@ deploy, observe, the capacity plan, the Python lock's inputs, explain and build 
 own modules), and none opens the profile again, so all of them name the same images and
 tags. The positions of the profile's values travel with it (:meth:`Resolution.at`): a
 check run late still reports ``FILE:LINE:COL``.
-May import: :mod:`dockergen.buildid`, :mod:`dockergen.components.base` (the typed inputs of
-resolution), :mod:`dockergen.errors`, :mod:`dockergen.loader`, :mod:`dockergen.model`,
-:mod:`dockergen.render`, :mod:`dockergen.resolve`.
+May import: :mod:`dockergen.buildid`, :mod:`dockergen.errors`, :mod:`dockergen.loader`,
+:mod:`dockergen.model`, :mod:`dockergen.render`, :mod:`dockergen.resolve`.
 """
 
 from __future__ import annotations
@@ -20,10 +19,9 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dockergen.components.base import GivenCertificate
 from dockergen.errors import Location
 from dockergen.loader import LoadedProfile, Overrides
-from dockergen.model import Mode, Resolved
+from dockergen.model import GivenCertificate, Mode, Resolved
 
 
 @dataclass(frozen=True)

@@ -450,7 +450,7 @@ def count_params(m: ModelShape) -> int:
     """Parameters of the text model from its shape (dense, GQA, MLA and MoE layers).
 
     Linear layers without bias, RMSNorm weights, untied LM head unless tied; the
-    Llama counts equal the model cards exactly (tests/test_plan.py).
+    Llama counts equal the model cards exactly (tests/unit/outputs/test_plan.py).
     """
     embed = m.vocab * m.hidden * (1 if m.tied else 2)
     if m.kv_lora_rank:

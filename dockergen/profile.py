@@ -95,7 +95,7 @@ _TEXT_MAX = 300
 
 
 # A valid value of each shape: the example a problem's fix gives (in the form the bad value
-# was written in), checked against the schema by tests/test_schema.py.
+# was written in), checked against the schema by tests/unit/input/test_schema.py.
 _EXAMPLES: dict[str, str] = {
     "name": "h100-fp8", "cuda_version": "13.0.2", "python_version": "3.12",
     "package_version": "0.33.0", "image_ref": "registry.example.com/llm/cuda-base:1.0",

@@ -23,7 +23,7 @@ from typing import Any
 
 from dockergen import __version__, knowledge
 from dockergen.components import cuda, flash_attn, image, python, torch
-from dockergen.components.base import Context, GivenCertificate, Inputs
+from dockergen.components.base import Context
 from dockergen.components.serving import engine_for
 from dockergen.components.serving.base import ServingEngine, ServingPart
 from dockergen.errors import Edit, Problem, ProfileError, Severity
@@ -36,6 +36,8 @@ from dockergen.model import (
     CudaBase,
     Derivation,
     FlashAttnStage,
+    GivenCertificate,
+    Inputs,
     Mode,
     Resolved,
     RuntimeStage,

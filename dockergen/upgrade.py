@@ -42,11 +42,10 @@ from packaging.version import Version
 
 from dockergen import atomic, kernels, knowledge, outdated
 from dockergen.components import cuda
-from dockergen.components.base import Inputs
 from dockergen.components.serving import engine_for
 from dockergen.errors import DockergenError, ExitCode, ProfileError, Severity, redact
 from dockergen.loader import LoadedProfile, load_profile, with_overrides
-from dockergen.model import MAIN_INDEX
+from dockergen.model import MAIN_INDEX, Inputs
 from dockergen.observe import families, metrics
 from dockergen.resolve import check, resolve
 

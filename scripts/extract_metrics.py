@@ -5,7 +5,7 @@ Maintainer tool behind ``dockergen/data/metrics.yaml``: it reads the engine's me
 module out of the wheel (a zip; nothing is installed or imported) through
 dockergen.observe.families (its docstring says how families are found). The output is JSON,
 one entry per release; the checked-in snapshot ``dockergen/data/metrics_snapshot.json`` is
-its output for the releases dockergen knows, and ``tests/test_metrics_knowledge.py``
+its output for the releases dockergen knows, and ``tests/unit/knowledge/test_metrics_knowledge.py``
 compares the hand-kept ``metrics.yaml`` with that snapshot offline.
 
 Usage::

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.standin import IndexServer, build_index, ensure_images
+from tests.support.standin import IndexServer, build_index, ensure_images
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ROOT / "profiles"
@@ -46,7 +46,7 @@ def a_pem_certificate() -> str:
 
 
 def shipped_names() -> list[str]:
-    """Shipped profiles that are one image each (matrix profiles: tests/test_fleet_*.py)."""
+    """Shipped profiles that are one image each (matrix profiles: tests/daemon/test_fleet_*.py)."""
     from dockergen.api import shipped_single_images
 
     return [p.stem for p in shipped_single_images()]

@@ -5,7 +5,8 @@ and leaves as clear lines on stderr and a distinct exit code (see
 :class:`~dockergen.errors.ExitCode`); anything else is a bug and keeps its traceback.
 :mod:`dockergen.cli.app` holds the group, :func:`main` and what the commands share; each
 other module holds one command (or a small family of them). The commands import the rest
-of dockergen inside their bodies, so each loads only what it uses (tests/test_startup.py).
+of dockergen inside their bodies, so each loads only what it uses
+(tests/architecture/test_startup.py).
 May import: anything of dockergen (it is the top: nothing imports it).
 """
 

@@ -28,7 +28,7 @@ from dockergen.cli import params
 from dockergen.errors import DockergenError, ExitCode, ProfileError, redact
 
 # How dockergen.loader.parse_set reads a --set value; docs/commands.md says the same, and
-# tests/test_set_origins.py checks each kind against the parser.
+# tests/cli/test_set_origins.py checks each kind against the parser.
 SET_HELP = ("Override a profile field before validation. A text field (python, cuda.version, "
             "serving.model, ...) takes VALUE as it is, without quotes: python=3.10 is the text "
             "\"3.10\". Any other field reads VALUE as YAML: numbers and true/false as such "

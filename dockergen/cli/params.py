@@ -3,7 +3,7 @@ added to the model, a registry or a Literal appears in the CLI with no edit here
 
 Each choice is read from its source when click first needs it (parsing, a command's
 ``--help``, completion), not when the CLI is imported: ``dockergen --help`` and
-``profiles`` load no profile model (tests/test_startup.py). ``--set FIELD=VALUE`` is
+``profiles`` load no profile model (tests/architecture/test_startup.py). ``--set FIELD=VALUE`` is
 checked against the profile model's field paths before any profile is read
 (:func:`check_set_fields`); its VALUE is read by :func:`dockergen.loader.parse_set`.
 May import: click and the standard library at the top; the sources of the choices

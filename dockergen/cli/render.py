@@ -2,7 +2,7 @@
 and a bake file in a folder (every shipped profile with ``--all``).
 
 May import: click, :mod:`dockergen.cli.app` and the standard library at the top; the
-rest of dockergen inside the command (start-up time: tests/test_startup.py).
+rest of dockergen inside the command (start-up time: tests/architecture/test_startup.py).
 """
 
 from __future__ import annotations

@@ -13,40 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from packaging.version import Version
 
 from dockergen.errors import Edit, Location, Problem, Severity, compose_fix
 from dockergen.loader import LoadedProfile
-from dockergen.model import GpuTarget
+from dockergen.model import GpuTarget, Inputs
 from dockergen.pins import BasePins
 from dockergen.profile import Profile
-
-
-@dataclass(frozen=True)
-class GivenCertificate:
-    """A CA certificate a command was given (``build --ca-cert PATH``): checked and copied
-    into the build stages like the profile's own, but not part of the profile, so neither
-    the profile's record nor its hash holds the machine's path to it (the build context's
-    content tag covers its bytes)."""
-
-    path: Path
-    origin: Location  # how a problem names it: the option as typed
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """What resolution takes besides the profile, each typed: none of it is an override of
-    the profile's fields."""
-
-    # the base-image lock beside the profile (None: no lock, or resolved without it)
-    pins: BasePins | None = None
-    certificates: tuple[GivenCertificate, ...] = ()
-    # False: the profile's Python lock is left out (`dockergen lock --python` refreshes a
-    # lock that may no longer match the profile)
-    python_lock: bool = True
 
 
 @dataclass

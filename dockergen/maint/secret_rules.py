@@ -8,8 +8,8 @@ Python's ``re`` backtracks. Each rule is therefore converted (:func:`to_python`)
 kept only when its pattern has no nested quantifier (:func:`nested_quantifier`), the shape
 that makes a backtracking scan super-linear; a rule that cannot be converted or kept is
 listed under ``skipped`` with the reason, so a refresh shows what it loses.
-``tests/test_secrets_scan.py`` re-derives the file from the rule text it records and times
-every kept rule on hostile input.
+``tests/unit/input/test_secrets_scan.py`` re-derives the file from the rule text it records
+and times every kept rule on hostile input.
 
 Rules that only apply to a file path (``path``) or need a second rule (``required``) scan
 files, not strings, and are skipped. The few formats gitleaks has no rule for are added

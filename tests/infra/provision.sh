@@ -31,7 +31,7 @@ fi
 
 # A full test run needs about 45 GiB under the engine's root at its peak: the real vLLM or
 # SGLang image from PyPI (about 10 GB), its build stages and uv's download cache
-# (tests/test_real_images*.py, one engine at a time), plus the stand-in builds (measured
+# (tests/network/test_real_images*.py, one engine at a time), plus the stand-in builds (measured
 # 2026-12-01; what a run creates is removed as it goes and at its end, tests/conftest.py).
 # Stop here with the reason, not minutes later in whichever test first meets ENOSPC.
 root=$(/usr/bin/docker info -f '{{.DockerRootDir}}')

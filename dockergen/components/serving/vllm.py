@@ -103,10 +103,10 @@ class Vllm(ServingEngine):
 
     # --- FlashInfer's precompiled kernels: the rule is the base class's ----------------------
     def flashinfer_row(self, c: Context) -> dict[str, Any] | None:
-        """vllm.yaml ``flashinfer``, read from each wheel's Requires-Dist (tests/test_vllm_quant.py
-        compares): the flashinfer-python pin, whether the wheel pulls flashinfer-cubin
-        itself, and whether PyPI has that cubin; releases that pull FlashInfer only through
-        an extra take none."""
+        """vllm.yaml ``flashinfer``, read from each wheel's Requires-Dist
+        (tests/unit/knowledge/test_vllm_quant.py compares): the flashinfer-python pin, whether the
+        wheel pulls flashinfer-cubin itself, and whether PyPI has that cubin; releases that pull
+        FlashInfer only through an extra take none."""
         row = self.facts().get("flashinfer", {}).get(c.p.engine.version)
         return None if not row or row.get("extra_only") else dict(row)
 

@@ -1,0 +1,338 @@
+"""The one-way flow of docs/architecture.md, enforced on the import graph.
+
+Every module's imports (top level and inside functions) are read with ``ast`` and checked
+against the layer it belongs to. A violation names the module and the import.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PACKAGE = ROOT / "dockergen"
+
+# module (or package prefix ending in ".") -> what it may import from dockergen.
+# "dockergen" alone is the package's __init__ (the version string).
+_BASE = {"dockergen", "dockergen.atomic", "dockergen.errors", "dockergen.inputs", "dockergen.refs"}
+_COMPONENT = _BASE | {"dockergen.knowledge", "dockergen.loader", "dockergen.model",
+                      "dockergen.pins", "dockergen.profile", "dockergen.components",
+                      "dockergen.components.base"}
+ALLOWED: dict[str, set[str]] = {
+    "dockergen": set(),
+    "dockergen.errors": set(),
+    "dockergen.inputs": {"dockergen.errors"},
+    "dockergen.atomic": {"dockergen.errors", "dockergen.inputs"},
+    "dockergen.refs": set(),  # the image-reference grammar: a leaf every layer may read
+    "dockergen.ranges": set(),  # a remote file through range requests (leaf)
+    "dockergen.retry": set(),  # an HTTP read tried again when it failed transiently (leaf)
+    # which GPUs compiled code runs on: the image audit's reader, loaded from the templates
+    "dockergen.kernels": {"dockergen.resources"},
+    # the base-image lock read as the typed pins resolution applies
+    "dockergen.pins": {"dockergen.errors", "dockergen.inputs", "dockergen.refs"},
+    "dockergen.knowledge": set(),
+    "dockergen.resources": set(),
+    "dockergen.yamlsource": _BASE,
+    "dockergen.profile": _BASE,
+    "dockergen.credentials": _BASE | {"dockergen.yamlsource"},
+    "dockergen.loader": _BASE | {"dockergen.credentials", "dockergen.knowledge",
+                                 "dockergen.profile", "dockergen.resources",
+                                 "dockergen.yamlsource"},
+    "dockergen.schema": _BASE | {"dockergen.profile"},
+    # the Markdown profile reference: written from the schema, never from the model itself
+    "dockergen.reference": {"dockergen.schema"},
+    "dockergen.buildid": {"dockergen"},
+    "dockergen.buildrecord": set(),  # the build record's Status: build writes, deploy reads
+    "dockergen.model": _BASE | {"dockergen.pins", "dockergen.profile"},
+    "dockergen.components.base": _COMPONENT,
+    "dockergen.components.cuda": _COMPONENT,
+    "dockergen.components.python": _COMPONENT,
+    "dockergen.components.image": _COMPONENT,
+    "dockergen.components.torch": _COMPONENT | {"dockergen.components.cuda",
+                                                "dockergen.components.python"},
+    "dockergen.components.flash_attn": _COMPONENT | {"dockergen.components.cuda",
+                                                     "dockergen.components.python",
+                                                     "dockergen.components.torch"},
+    "dockergen.components.serving.base": _COMPONENT | {"dockergen.components.cuda",
+                                                       "dockergen.components.python",
+                                                       "dockergen.components.torch",
+                                                       "dockergen.kernels"},
+    # a serving engine sees the shared engine base, never another engine
+    "dockergen.components.serving.": _COMPONENT | {"dockergen.components.serving.base"},
+    # what vLLM's wheel says of its server, read from its source: vLLM's own reader (leaf)
+    "dockergen.components.serving.vllm_wheel": set(),
+    "dockergen.components.serving.vllm": _COMPONENT | {"dockergen.components.serving.base",
+                                                       "dockergen.components.serving.vllm_wheel"},
+    "dockergen.components.serving": {"dockergen.components.serving",
+                                     "dockergen.components.serving.base",
+                                     "dockergen.components.serving.*"},
+    "dockergen.components": set(),
+    "dockergen.resolve": _COMPONENT | {"dockergen.components.*"},
+    "dockergen.render": _BASE | {"dockergen.model", "dockergen.resources"},
+    "dockergen.progress": _BASE,
+    "dockergen.daemon": _BASE | {"dockergen.daemon.docker"},  # connect(), lazily
+    "dockergen.daemon.docker": _BASE | {"dockergen.daemon"},
+    "dockergen.smoke": _BASE | {"dockergen.components", "dockergen.components.flash_attn",
+                                "dockergen.components.python", "dockergen.resources",
+                                "dockergen.components.torch",
+                                "dockergen.components.serving.base", "dockergen.daemon",
+                                "dockergen.model", "dockergen.profile"},
+    # the programmatic interface sits below the commands it serves (build, deploy, plan,
+    # observe import it), so it never imports them: no circle
+    # a profile loaded once and resolved once: the value every output takes
+    "dockergen.pipeline": _BASE | {"dockergen.buildid", "dockergen.loader", "dockergen.model",
+                                   "dockergen.render", "dockergen.resolve"},
+    "dockergen.api": _BASE | {"dockergen.fleet.matrix", "dockergen.loader", "dockergen.model",
+                              "dockergen.pipeline", "dockergen.render",
+                              "dockergen.resources", "dockergen.yamlsource"},
+    "dockergen.build": _BASE | {"dockergen.api", "dockergen.buildid", "dockergen.buildrecord",
+                                "dockergen.daemon", "dockergen.model", "dockergen.pipeline",
+                                "dockergen.loader",
+                                "dockergen.progress", "dockergen.render", "dockergen.smoke",
+                                "dockergen.components.serving.base"},
+    # fleet (bake files, matrices, base-image locks): only the adapter reads the loader's
+    # internals and the resolved model; the rest is pure or talks to registries
+    "dockergen.fleet.adapter": _BASE | {"dockergen.components.image", "dockergen.loader",
+                                        "dockergen.model", "dockergen.pipeline",
+                                        "dockergen.profile", "dockergen.yamlsource"},
+    "dockergen.fleet.": _BASE | {"dockergen.fleet", "dockergen.fleet.*", "dockergen.loader",
+                                 "dockergen.model", "dockergen.pins", "dockergen.pipeline",
+                                 "dockergen.profile"},
+    "dockergen.fleet": set(),
+    # run configurations are written from the resolution; facts of their own
+    "dockergen.deploy": _BASE | {"dockergen.pipeline", "dockergen.buildrecord",
+                                 "dockergen.deploy.compose", "dockergen.deploy.facts",
+                                 "dockergen.deploy.kubernetes"},
+    "dockergen.deploy.": _BASE | {"dockergen.deploy", "dockergen.deploy.facts"},
+    # the capacity plan of a resolution (GPU memory sizes are in its GPU targets)
+    "dockergen.plan": _BASE | {"dockergen.pipeline"},
+    # observe reads the resolution through target_of only (one adapter)
+    "dockergen.observe.metrics": set(),
+    # the metric families a release defines, read from its source (leaf)
+    "dockergen.observe.families": set(),
+    "dockergen.observe.rules": {"dockergen.observe.metrics"},
+    "dockergen.observe.dashboard": {"dockergen.observe.rules"},
+    "dockergen.observe.generate": _BASE | {"dockergen.pipeline", "dockergen.profile",
+                                           "dockergen.observe.metrics",
+                                           "dockergen.observe.rules",
+                                           "dockergen.observe.dashboard"},
+    "dockergen.observe": set(),  # the package imports nothing: no Grafana SDK for upgrade
+    # newer releases on an index, judged by resolving the profile moved to each
+    "dockergen.outdated": _BASE | {"dockergen.api", "dockergen.components.serving",
+                                   "dockergen.knowledge", "dockergen.model", "dockergen.ranges",
+                                   "dockergen.retry"},
+    # who writes which file of a locked closure (RECORDs read from the index)
+    "dockergen.owners": _BASE | {"dockergen.components.python", "dockergen.outdated"},
+    # a profile moved to newer releases: resolution with facts derived from the index
+    "dockergen.upgrade": _BASE | {"dockergen.components.cuda", "dockergen.components.serving",
+                                  "dockergen.kernels", "dockergen.knowledge",
+                                  "dockergen.loader", "dockergen.model",
+                                  "dockergen.observe.families", "dockergen.observe.metrics",
+                                  "dockergen.outdated", "dockergen.resolve"},
+    # every check a profile must pass, whoever owns it: validate runs the registry
+    "dockergen.checks": {"dockergen.components.serving", "dockergen.errors",
+                         "dockergen.fleet.adapter", "dockergen.fleet.project",
+                         "dockergen.observe.generate", "dockergen.plan", "dockergen.resolve"},
+    "dockergen.cli": {"dockergen", "dockergen.*"},
+    # one module per command, and the group they share (dockergen/cli/app.py)
+    "dockergen.cli.": {"dockergen", "dockergen.*"},
+    "dockergen.__main__": {"dockergen.cli"},
+    "dockergen.pylock": _BASE | {"dockergen.loader", "dockergen.pipeline",
+                                 "dockergen.components.python"},
+    # maintainer tools: read the knowledge files and PyPI, never the rendering pipeline
+    "dockergen.maint": set(),
+    "dockergen.maint.": _BASE | {"dockergen.knowledge", "dockergen.maint", "dockergen.ranges",
+                                 "dockergen.retry", "dockergen.maint.*"},
+}
+# Third-party packages with one owner (a module, or a package and its modules).
+ONLY_IMPORTER = {"docker": "dockergen.daemon.docker", "requests": "dockergen.daemon.docker",
+                 "click": "dockergen.cli", "jinja2": "dockergen.render",
+                 "grafana_foundation_sdk": "dockergen.observe.dashboard"}
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(source: str, module: str) -> list[str]:
+    """Every module a source file imports (relative imports resolved)."""
+    out: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg = module.split(".")[: -node.level]
+                base = ".".join([*pkg, base] if base else pkg)
+            # `from dockergen.components import cuda` imports the module itself
+            out += [f"{base}.{a.name}" if _is_module(f"{base}.{a.name}") else base
+                    for a in node.names]
+    return out
+
+
+def _is_module(name: str) -> bool:
+    if not name.startswith("dockergen."):
+        return False
+    rel = Path(*name.split(".")[1:])
+    return (PACKAGE / rel).with_suffix(".py").exists() or (PACKAGE / rel / "__init__.py").exists()
+
+
+def _allowed_for(module: str) -> set[str]:
+    if module in ALLOWED:
+        return ALLOWED[module]
+    for key, value in ALLOWED.items():
+        if key.endswith(".") and module.startswith(key):
+            return value
+    raise AssertionError(f"{module} has no layer in tests/architecture/test_architecture.py: "
+                         "add it to the Architecture page (docs/architecture.md) and to ALLOWED")
+
+
+def _permits(allowed: set[str], target: str) -> bool:
+    return target in allowed or any(
+        a.endswith(".*") and target.startswith(a[:-1]) for a in allowed)
+
+
+def _owns(owner: str, module: str) -> bool:
+    return module == owner or module.startswith(owner + ".")
+
+
+def violations(module: str, source: str) -> list[str]:
+    """What ``module`` imports against the flow."""
+    found = []
+    allowed = _allowed_for(module)
+    for target in imports_of(source, module):
+        top = target.split(".")[0]
+        if top == "dockergen":
+            if target != module and not _permits(allowed, target):
+                found.append(f"{module} imports {target}")
+        elif top in ONLY_IMPORTER and not _owns(ONLY_IMPORTER[top], module):
+            found.append(f"{module} imports {target} (only {ONLY_IMPORTER[top]} may)")
+    return found
+
+
+def all_modules() -> list[tuple[str, str]]:
+    return [(module_name(p), p.read_text()) for p in sorted(PACKAGE.rglob("*.py"))]
+
+
+def test_every_module_follows_the_flow() -> None:
+    found = [v for module, source in all_modules() for v in violations(module, source)]
+    assert found == []
+
+
+def test_the_checker_catches_violations() -> None:
+    # a component importing the CLI, anything but the daemon adapter importing docker,
+    # one serving engine importing another, rendering importing a component
+    assert violations("dockergen.components.torch", "from dockergen import cli\n") == [
+        "dockergen.components.torch imports dockergen.cli"]
+    assert violations("dockergen.api", "from dockergen.cli.app import cli\n") == [
+        "dockergen.api imports dockergen.cli.app"]
+    assert violations("dockergen.build", "import docker\n") == [
+        "dockergen.build imports docker (only dockergen.daemon.docker may)"]
+    # click belongs to the cli package: its command modules, no module beside it
+    assert violations("dockergen.cli.render", "import click\n") == []
+    assert violations("dockergen.render", "import click\n") == [
+        "dockergen.render imports click (only dockergen.cli may)"]
+    assert violations("dockergen.components.serving.vllm",
+                      "from dockergen.components.serving import tensorrt_llm\n") == [
+        "dockergen.components.serving.vllm imports dockergen.components.serving.tensorrt_llm"]
+    assert violations("dockergen.render", "def f():\n    from dockergen.components import cuda\n"
+                      ) == ["dockergen.render imports dockergen.components.cuda"]
+    # the programmatic interface never imports the commands it serves (no circle)
+    assert violations("dockergen.api", "def f():\n    from dockergen.build import x\n") == [
+        "dockergen.api imports dockergen.build"]
+    with pytest.raises(AssertionError, match="has no layer"):
+        violations("dockergen.newthing", "")
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph`` (its strongly connected parts of two or more)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the dockergen modules it imports; a package importing its own submodules
+    (a lazy ``connect()`` or a format chosen at run time) is its own business, left out."""
+    modules = dict(all_modules())
+    return {m: {t for t in imports_of(source, m)
+                if t in modules and t != m and not t.startswith(m + ".")}
+            for m, source in modules.items()}
+
+
+def test_no_import_circle() -> None:
+    assert _cycles(import_graph()) == []
+    # the finder finds one: api importing build back was the circle of the reference parsers
+    assert _cycles({"dockergen.api": {"dockergen.build"}, "dockergen.build": {"dockergen.api"}}
+                   ) == [["dockergen.api", "dockergen.build"]]
+
+
+def test_every_module_says_what_it_may_import() -> None:
+    missing = [m for m, source in all_modules()
+               if m not in ("dockergen", "dockergen.__main__")
+               and "May import" not in (ast.get_docstring(ast.parse(source)) or "")]
+    assert missing == []
+
+
+# A function longer than this does more than one job: split it into functions whose names
+# say what each decides (docs/architecture.md).
+MAX_FUNCTION_LINES = 60
+
+
+def long_functions(source: str) -> list[tuple[str, int]]:
+    """(name, lines from `def` to the end of its body) of every function over the limit."""
+    return [(node.name, node.end_lineno - node.lineno + 1)
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno is not None
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+
+
+def test_no_function_is_longer_than_a_screen() -> None:
+    found = [f"{module}.{name}: {lines} lines" for module, source in all_modules()
+             for name, lines in long_functions(source)]
+    assert found == [], found
+
+
+def test_the_length_check_sees_a_long_function_and_its_nested_ones() -> None:
+    body = "    x = 1\n" * (MAX_FUNCTION_LINES - 1)
+    assert long_functions(f"def short():\n{body}") == []
+    assert long_functions(f"def long():\n{body}    y = 2\n") == [("long", 61)]
+    inner = "".join("        " + line + "\n" for line in body.splitlines())
+    nested = f"class C:\n    def m(self):\n        def inner():\n{inner}"
+    # a method is as long as the function it holds (inner: 60 lines, at the limit)
+    assert long_functions(nested) == [("m", 61)]
+    assert long_functions(nested + "            y = 2\n") == [("m", 62), ("inner", 61)]

@@ -1,0 +1,2 @@
+int dg_missing(void);
+int ext(void) { return dg_missing(); }

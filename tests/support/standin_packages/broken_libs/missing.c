@@ -1,0 +1,1 @@
+int dg_missing(void) { return 1; }

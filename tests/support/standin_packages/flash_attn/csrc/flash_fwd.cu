@@ -1,0 +1,1 @@
+__global__ void flash_fwd(float *o, const float *q) { o[threadIdx.x] = q[0]; }

@@ -1,0 +1,2 @@
+__version__ = "0.5.23"
+import torch  # noqa: F401

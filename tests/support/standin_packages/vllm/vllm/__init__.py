@@ -1,0 +1,2 @@
+"""Stand-in for vllm (dockergen tests)."""
+__version__ = "{version}"

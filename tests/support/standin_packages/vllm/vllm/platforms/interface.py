@@ -1,0 +1,6 @@
+from typing import NamedTuple
+
+
+class DeviceCapability(NamedTuple):
+    major: int
+    minor: int

@@ -1,0 +1,84 @@
+"""Failure paths of build, smoke and push against a fake daemon: fast, and on demand.
+
+The same paths run against the real engine and registries in tests/daemon/test_build_daemon.py;
+here each failure is provoked directly (see tests/support/fake_daemon.py) and the orchestration's
+answer is checked: exit code, message, build record, and what was left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from dockergen.build import BuildFailed, BuildOptions, BuildTimeout, build_profile
+from dockergen.daemon import PushError
+from dockergen.errors import ExitCode
+from dockergen.smoke import SmokeFailed
+from tests.conftest import ROOT
+from tests.support.fake_daemon import FakeDaemon
+
+PROFILE = ROOT / "tests" / "profiles" / "standin.yaml"
+# one explicit smoke command, so that the fake's containers decide the smoke outcome
+ONE_CHECK = ("smoke.defaults=false",
+             "smoke.commands=[{name: python runs, command: [python3, -c, pass]}]")
+
+
+def _build(tmp_path: Path, daemon: FakeDaemon, **options: object) -> dict[str, object] | None:
+    return build_profile(PROFILE, ONE_CHECK, BuildOptions(progress="plain", **options),
+                         output=tmp_path / "ctx", echo=lambda _: None, out=lambda _: None,
+                         daemon=daemon)
+
+
+def _record(tmp_path: Path) -> dict[str, object]:
+    return json.loads((tmp_path / "ctx" / "build-record.json").read_text())
+
+
+def test_a_refused_push_is_recorded_and_exits_7(tmp_path: Path) -> None:
+    daemon = FakeDaemon(refuse_push="denied: requested access to the resource is denied")
+    with pytest.raises(PushError, match="denied") as exc:
+        _build(tmp_path, daemon, push=True)
+    assert exc.value.exit_code == ExitCode.PUSH_FAILED
+    record = _record(tmp_path)
+    assert record["status"] == "push-failed" and record["pushed"] == {}
+    assert daemon.pushed == []
+
+
+def test_a_successful_push_records_every_digest(tmp_path: Path) -> None:
+    daemon = FakeDaemon()
+    record = _build(tmp_path, daemon, push=True)
+    assert record is not None and record["status"] == "pushed"
+    assert sorted(record["pushed"]) == sorted(daemon.pushed)  # type: ignore[call-overload]
+    assert len(daemon.pushed) == 2  # the release tag and the content tag
+
+
+def test_a_refused_tag_leaves_no_tag_of_ours(tmp_path: Path) -> None:
+    daemon = FakeDaemon(refuse_tag=":dg-")  # the engine rejects the second tag
+    with pytest.raises(BuildFailed, match="could not be tagged") as exc:
+        _build(tmp_path, daemon)
+    assert exc.value.exit_code == ExitCode.BUILD_FAILED
+    assert all(ref in daemon.removed for ref in daemon.tags) and not daemon.tags
+    assert _record(tmp_path)["status"] == "failed"
+
+
+def test_a_container_that_cannot_start_fails_the_smoke_test(tmp_path: Path) -> None:
+    daemon = FakeDaemon(start_error='exec: "python3": executable file not found in $PATH')
+    with pytest.raises(SmokeFailed, match="python runs") as exc:
+        _build(tmp_path, daemon, push=True)
+    assert exc.value.exit_code == ExitCode.SMOKE_FAILED
+    record = _record(tmp_path)
+    assert record["status"] == "smoke-failed"
+    assert "executable file not found" in record["smoke"][0]["detail"]  # type: ignore[index]
+    assert daemon.pushed == []
+
+
+def test_a_silent_build_step_is_cancelled_by_the_timeout(tmp_path: Path) -> None:
+    daemon = FakeDaemon(silent_build=True)
+    started = time.monotonic()
+    with pytest.raises(BuildTimeout) as exc:
+        _build(tmp_path, daemon, timeout=0.3)
+    assert exc.value.exit_code == ExitCode.TIMEOUT
+    assert daemon.cancelled.is_set() and time.monotonic() - started < 5
+    assert _record(tmp_path)["status"] == "failed" and not daemon.tags

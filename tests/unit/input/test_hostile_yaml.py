@@ -1,0 +1,70 @@
+"""Hostile YAML: alias bombs and self-referencing aliases are profile errors, fast and small."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from dockergen.errors import ProfileError
+from dockergen.yamlsource import parse_yaml
+from tests.conftest import ROOT
+
+BOMB = ROOT / "tests" / "data" / "alias-bomb.yaml"
+
+
+def test_the_bomb_is_the_reported_one() -> None:
+    """The 342-byte file of nested aliases from issue 7 (9 levels of 9 aliases each)."""
+    assert len(BOMB.read_bytes()) == 342
+    assert BOMB.read_text().count("*") == 8 * 9
+
+
+def test_alias_bomb_is_a_profile_error_in_little_cpu_and_memory() -> None:
+    """Before the fix this ran for minutes and grew past 1.2 GB (issue 7)."""
+    def limit() -> None:  # a runaway expansion dies here instead of eating the machine
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+        resource.setrlimit(resource.RLIMIT_CPU, (20, 20))
+
+    # This child's own usage (wait4): RUSAGE_CHILDREN's peak is that of every child the
+    # session ran before, so it measured mypy's when the static checks ran first.
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "dockergen", "validate", str(BOMB)],
+                                stdout=subprocess.DEVNULL, stderr=err, text=True,
+                                preexec_fn=limit, cwd=ROOT)
+        _, status, after = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        stderr = err.read()
+    cpu = after.ru_utime + after.ru_stime
+    assert proc.returncode == 2, stderr
+    assert "Traceback" not in stderr
+    assert stderr.splitlines()[0] == (
+        "tests/data/alias-bomb.yaml:5:4: e: the document expands to more than 10000 values "
+        "(aliases repeating aliases); write the values out; a profile needs no alias tricks")
+    assert cpu < 2.0, f"{cpu:.2f} s of CPU"
+    assert after.ru_maxrss < 200 * 1024, f"{after.ru_maxrss} KiB resident"  # Linux: KiB
+
+
+def test_self_referencing_alias_is_a_profile_error() -> None:
+    """`&a [*a]` is an endless value; it used to end in a RecursionError traceback."""
+    with pytest.raises(ProfileError) as info:
+        parse_yaml("name: x\na: &a [1, *a]\n", "p.yaml")
+    assert [str(p) for p in info.value.problems] == [
+        "p.yaml:2:4: a: an alias refers to the collection that contains it (an endless "
+        "value); write the values out; a profile needs no alias tricks"]
+
+
+def test_ordinary_aliases_still_work() -> None:
+    data, _ = parse_yaml("a: &x [1, 2]\nb: *x\n", "p.yaml")
+    assert data == {"a": (1, 2), "b": (1, 2)}
+
+
+def test_nesting_is_capped_below_the_recursion_limit() -> None:
+    text = "a: " + "[" * 100 + "]" * 100 + "\n"
+    with pytest.raises(ProfileError) as info:
+        parse_yaml(text, "p.yaml")
+    assert "nested deeper than 64 levels" in str(info.value)
