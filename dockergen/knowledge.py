@@ -1,7 +1,7 @@
 """Loading the knowledge data: facts with sources, one YAML file per component.
 
 Each component keeps its slice of the compatibility knowledge in a YAML file beside its
-module (``components/cuda.yaml``, ``components/serving/vllm.yaml``, ...); this module only
+module (``components/cuda.yaml``, ``components/serving/vllm/facts.yaml``, ...); this module only
 loads them and offers the version helpers every component uses. Decisions built on the
 facts live in the components.
 
@@ -41,11 +41,18 @@ from packaging.version import InvalidVersion, Version
 COMPONENTS_DIR = Path(__file__).with_name("components")
 
 
+def facts_path(name: str) -> Path:
+    """The facts file of a component: ``components/<name>.yaml`` beside its module, or
+    ``components/<name>/facts.yaml`` for a component that is a folder (a serving engine)."""
+    folder = COMPONENTS_DIR / name / "facts.yaml"
+    return folder if folder.is_file() else COMPONENTS_DIR / f"{name}.yaml"
+
+
 @functools.cache
 def builtin_facts(name: str) -> dict[str, Any]:
-    """The shipped facts of one component: ``components/<name>.yaml`` (cached; immutable)."""
+    """The shipped facts of one component (:func:`facts_path`; cached; immutable)."""
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    path = COMPONENTS_DIR / f"{name}.yaml"
+    path = facts_path(name)
     with path.open(encoding="utf-8") as fh:
         data = yaml.load(fh, Loader=loader)  # noqa: S506 - safe loader
     assert isinstance(data, dict), name
@@ -77,13 +84,15 @@ def is_unverified(row: dict[str, Any], field_name: str) -> bool:
 
 def fact_names() -> list[str]:
     """Every component facts name, e.g. ``cuda``, ``serving/vllm``."""
-    return sorted(p.relative_to(COMPONENTS_DIR).with_suffix("").as_posix()
-                  for p in COMPONENTS_DIR.rglob("*.yaml"))
+    return sorted(p.parent.relative_to(COMPONENTS_DIR).as_posix() if p.name == "facts.yaml"
+                  else p.relative_to(COMPONENTS_DIR).with_suffix("").as_posix()
+                  for p in COMPONENTS_DIR.rglob("*.yaml")
+                  if p.name == "facts.yaml" or not (p.parent / "facts.yaml").is_file())
 
 
 def has_facts(name: str) -> bool:
     """Whether ``name`` is a component facts file (``serving/vllm``, ``flash_attn``, ...)."""
-    return "." not in name and (COMPONENTS_DIR / f"{name}.yaml").is_file()
+    return "." not in name and facts_path(name).is_file()
 
 
 # The tables a user knowledge file may add rows to: rows of facts keyed by a release (of the
@@ -97,17 +106,18 @@ def has_facts(name: str) -> bool:
 # (python.uv_python_downloads), paths and globs (*.arch_scoped_libraries), server flags
 # that rewrite a command (vllm.removed_flags, sglang.flag_aliases), GPU
 # names and compute capabilities that become arch lists (cuda.gpus, cuda.cuda_archs,
-# flash_attn.arch_*), and single values that are not tables at all. The one list: the
-# loader checks against it and builds its fixes from it (docs/knowledge.md).
-ADDABLE: Mapping[str, tuple[str, ...]] = MappingProxyType({
-    "cuda": ("cuda",),
-    "flash_attn": ("releases",),
-    "torch": ("releases",),
-    "serving/sglang": ("releases", "quantization", "kv_cache", "kernels", "serve_flags"),
-    "serving/tensorrt_llm": ("releases", "quantization", "kv_cache"),
-    "serving/vllm": ("releases", "quantization", "kv_cache", "flashinfer", "kernels",
-                     "serve_flags"),
-})
+# flash_attn.arch_*), and single values that are not tables at all. Each facts file lists
+# its own (``user_tables:``, e.g. a serving engine's in its folder); the loader checks
+# against them and builds its fixes from them (docs/knowledge.md).
+USER_TABLES = "user_tables"
+
+
+@functools.cache
+def addable() -> Mapping[str, tuple[str, ...]]:
+    """Every component's tables a user knowledge file may add rows to: facts name ->
+    tables (each facts file's ``user_tables``)."""
+    return MappingProxyType({name: tuple(builtin_facts(name).get(USER_TABLES) or ())
+                             for name in fact_names() if builtin_facts(name).get(USER_TABLES)})
 
 # Shapes of the strings in shipped rows, narrowest first: a user's value must have the
 # narrowest shape that every shipped value of the same field has. Each is a strict pattern
@@ -242,7 +252,7 @@ class RowShape:
 
 @functools.cache
 def row_shape(name: str, table: str) -> RowShape:
-    """The shape of the rows of ``name``'s ``table`` (one of :data:`ADDABLE`).
+    """The shape of the rows of ``name``'s ``table`` (one of :func:`addable`).
 
     The fields every shipped row has are required (``unverified`` never is); a field's
     values must fit what its shipped values look like; strings that fit no pattern are
@@ -250,7 +260,8 @@ def row_shape(name: str, table: str) -> RowShape:
     flag another engine uses, never a new word).
     """
     rows = builtin_facts(name)[table]
-    others = [builtin_facts(n)[table] for n in ADDABLE if table in ADDABLE[n] and n != name]
+    others = [builtin_facts(n)[table] for n, tables in addable().items()
+              if table in tables and n != name]
     names = sorted({f for row in rows.values() for f in row} - {"src", "unverified"})
     fields = {f: _infer([row[f] for row in rows.values() if f in row],
                         tuple(v for o in others for r in o.values()
@@ -373,7 +384,7 @@ def load_facts(name: str) -> dict[str, Any]:
     if not added:
         return base
     merged = dict(base)
-    for table, rows in added.items():  # only ADDABLE tables, all mappings of rows
+    for table, rows in added.items():  # only addable() tables, all mappings of rows
         table_rows = dict(base[table])
         for key, row in rows.items():
             shipped = table_rows.get(key)

@@ -692,7 +692,7 @@ def read_user_knowledge(files: tuple[str, ...], folder: Path, pos: Positions
 
     A file maps a component's facts name (``serving/vllm``, ``flash_attn``, ``torch``, ...)
     to tables of it to new rows keyed like the shipped ones. Only the tables of
-    :data:`dockergen.knowledge.ADDABLE` take rows (releases, quantization methods); each
+    :func:`dockergen.knowledge.addable` take rows (releases, quantization methods); each
     row needs a non-empty one-line ``src`` and must have the shape of the shipped rows of
     its table (:func:`dockergen.knowledge.row_problems`: required and unknown fields,
     versions, ranges, pins, flags from the shipped vocabulary), so nothing a user writes
@@ -749,11 +749,11 @@ def _user_rows(shown: str, fpos: Positions, component: str, table: str, rows: ob
                overlay: dict[str, dict[str, dict[str, Any]]]) -> list[Problem]:
     """Check the rows a knowledge file adds to one table; add the good ones to ``overlay``."""
     at = (component, table)
-    addable = knowledge.ADDABLE.get(component, ())
+    addable = knowledge.addable().get(component, ())
     if table not in addable:
         fix = ("add rows to one of: " + ", ".join(addable) if addable else
                f"{component}'s facts take no rows; rows can be added to: " + ", ".join(
-                   f"{n}.{t}" for n, ts in knowledge.ADDABLE.items() for t in ts))
+                   f"{n}.{t}" for n, ts in knowledge.addable().items() for t in ts))
         return [Problem(fpos.key_of(at), f"{component}.{table}",
                         "not a table of rows that can be added to", fix)]
     if not isinstance(rows, dict):

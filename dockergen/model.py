@@ -285,7 +285,8 @@ class Resolved:
     smoke_imports: tuple[SmokeImport, ...] = ()
     # libraries loaded on some compute capabilities only (whole-image audit): (glob, ccs)
     arch_scopes: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    # the engine's own server parser, run on ENTRYPOINT + CMD (templates/context/NAME)
+    # the engine's own server parser, run on ENTRYPOINT + CMD: the script's text (a file of
+    # the engine's folder); empty: the engine has none
     serve_parser: str = ""
     derivations: tuple[Derivation, ...] = ()
     warnings: tuple[Problem, ...] = ()

@@ -18,6 +18,7 @@ max_memory_usage_bytes`` grows with ``max_model_len``.
 
 Library code: raises :class:`PlanError` / :class:`ProfileError`, never prints.
 May import: :mod:`dockergen.pipeline` (the resolution it plans, for its type),
+:mod:`dockergen.components.serving` (each engine's KV-cache budget rule),
 :mod:`dockergen.errors`, :mod:`dockergen.inputs` (the bounded reader).
 """
 
@@ -45,11 +46,6 @@ DATA = Path(__file__).parent / "data" / "models.yaml"
 # vLLM's KV block: 16 tokens (src: vllm/config/cache.py CacheConfig.block_size default on
 # CUDA; the sliding-window bound adds one block).
 BLOCK_SIZE = 16
-# vLLM's default --gpu-memory-utilization (src: vllm 0.33.0 vllm/config/cache.py
-# CacheConfig.gpu_memory_utilization = 0.9); TensorRT-LLM's kv_cache_free_gpu_memory_fraction
-# default is also 0.9 (src: doc:nvidia.github.io/TensorRT-LLM trtllm-serve), but of the memory
-# left after the weights.
-DEFAULT_UTILIZATION = 0.9
 # Memory besides weights and KV cache: CUDA graphs, activations of the profiling run,
 # NCCL buffers, allocator slack. vLLM measures it with a profiling run at start-up
 # (src: vllm/v1/worker/gpu_worker.py Worker.determine_available_memory: KV budget =
@@ -637,25 +633,12 @@ def _estimated_weights(m: ModelShape, wdtype: str) -> tuple[int, str]:
 
 
 def _kv_budget(inp: PlanInputs, mem: int, w_gpu: int, overhead: int) -> tuple[int, float, str]:
-    """(KV-cache bytes per GPU, memory fraction used, the engine's rule) for one GPU."""
-    util = inp.gpu_memory_utilization or DEFAULT_UTILIZATION
-    if inp.engine == "tensorrt-llm":
-        budget = int((mem - w_gpu - overhead) * util)
-        budget_rule = ("TensorRT-LLM: kv_cache_free_gpu_memory_fraction x (GPU memory - "
-                       "weights - overhead)")
-    elif inp.engine == "sglang":
-        # --mem-fraction-static: "the fraction of the memory used for static allocation
-        # (model weights and KV cache memory pool)" (sglang 0.5.23 wheel
-        # srt/arg_groups/fields/schedule.py); activations and CUDA graphs use the rest.
-        # Unset, SGLang reserves memory by a heuristic (srt/arg_groups/memory_hook.py
-        # reserved_mem); dockergen reserves its overhead estimate instead.
-        if inp.gpu_memory_utilization is None:
-            util = round((mem - overhead) / mem, 4)
-        budget = int(mem * util) - w_gpu
-        budget_rule = "SGLang: GPU memory x mem_fraction_static - weights"
-    else:
-        budget = int(mem * util) - w_gpu - overhead
-        budget_rule = "vLLM: GPU memory x gpu_memory_utilization - weights - overhead"
+    """(KV-cache bytes per GPU, memory fraction used, the engine's rule) for one GPU: the
+    serving engine's own rule (its ``kv_budget``, in its folder)."""
+    from dockergen.components.serving import engine_for
+
+    budget, util, budget_rule = engine_for(inp.engine).kv_budget(
+        mem, w_gpu, overhead, inp.gpu_memory_utilization)
     return max(budget, 0), util, budget_rule
 
 

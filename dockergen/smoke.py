@@ -186,9 +186,10 @@ def _no_compilers_check(r: Resolved) -> tuple[str, list[str], Any] | None:
 
 def serve_parser_check(r: Resolved, driver_stub: str) -> CommandCheck:
     """The engine release's own argument parser accepts the image's exact ENTRYPOINT and
-    CMD (templates/context/<engine facts serve_parser>), as the server parses them, before
-    any GPU work; a flag the release lacks fails with the parser's own message."""
-    script = (templates_dir() / "context" / r.serve_parser).read_text(encoding="utf-8")
+    CMD (the script of the engine's folder its facts name, ``serve_parser``), as the server
+    parses them, before any GPU work; a flag the release lacks fails with the parser's own
+    message."""
+    script = r.serve_parser
     argv = [*r.runtime.entrypoint[1:], *r.runtime.cmd]
     # the parse sees the lowest target, whose kernels and defaults are the most restricted
     cc = min((t.cc for t in r.targets), key=cc_tuple)

@@ -11,7 +11,7 @@ where a rule fails, the first of its proven fixes that keeps the profile's GPUs 
 hardware, no other engine) is taken, up to a few rounds. The newest release that passes is
 the proposal, with what changes: the fields, torch, CUDA, Python, and what was read from
 the release's Python source: vLLM's server options and quantization floors
-(:mod:`dockergen.components.serving.vllm_wheel`), so the flag and floor rules judge the move,
+(:mod:`dockergen.components.serving.vllm.wheel`), so the flag and floor rules judge the move,
 and whether the metric families the dashboard and alerts use are still defined
 (:mod:`dockergen.observe.families`). What is not read is said; the image's smoke test runs
 the release's own parser.
@@ -200,12 +200,13 @@ def derive_row(index: str, engine: str, package: str, version: str) -> dict[str,
         majors.add(int(row["pypi_cuda_major"]))
         source += f"; CUDA: PyPI's torch {torch} wheel (torch.yaml pypi_cuda_major)"
     out: dict[str, Any] = {"torch": torch, "python": python, "cuda_major": majors.pop()}
-    if engine == "sglang":
-        kernel, flashinfer = _pin(reqs, "sglang-kernel"), _pin(reqs, "flashinfer-python")
-        if kernel is None or flashinfer is None:
-            raise UpgradeError(f"{name}: METADATA pins no sglang-kernel or flashinfer-python")
-        out["kernel"] = f"sglang-kernel=={kernel[1]}"
-        out["flashinfer"] = f"flashinfer-python{flashinfer[0]}=={flashinfer[1]}"
+    lockstep = engine_for(engine).lockstep_pins  # its release rows' own pins
+    pins = {key: (package, _pin(reqs, package)) for key, package in lockstep.items()}
+    if any(pin is None for _, pin in pins.values()):
+        raise UpgradeError(f"{name}: METADATA pins no {' or '.join(lockstep.values())}")
+    for key, (package, pin) in pins.items():
+        assert pin is not None
+        out[key] = f"{package}{pin[0]}=={pin[1]}"
     missing = _missing_pins(index, reqs)
     if missing:
         raise UpgradeError(f"{name} pins {', '.join(missing)}, which {redact(index)} does not "
@@ -223,7 +224,7 @@ def derive_source(index: str, engine: str, package: str, version: str
     read). Never a refusal: the rules then warn as for any release without those facts,
     and the image's smoke test runs the real parser."""
     serving = engine_for(engine)
-    wanted = [*serving.flag_members, *serving.floor_members, *families.MODULES.get(engine, ())]
+    wanted = [*serving.flag_members, *serving.floor_members, *metrics.read_modules(engine)[0]]
     try:
         name, url = _engine_wheel(index, package, version)
         members = outdated.wheel_members(url, wanted, name, outdated.SOURCE_LIMIT,
@@ -253,13 +254,14 @@ def derive_source(index: str, engine: str, package: str, version: str
 
 def _metric_note(engine: str, version: str, members: dict[str, bytes]) -> str:
     """Whether the metric families the dashboard and alerts use (those of the newest
-    release ``data/metrics.yaml`` knows) are in the release's metrics module, same name and
-    type: a renamed family gives panels and alerts that silently show nothing."""
-    module = next((m for m in families.MODULES.get(engine, ()) if m in members), None)
+    release the engine's ``metrics.yaml`` knows) are in the release's metrics module, same
+    name and type: a renamed family gives panels and alerts that silently show nothing."""
+    modules, prefix = metrics.read_modules(engine)
+    module = next((m for m in modules if m in members), None)
     if module is None:
         return "metric names not read: no metrics module of its engine in the wheel"
     try:
-        found = families.extract_source(engine, members[module].decode("utf-8", "replace"))
+        found = families.extract_source(prefix, members[module].decode("utf-8", "replace"))
     except ValueError as exc:
         return f"metric names not read: {module}: {exc}"
     known = [r for r in metrics.load_table()["engines"][engine]["releases"]
@@ -271,7 +273,7 @@ def _metric_note(engine: str, version: str, members: dict[str, bytes]) -> str:
     changed = [f"{m.role} {m.name} ({m.type})" for m in roles
                if found.get(m.name, {}).get("type") != m.type]
     tail = ("" if version in metrics.load_table()["engines"][engine]["releases"] else
-            "; `observe` needs the release added to dockergen/data/metrics.yaml "
+            f"; `observe` needs the release added to the {engine} metrics.yaml "
             "(scripts/extract_metrics.py)")
     if changed:
         return (f"metric names the dashboard and alerts use, gone or changed in its "

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Extract the Prometheus metrics an engine release defines, from its real wheel.
 
-Maintainer tool behind ``dockergen/data/metrics.yaml``: it reads the engine's metrics
+Maintainer tool behind each engine's ``metrics.yaml`` (in its folder under
+``dockergen/components/serving/``): it reads the engine's metrics
 module out of the wheel (a zip; nothing is installed or imported) through
 dockergen.observe.families (its docstring says how families are found). The output is JSON,
 one entry per release; the checked-in snapshot ``dockergen/data/metrics_snapshot.json`` is
@@ -33,7 +34,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dockergen.observe.families import MODULES, extract_source  # noqa: E402 - after the path
+from dockergen.observe.families import extract_source  # noqa: E402 - after the path
+from dockergen.observe.metrics import read_modules  # noqa: E402
 
 _WHEEL = re.compile(r"(?P<name>[A-Za-z0-9_]+)-(?P<version>[^-]+)-.*\.whl$")
 
@@ -43,14 +45,16 @@ def extract_wheel(path: Path) -> dict[str, Any]:
     match = _WHEEL.search(path.name)
     if not match:
         raise SystemExit(f"{path}: not a wheel file name")
-    engine, version = match["name"].lower(), match["version"]
-    if engine not in MODULES:
+    # the engine.name of a wheel's distribution: tensorrt_llm -> tensorrt-llm
+    engine, version = match["name"].lower().replace("_", "-"), match["version"]
+    modules, prefix = read_modules(engine)
+    if not modules:
         raise SystemExit(f"{path}: no metrics module known for {engine}")
     with zipfile.ZipFile(path) as zf:
         names = set(zf.namelist())
-        member = next((m for m in MODULES[engine] if m in names), None)
+        member = next((m for m in modules if m in names), None)
         if member is None:
-            raise SystemExit(f"{path}: none of {MODULES[engine]} in the wheel")
+            raise SystemExit(f"{path}: none of {modules} in the wheel")
         data = zf.read(member)
     return {
         "engine": engine,
@@ -58,7 +62,7 @@ def extract_wheel(path: Path) -> dict[str, Any]:
         "wheel": path.name,
         "module": member,
         "module_sha256": hashlib.sha256(data).hexdigest(),
-        "metrics": extract_source(engine, data.decode("utf-8")),
+        "metrics": extract_source(prefix, data.decode("utf-8")),
     }
 
 

@@ -37,6 +37,9 @@ class Context:
     # Why (or whether) this engine needs a FlashAttention-2 build: set by the serving
     # engine, shown by the flash-attn checks once the build itself is valid.
     flash_attn_note: str | None = None
+    # Why the engine serves without a FlashAttention-2 build (None: it may need one): a fix
+    # may then drop the build.
+    flash_attn_unneeded: str | None = None
     # The profile's Python lock (dockergen lock --python), once checked against the profile.
     python_lock: str | None = None
     # build.ca_certificates as read (once) by their check: the build context copies these bytes

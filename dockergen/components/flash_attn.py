@@ -234,8 +234,8 @@ def check_cxx_std(c: Context, release: dict[str, Any], pin: str) -> None:
     edits = release_edits(c, _releases(c), lambda row: int(
         (torch.release_row(str(row["torch"])) or {}).get("cxx_min", 99)) <= int(str(forced)))
     edits.append(Edit.set("flash_attn.build", "none",
-                          "set flash_attn.build: none (vLLM's attention uses its own bundled "
-                          "kernels)") if p.engine.name == "vllm" else NO_BUILD)
+                          f"set flash_attn.build: none ({c.flash_attn_unneeded})")
+                 if c.flash_attn_unneeded else NO_BUILD)
     advice = (f"build a flash-attn source that carries the fix (Dao-AILab/flash-attention "
               f"PR #2879/#2899, merged after the last release): flash_attn.source with url + "
               f"sha256 (an sdist archive) or git + commit, and cxx_std: {need}")

@@ -5,7 +5,8 @@ image is then pinned by the pushed digest). Python decides here and in
 :mod:`dockergen.deploy.facts`; :mod:`.compose` and :mod:`.kubernetes` only lay the decided
 values out. Library code: raises :class:`DeployError`, never prints.
 May import: :mod:`dockergen.pipeline` (the resolution it is written from),
-:mod:`dockergen.buildrecord` (the record's status), :mod:`dockergen.errors`,
+:mod:`dockergen.buildrecord` (the record's status), :mod:`dockergen.components.serving`
+(the engine registry: each engine's run facts), :mod:`dockergen.errors`,
 :mod:`dockergen.inputs` (the bounded reader), :mod:`dockergen.refs` (the reference
 grammar) and the modules of this package.
 """
@@ -22,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from dockergen import inputs, refs
 from dockergen.buildrecord import Status
-from dockergen.deploy.facts import ENGINES, OPT_INS, CacheDir, EngineRun, shm_gib
+from dockergen.components.serving.run import CacheDir, EngineRun
+from dockergen.deploy.facts import OPT_INS, shm_gib
 from dockergen.errors import DockergenError, ExitCode, holds_secret
 
 if TYPE_CHECKING:
@@ -290,10 +292,9 @@ def facts_of(res: Resolution, options: DeployOptions) -> DeployFacts:
             raise DeployError(f"--opt-in {name}: unknown; choose from "
                               f"{', '.join(sorted(OPT_INS))}")
         warnings.append(f"warning: opt-in {name}: {OPT_INS[name]}")
-    run = ENGINES.get(p.engine.name)
-    if run is None:
-        raise DeployError(f"engine.name {p.engine.name}: no run facts for this engine; "
-                          f"supported: {', '.join(sorted(ENGINES))}")
+    from dockergen.components.serving import engine_for
+
+    run = engine_for(p.engine.name).run  # every registered engine has its run facts
     if options.gpu_ids and len(options.gpu_ids) != p.serving.tensor_parallel_size:
         raise DeployError(f"--gpu-ids {','.join(options.gpu_ids)}: "
                           f"{len(options.gpu_ids)} device(s) for tensor_parallel_size "

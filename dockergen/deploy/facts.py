@@ -1,103 +1,10 @@
-"""Run-time facts per engine, each with its source: health endpoint, writable caches, shm.
-
-A table keyed by ``engine.name`` so adding an engine (e.g. SGLang) is one row.
+"""Run-time facts every engine shares, each with its source: shm, ulimits, node labels,
+opt-ins. An engine's own run facts (health endpoint, writable caches, environment) are in
+its folder (:attr:`dockergen.components.serving.base.ServingEngine.run`).
 May import: nothing of dockergen.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class CacheDir:
-    """A directory the engine writes at run time; it gets a tmpfs/emptyDir mount."""
-
-    name: str  # volume name (DNS-1123 label)
-    path: str  # "{home}" is the image's HOME
-    why: str
-    src: str
-    # The engine loads code it compiled at run time from here (dlopen/mmap PROT_EXEC): a
-    # tmpfs mounted noexec, Docker's default (moby daemon/oci_linux.go tmpfs options
-    # "noexec,nosuid,nodev"), fails with "failed to map segment from shared object".
-    loads_code: bool = False
-
-
-@dataclass(frozen=True)
-class EngineRun:
-    """How an engine's server is probed and which directories it writes."""
-
-    health_path: str
-    health_src: str
-    caches: tuple[CacheDir, ...]
-    env: tuple[tuple[str, str, str], ...]  # (name, value, why + src) set at run time
-
-
-# Every engine: /tmp and the XDG cache / config roots under HOME.
-_TMP = CacheDir(
-    "tmp", "/tmp",
-    "torch inductor writes /tmp/torchinductor_<user>; Python tempfiles; vLLM IPC sockets",
-    "torch/_inductor/runtime/cache_dir_utils.py default_cache_dir (tempfile.gettempdir() + "
-    "'torchinductor_' + user; torch wheel not unpacked here); vllm 0.33.0 wheel "
-    "vllm/envs.py VLLM_RPC_BASE_PATH = tempfile.gettempdir()", loads_code=True)
-_CACHE = CacheDir(
-    "cache", "{home}/.cache",
-    "XDG cache root: HF_HOME (huggingface), vLLM (VLLM_CACHE_ROOT ~/.cache/vllm: "
-    "torch.compile artifacts), FlashInfer JIT (~/.cache/flashinfer)",
-    "huggingface_hub 2.4.0 wheel constants.py HF_HOME = $XDG_CACHE_HOME/huggingface; "
-    "vllm 0.33.0 wheel vllm/envs.py get_default_cache_root / VLLM_CACHE_ROOT; "
-    "flashinfer-python 0.7.2.post1 wheel flashinfer/jit/env.py FLASHINFER_CACHE_DIR = "
-    "$FLASHINFER_WORKSPACE_BASE(~)/.cache/flashinfer", loads_code=True)
-_TRITON = CacheDir(
-    "triton", "{home}/.triton",
-    "Triton kernel cache (TRITON_HOME defaults to ~, cache in ~/.triton/cache)",
-    "triton 3.7.1 wheel triton/knobs.py cache_knobs.home_dir / get_triton_dir", loads_code=True)
-_CONFIG = CacheDir(
-    "config", "{home}/.config",
-    "XDG config root: vLLM writes VLLM_CONFIG_ROOT ~/.config/vllm (usage-stats marker)",
-    "vllm 0.33.0 wheel vllm/envs.py get_default_config_root / VLLM_CONFIG_ROOT")
-
-_CACHE_SGLANG = CacheDir(
-    "cache", "{home}/.cache",
-    "HF_HOME (huggingface); SGLang's SGLANG_CACHE_DIR ~/.cache/sglang (DeepGEMM and JIT "
-    "kernel caches); FlashInfer JIT (~/.cache/flashinfer)",
-    "huggingface_hub 2.4.0 wheel constants.py HF_HOME; sglang 0.5.23 wheel "
-    "sglang/srt/environ.py SGLANG_CACHE_DIR = expanduser('~/.cache/sglang'), "
-    "SGLANG_DG_CACHE_DIR / SGLANG_JIT_CACHE_DIR under it; flashinfer-python wheel "
-    "flashinfer/jit/env.py FLASHINFER_CACHE_DIR", loads_code=True)
-
-ENGINES: dict[str, EngineRun] = {
-    "vllm": EngineRun(
-        health_path="/health",
-        health_src="vllm 0.33.0 wheel vllm/entrypoints/serve/instrumentator/health.py "
-                   "@router.get('/health'): 200 once the engine answers, 503 if dead",
-        caches=(_TMP, _CACHE, _TRITON, _CONFIG),
-        env=(("XDG_CACHE_HOME", "{home}/.cache",
-              "pin the cache root to the mounted folder (vllm/envs.py get_default_cache_root)"),
-             ("XDG_CONFIG_HOME", "{home}/.config",
-              "pin the config root to the mounted folder "
-              "(vllm/envs.py get_default_config_root)")),
-    ),
-    "tensorrt-llm": EngineRun(
-        health_path="/health",
-        health_src="doc:nvidia.github.io/TensorRT-LLM commands/trtllm-serve (endpoints "
-                   "/health, /metrics, /version; engines-compat.md 3.5)",
-        # The PyTorch backend uses torch inductor, Triton and FlashInfer like vLLM
-        # (TRTLLM requirements.txt: triton, flashinfer-python); the tensorrt_llm wheel is
-        # not on PyPI, so a TensorRT-LLM-specific cache path is not verified here.
-        caches=(_TMP, _CACHE, _TRITON, _CONFIG),
-        env=(("XDG_CACHE_HOME", "{home}/.cache", "pin the cache root to the mounted folder"),
-             ("XDG_CONFIG_HOME", "{home}/.config", "pin the config root to the mounted "
-                                                   "folder")),
-    ),
-    "sglang": EngineRun(
-        health_path="/health",
-        health_src="sglang 0.5.23 wheel srt/entrypoints/http_server.py:721 (one-token "
-                   "generation; 503 while loading); dockergen/components/serving/sglang.yaml",
-        caches=(_TMP, _CACHE_SGLANG, _TRITON),
-        env=(("XDG_CACHE_HOME", "{home}/.cache", "pin the cache root to the mounted folder"),),
-    ),
-}
 
 # /dev/shm: Docker's default is 64 MB; NVIDIA recommends --shm-size=1g for NGC containers
 # (NGC banner quoted in awslabs/benchmark-ai#17), vLLM's Kubernetes example mounts a 2Gi

@@ -48,12 +48,13 @@ class KnowledgeView:
     @classmethod
     def load(cls) -> KnowledgeView:
         """The component facts files, in the shape the checker compares."""
-        from dockergen.knowledge import COMPONENTS_DIR, load_facts
+        from dockergen.knowledge import fact_names, load_facts
 
         engines = {}
-        for path in sorted((COMPONENTS_DIR / "serving").glob("*.yaml")):
-            facts = load_facts(f"serving/{path.stem}")
-            engines[str(facts["package"])] = facts
+        for name in fact_names():
+            if name.startswith("serving/"):  # each engine's folder: serving/<engine>
+                facts = load_facts(name)
+                engines[str(facts["package"])] = facts
         return cls({"engines": engines, "torch": load_facts("torch")["releases"],
                     "flash_attn": load_facts("flash_attn"),
                     "cuda": load_facts("cuda")["cuda"]})

@@ -2,7 +2,7 @@
 
 A profile names the exact engine release in the image; this package turns that into a
 Prometheus scrape config, recording and alert rules, and a Grafana dashboard whose queries
-use the metric names that release really exposes (``data/metrics.yaml``).
+use the metric names that release really exposes (each engine's ``metrics.yaml``, in its folder).
 
 It is its own command rather than part of ``deploy``: monitoring is loaded into a
 Prometheus/Grafana that exists independently of how the server is deployed (compose, k8s,

@@ -8,7 +8,7 @@ Counter's name and exposes the sample as ``<family>_total``; the family is that 
 name, so ``Counter(name="vllm:prompt_tokens")`` and ``Counter(name="vllm:prompt_tokens_total")``
 (vLLM 0.8) both give ``vllm:prompt_tokens``.
 
-``scripts/extract_metrics.py`` (the snapshot behind ``data/metrics.yaml``) and ``dockergen
+``scripts/extract_metrics.py`` (the snapshot behind each engine's ``metrics.yaml``) and ``dockergen
 upgrade`` (a release dockergen does not know) both read through :func:`extract_source`.
 May import: nothing of dockergen.
 """
@@ -18,15 +18,6 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-# Where each engine defines its server's Prometheus metrics, newest layout first.
-# src: the wheels themselves (vllm/v1/metrics/loggers.py PrometheusStatLogger since the V1
-# engine; sglang moved srt/metrics/collector.py to srt/observability/metrics_collector.py).
-MODULES: dict[str, tuple[str, ...]] = {
-    "vllm": ("vllm/v1/metrics/loggers.py",),
-    "sglang": ("sglang/srt/observability/metrics_collector.py",
-               "sglang/srt/metrics/collector.py"),
-}
-PREFIX = {"vllm": "vllm:", "sglang": "sglang:"}
 _TYPES = {"gauge": "gauge", "counter": "counter", "histogram": "histogram",
           "_gauge_cls": "gauge", "_counter_cls": "counter", "_histogram_cls": "histogram"}
 
@@ -123,10 +114,11 @@ class _Extractor(ast.NodeVisitor):
         return None
 
 
-def extract_source(engine: str, source: str) -> dict[str, dict[str, Any]]:
-    """Metric families defined in one metrics module's source text: family -> ``{"type":
-    ..., "labels": [...]}``. Raises ValueError on source it cannot read."""
-    visitor = _Extractor(PREFIX[engine])
+def extract_source(prefix: str, source: str) -> dict[str, dict[str, Any]]:
+    """Metric families defined in one metrics module's source text whose names start with
+    ``prefix`` (an engine's, from its ``metrics.yaml``): family -> ``{"type": ...,
+    "labels": [...]}``. Raises ValueError on source it cannot read."""
+    visitor = _Extractor(prefix)
     try:
         visitor.visit(ast.parse(source))
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:

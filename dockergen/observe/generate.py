@@ -108,7 +108,8 @@ def _metrics_for(t: Target) -> tuple[EngineMetrics, list[Problem]]:
             t.where("engine.version"), "engine.version",
             f"no metrics knowledge for {t.engine} {t.release} (releases read: {known})",
             "use a listed release, or read this one's wheel with scripts/extract_metrics.py "
-            "and add it to dockergen/data/metrics.yaml")]) from None
+            f"and add it to the {t.engine} metrics.yaml (its folder in "
+            "dockergen/components/serving/)")]) from None
     warnings: list[Problem] = []
     if m.unverified:
         names = ", ".join(x.name for x in m.unverified)

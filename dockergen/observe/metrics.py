@@ -1,11 +1,30 @@
-"""Which Prometheus metrics an engine release exposes: typed access to ``data/metrics.yaml``.
+"""Which Prometheus metrics an engine release exposes: typed access to each serving engine's
+``metrics.yaml`` (in its folder, ``dockergen/components/serving/<engine>/``).
 
 The rows were read from the released wheels (``scripts/extract_metrics.py``; the checked-in
-``data/metrics_snapshot.json`` is what it extracted) and carry their ``src:``. A profile's
-engine and release pick the names; a release nobody read is an error, never a guess, since
-a wrong name gives a dashboard that silently shows nothing.
+``data/metrics_snapshot.json`` is what it extracted, for every engine) and carry their
+``src:``. A profile's engine and release pick the names; a release nobody read is an error,
+never a guess, since a wrong name gives a dashboard that silently shows nothing.
 
-May import: nothing of dockergen (data files only).
+An engine's file: ``engine`` (its ``engine.name``), ``metrics_path``, ``enable_flag`` (the
+server flag without which it exposes none), ``modules`` (where a release defines its
+metrics, newest layout first), ``prefix`` (of every family name), ``releases`` (whose wheel
+was read) and ``roles``. A role's rows: ``name`` is the metric family as prometheus_client
+defines it (a counter's samples are ``<name>_total``, a histogram's
+``<name>_bucket/_sum/_count``); ``since``/``until`` bound the releases (until is
+exclusive); ``unverified: true`` marks rows not read from a released artefact (``observe``
+warns for them). ``tests/unit/knowledge/test_metrics_knowledge.py`` checks, offline, that
+every role of every listed release resolves to a family the snapshot has for that release,
+with the same type and label names.
+
+The roles (what the recording rules need): requests_running and requests_waiting (gauges,
+queue depth), kv_cache_usage (gauge, fraction 0..1 of the KV cache in use), prompt_tokens
+and generation_tokens (counters of tokens), requests (counter of finished requests), ttft,
+itl and e2e (histograms in seconds: time to first token, inter-token latency, end-to-end
+request latency).
+
+May import: nothing of dockergen (data files only: the engines' folders are found by their
+``metrics.yaml``, so that ``upgrade`` reads them without loading the engines).
 """
 
 from __future__ import annotations
@@ -19,10 +38,11 @@ import yaml
 from packaging.version import Version
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
-METRICS_FILE = DATA_DIR / "metrics.yaml"
+ENGINES_DIR = Path(__file__).resolve().parent.parent / "components" / "serving"
+METRICS_FILE = "metrics.yaml"  # in each engine's folder
 SNAPSHOT_FILE = DATA_DIR / "metrics_snapshot.json"
 
-# What the recording rules need from every engine (see metrics.yaml).
+# What the recording rules need from every engine (see the module's docstring).
 ROLES = ("requests_running", "requests_waiting", "kv_cache_usage", "prompt_tokens",
          "generation_tokens", "requests", "ttft", "itl", "e2e")
 
@@ -72,9 +92,22 @@ class UnknownRelease(LookupError):
 
 @functools.lru_cache(maxsize=1)
 def load_table() -> dict[str, Any]:
-    """The parsed ``metrics.yaml`` (cached)."""
-    data: dict[str, Any] = yaml.safe_load(METRICS_FILE.read_text(encoding="utf-8"))
-    return data
+    """Every engine's parsed ``metrics.yaml``: ``{"engines": {engine.name: table}}`` (cached)."""
+    engines: dict[str, Any] = {}
+    for path in sorted(ENGINES_DIR.glob(f"*/{METRICS_FILE}")):
+        table = yaml.safe_load(path.read_text(encoding="utf-8"))
+        engines[str(table.pop("engine"))] = table
+    return {"engines": engines}
+
+
+def read_modules(engine: str) -> tuple[tuple[str, ...], str]:
+    """Where a release of ``engine`` defines its metrics (newest layout first) and the prefix
+    of every family name: what :func:`dockergen.observe.families.extract_source` reads. None
+    of either (``((), "")``) when its ``metrics.yaml`` names no prefix: its source is not
+    read."""
+    table = load_table()["engines"].get(engine, {})
+    prefix = str(table.get("prefix") or "")
+    return (tuple(table.get("modules") or ()) if prefix else ()), prefix
 
 
 def _in_range(row: dict[str, Any], release: Version) -> bool:
@@ -96,7 +129,7 @@ def engine_metrics(engine: str, release: str) -> EngineMetrics:
     for role in ROLES:
         rows = [r for r in spec["roles"][role] if _in_range(r, version)]
         if len(rows) != 1:  # the data is checked by tests; this guards hand edits
-            raise ValueError(f"metrics.yaml: {engine} {release} {role}: {len(rows)} rows match")
+            raise ValueError(f"{engine} metrics.yaml: {release} {role}: {len(rows)} rows match")
         row = rows[0]
         roles[role] = Metric(role=role, name=row["name"], type=row["type"],
                              labels=tuple(row["labels"]), unit=row["unit"], src=row["src"],

@@ -58,14 +58,19 @@ ALLOWED: dict[str, set[str]] = {
                                                      "dockergen.components.torch"},
     "dockergen.components.serving.base": _COMPONENT | {"dockergen.components.cuda",
                                                        "dockergen.components.python",
+                                                       "dockergen.components.serving.run",
                                                        "dockergen.components.torch",
                                                        "dockergen.kernels"},
     # a serving engine sees the shared engine base, never another engine
-    "dockergen.components.serving.": _COMPONENT | {"dockergen.components.serving.base"},
+    "dockergen.components.serving.": _COMPONENT | {"dockergen.components.serving.base",
+                                                   "dockergen.components.serving.run"},
+    # the run facts' shape and the folders every engine writes (leaf)
+    "dockergen.components.serving.run": set(),
     # what vLLM's wheel says of its server, read from its source: vLLM's own reader (leaf)
-    "dockergen.components.serving.vllm_wheel": set(),
+    "dockergen.components.serving.vllm.wheel": set(),
     "dockergen.components.serving.vllm": _COMPONENT | {"dockergen.components.serving.base",
-                                                       "dockergen.components.serving.vllm_wheel"},
+                                                       "dockergen.components.serving.run",
+                                                       "dockergen.components.serving.vllm.wheel"},
     "dockergen.components.serving": {"dockergen.components.serving",
                                      "dockergen.components.serving.base",
                                      "dockergen.components.serving.*"},
@@ -104,11 +109,13 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.fleet": set(),
     # run configurations are written from the resolution; facts of their own
     "dockergen.deploy": _BASE | {"dockergen.pipeline", "dockergen.buildrecord",
+                                 "dockergen.components.serving",
+                                 "dockergen.components.serving.run",
                                  "dockergen.deploy.compose", "dockergen.deploy.facts",
                                  "dockergen.deploy.kubernetes"},
     "dockergen.deploy.": _BASE | {"dockergen.deploy", "dockergen.deploy.facts"},
     # the capacity plan of a resolution (GPU memory sizes are in its GPU targets)
-    "dockergen.plan": _BASE | {"dockergen.pipeline"},
+    "dockergen.plan": _BASE | {"dockergen.components.serving", "dockergen.pipeline"},
     # observe reads the resolution through target_of only (one adapter)
     "dockergen.observe.metrics": set(),
     # the metric families a release defines, read from its source (leaf)
@@ -218,8 +225,14 @@ def violations(module: str, source: str) -> list[str]:
     return found
 
 
+# scripts an engine's folder carries for the built image (run there after driver_stub.py),
+# not modules of dockergen: nothing imports them
+IMAGE_SCRIPTS = ("serve_parse.py",)
+
+
 def all_modules() -> list[tuple[str, str]]:
-    return [(module_name(p), p.read_text()) for p in sorted(PACKAGE.rglob("*.py"))]
+    return [(module_name(p), p.read_text()) for p in sorted(PACKAGE.rglob("*.py"))
+            if p.name not in IMAGE_SCRIPTS]
 
 
 def test_every_module_follows_the_flow() -> None:

@@ -207,7 +207,7 @@ def test_the_triton_check_fails_without_a_c_compiler(vllm_image: RealImage,
 
 
 def test_the_parser_check_fails_on_a_flag_the_release_lacks(vllm_image: RealImage) -> None:
-    # --swap-space: removed in vLLM 0.18.0 (vllm.yaml removed_flags); the image is the real
+    # --swap-space: removed in vLLM 0.18.0 (vllm/facts.yaml removed_flags); the image is the real
     # one, the command is the image's with the flag appended, as extra_args would render it
     runtime = vllm_image.resolved.runtime
     cmd = (*runtime.cmd, "--swap-space", "4")

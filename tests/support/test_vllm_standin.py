@@ -1,6 +1,6 @@
 """The vLLM stand-in fails where the real server fails, and the images keep what vLLM needs.
 
-The stand-in `vllm serve` parses with the real release's option strings (vllm_flags.json,
+The stand-in `vllm serve` parses with the real release's option strings (vllm/flags.json,
 extracted from the wheels by tools/vllm_flags.py) and builds Triton's C launcher before
 serving, as triton/runtime/build.py does at the first kernel launch. The build tests
 (test_build_daemon.py) run it inside the built image, so an image without a C compiler or a

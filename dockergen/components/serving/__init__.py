@@ -1,8 +1,8 @@
-"""The serving engines, one module each; this registry is the only list of them.
+"""The serving engines, one folder each; this registry is the only list of them.
 
-Adding an engine: a module here with a :class:`~dockergen.components.serving.base.ServingEngine`
-subclass and its facts file, one line in :data:`ENGINES`, and its name in
-``dockergen.profile.Engine.name``.
+Adding an engine: a folder here (its :class:`~dockergen.components.serving.base.ServingEngine`
+subclass in ``__init__.py``, ``facts.yaml``, ``metrics.yaml``, its flag list and parser
+script), one line in :data:`ENGINES`, and its name in ``dockergen.profile.Engine.name``.
 May import: the engine modules of this package.
 """
 

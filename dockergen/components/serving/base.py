@@ -16,12 +16,14 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.cuda`,
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from packaging.version import Version
@@ -30,6 +32,7 @@ from dockergen import inputs, kernels
 from dockergen.components import cuda, python
 from dockergen.components import torch as torch_component
 from dockergen.components.base import Context, describe_all, dotted, release_edits
+from dockergen.components.serving.run import EngineRun
 from dockergen.errors import Edit
 from dockergen.knowledge import in_range, is_unverified, load_facts
 from dockergen.model import (
@@ -71,7 +74,8 @@ class ServingPart:
     context_files: Mapping[str, bytes] = field(default_factory=dict)  # e.g. python.lock
     # libraries the engine loads on some compute capabilities only: (glob, ccs)
     arch_scopes: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    # templates/context script that runs the release's own server parser (facts serve_parser)
+    # the script that runs the release's own server parser (facts serve_parser, a file of the
+    # engine's folder): its text; empty: the engine has none
     serve_parser: str = ""
     # top-level site-packages entries of the engine and its kernels: one venv layer
     layer_packages: tuple[str, ...] = ()
@@ -136,11 +140,22 @@ class ServingEngine:
     module: ClassVar[str]  # the Python module the smoke test imports
     imports_need_gpu: ClassVar[bool] = False  # import loads libcuda (no GPU: check install)
     health_path: ClassVar[str] = "/health"
+    # how the server is probed and which folders it writes at run time (deploy)
+    run: ClassVar[EngineRun]
     # Why the engine does (or does not) want a FlashAttention-2 build; shown beside a
     # valid flash-attn build as a warning, None when there is nothing to say.
     flash_attn_note: ClassVar[str | None] = None
+    # Packages a release row pins in lockstep with the engine (row field -> package), read
+    # from a new release's METADATA by `dockergen upgrade`
+    lockstep_pins: ClassVar[dict[str, str]] = {}
+    # Why the engine serves without a FlashAttention-2 build (None: it may need one)
+    flash_attn_unneeded: ClassVar[str | None] = None
 
     # --- facts ----------------------------------------------------------------------------
+    def folder(self) -> Path:
+        """The engine's folder: its code, facts, flag list, metric names and scripts."""
+        return Path(inspect.getfile(type(self))).parent
+
     def facts(self) -> dict[str, Any]:
         return load_facts(self.facts_file)
 
@@ -158,7 +173,7 @@ class ServingEngine:
 
     def flag_list(self, version: str) -> frozenset[str] | None:
         """Every option string the release's server accepts: its ``serve_flags`` row
-        (extracted from its wheel: ``vllm_flags.json``, ``sglang_flags.json``; or a user
+        (extracted from its wheel: ``vllm/flags.json``, ``sglang/flags.json``; or a user
         knowledge file's, e.g. written by ``dockergen upgrade``); None: not read."""
         row = self.facts()["serve_flags"].get(version)
         return frozenset(row["flags"]) if row is not None else None
@@ -232,6 +247,7 @@ class ServingEngine:
         p = c.p
         c.torch_pin = p.engine.torch
         c.flash_attn_note = self.flash_attn_note
+        c.flash_attn_unneeded = self.flash_attn_unneeded
         release = self.release(p.engine.version)
         if release is None:
             c.error(("engine", "version"), f"{p.engine.name} {p.engine.version} is not in the "
@@ -718,6 +734,21 @@ class ServingEngine:
                 runtime_apt.append("python3-dev")  # uv's CPython carries its own headers
         return tuple(runtime_apt), c_compiler
 
+    # --- capacity (dockergen plan) ----------------------------------------------------------
+    def kv_budget(self, mem: int, weights: int, overhead: int, utilization: float | None
+                  ) -> tuple[int, float, str]:
+        """How much of one GPU (``mem`` bytes, holding ``weights`` bytes of weights and an
+        estimated ``overhead`` besides) the engine gives its KV cache, with
+        ``serving.gpu_memory_utilization`` (None: the engine's default): (bytes, the
+        fraction used, the rule in words)."""
+        raise NotImplementedError(f"{self.name}: no KV-cache budget rule")
+
+    def _serve_parser(self) -> str:
+        """The text of the engine's server-parser script (facts ``serve_parser``, a file of
+        its folder); empty when it has none."""
+        name = self.facts().get("serve_parser")
+        return (self.folder() / str(name)).read_text(encoding="utf-8") if name else ""
+
     def derive(self, c: Context, d: list[Derivation], torch: TorchInstall,
                flash_attn: bool, mode: Mode) -> ServingPart:
         """The engine stage, the server command and the runtime contributions."""
@@ -769,7 +800,7 @@ class ServingEngine:
                    *self.extra_smoke_imports(c)),
             arch_scopes=tuple((glob, tuple(ccs)) for glob, ccs in sorted(
                 facts.get("arch_scoped_libraries", {}).items())),
-            context_files=files, serve_parser=str(facts.get("serve_parser", "")),
+            context_files=files, serve_parser=self._serve_parser(),
             layer_packages=tuple((facts.get("layer_packages") or {}).get("names", ())),
         )
 

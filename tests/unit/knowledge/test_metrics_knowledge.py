@@ -33,7 +33,7 @@ SNAPSHOT: dict[str, dict[str, Any]] = json.loads(SNAPSHOT_FILE.read_text())
 ENGINE_FACTS = {
     facts["package"]: facts for facts in (
         yaml.safe_load(p.read_text()) for p in sorted(
-            (ROOT / "dockergen/components/serving").glob("*.yaml")))
+            (ROOT / "dockergen/components/serving").glob("*/facts.yaml")))
 }
 
 

@@ -1,6 +1,6 @@
 """Per-release quantization minimums of vLLM.
 
-tools/vllm_quant.py reads them from the wheels into vllm_quant.json; vllm.yaml holds them.
+tools/vllm_quant.py reads them from the wheels into vllm/quant.json; vllm/facts.yaml holds them.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from types import ModuleType
 import pytest
 
 from dockergen.api import resolve_profile
-from dockergen.components.serving import vllm_wheel
 from dockergen.components.serving.base import min_cc
+from dockergen.components.serving.vllm import wheel as vllm_wheel
 from dockergen.errors import ProfileError
 from dockergen.knowledge import builtin_facts
 from tests.support.bad_profile_cases import VALID
@@ -137,7 +137,7 @@ def test_extraction_matches_the_wheels_on_pypi() -> None:
 
 
 def test_flashinfer_facts_equal_the_wheels_requirements() -> None:
-    """vllm.yaml `flashinfer` rows say what each wheel's Requires-Dist says (0.9.1: none)."""
+    """vllm/facts.yaml `flashinfer` rows say what each wheel's Requires-Dist says (0.9.1: none)."""
     tool = _tool()
     facts = builtin_facts("serving/vllm")["flashinfer"]
     read = json.loads(tool.OUTPUT.read_text(encoding="utf-8"))["releases"]

@@ -120,4 +120,4 @@ def test_the_vllm_flag_list_matches_the_real_wheel() -> None:
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "vllm_flags.py"), str(wheel)],
                          capture_output=True, text=True, check=True).stdout
     assert json.loads(out) == sorted(release_flags("0.33.0") or [])
-    assert "--swap-space" not in out  # removed in 0.18.0, as vllm.yaml records
+    assert "--swap-space" not in out  # removed in 0.18.0, as vllm/facts.yaml records

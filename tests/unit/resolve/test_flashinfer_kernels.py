@@ -1,6 +1,7 @@
 """FlashInfer's precompiled kernels where a vLLM release leaves them out (issue 6).
 
-Read from the wheels (vllm.yaml ``flashinfer``, checked by tests/unit/knowledge/test_vllm_quant.py):
+Read from the wheels (vllm/facts.yaml ``flashinfer``, checked by
+tests/unit/knowledge/test_vllm_quant.py):
 vLLM 0.19.1-0.24.0 pull flashinfer-cubin themselves; 0.12.0-0.17.1 and >= 0.27.1 pull only
 flashinfer-python. PyPI carries the matching flashinfer-cubin for the former; for the latter only
 FlashInfer's own index does, which the profile names in build.flashinfer_index_url.

@@ -7,7 +7,7 @@ Runs inside the built image after ``driver_stub.py`` (prepended): the real
 (it sizes memory and picks kernels from the GPU) and ``run_server`` (the engine start). A
 flag the release lacks fails with argparse's own message and exit code 2.
 
-Usage: python -c "$(cat driver_stub.py sglang_serve_parse.py)" CC serve --model-path M ...
+Usage: python -c "$(cat driver_stub.py serve_parse.py)" CC serve --model-path M ...
 """
 
 import json

@@ -12,7 +12,7 @@ vLLM's kernels link ``libcuda.so.1``), and the platform, which NVML would detect
 ``CudaPlatform`` reporting the target GPU's compute capability (its defaults and kernel
 choices at import read it), exactly as vLLM itself swaps the platform for ``vllm bench``.
 
-Usage: python -c "$(cat driver_stub.py vllm_serve_parse.py)" CC serve MODEL [FLAG ...]
+Usage: python -c "$(cat driver_stub.py serve_parse.py)" CC serve MODEL [FLAG ...]
 """
 
 import json

@@ -1,13 +1,13 @@
 """vLLM: ``vllm serve``, its releases, quantization methods and server flags.
 
-Owns ``vllm.yaml`` (releases with torch pin, Python range and CUDA major; quantization and
+Owns ``vllm/facts.yaml`` (releases with torch pin, Python range and CUDA major; quantization and
 KV-cache methods with their minimum compute capability) and the mapping of the profile's
-serving fields to ``vllm serve`` flags, checked against ``vllm_flags.json`` (the flags of
-each release's real wheel, read by :mod:`~dockergen.components.serving.vllm_wheel`).
+serving fields to ``vllm serve`` flags, checked against ``vllm/flags.json`` (the flags of
+each release's real wheel, read by :mod:`~dockergen.components.serving.vllm.wheel`).
 Everything shared with other engines is in
 :class:`~dockergen.components.serving.base.ServingEngine`.
 May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving.base`,
-:mod:`dockergen.components.serving.vllm_wheel`, :mod:`dockergen.model`.
+:mod:`dockergen.components.serving.vllm.wheel`, :mod:`dockergen.model`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from dockergen.components.base import Context
-from dockergen.components.serving import vllm_wheel
 from dockergen.components.serving.base import ServingEngine
+from dockergen.components.serving.run import CACHE, CONFIG, TMP, TRITON, EngineRun
+from dockergen.components.serving.vllm import wheel as vllm_wheel
 from dockergen.model import Derivation, ServeCommand
 
 ARGS_SRC = "VLLM-WHEEL 0.33.0 engine/arg_utils.py"
@@ -34,6 +35,18 @@ class Vllm(ServingEngine):
     name = "vllm"
     facts_file = "serving/vllm"
     module = "vllm"
+    run = EngineRun(
+        health_path="/health",
+        health_src="vllm 0.33.0 wheel vllm/entrypoints/serve/instrumentator/health.py "
+                   "@router.get('/health'): 200 once the engine answers, 503 if dead",
+        caches=(TMP, CACHE, TRITON, CONFIG),
+        env=(("XDG_CACHE_HOME", "{home}/.cache",
+              "pin the cache root to the mounted folder (vllm/envs.py get_default_cache_root)"),
+             ("XDG_CONFIG_HOME", "{home}/.config",
+              "pin the config root to the mounted folder "
+              "(vllm/envs.py get_default_config_root)")),
+    )
+    flash_attn_unneeded = "vLLM's attention uses its own bundled kernels"
     flash_attn_note = (
         "vLLM's own attention uses its bundled vllm-flash-attn, not this package; this "
         "FlashAttention-2 build serves other code in the image (e.g. transformers "
@@ -92,7 +105,7 @@ class Vllm(ServingEngine):
                 c.warn(("serving", "extra_args", i), f"{name} is not checked: there is no "
                        f"flag list for vllm {c.p.engine.version}",
                        "extract it with tools/vllm_flags.py into "
-                       "dockergen/components/serving/vllm_flags.json")
+                       "dockergen/components/serving/vllm/flags.json")
                 continue
             known = name in flags or (name.startswith("--no-") and "--" + name[5:] in flags)
             if not known:
@@ -101,9 +114,22 @@ class Vllm(ServingEngine):
                         f"{self.flag_source(c.p.engine.version)})",
                         "remove it; see `vllm serve --help` of that release")
 
+    # --- capacity: vLLM's KV-cache budget ----------------------------------------------------
+    # the default --gpu-memory-utilization (src: vllm 0.33.0 vllm/config/cache.py
+    # CacheConfig.gpu_memory_utilization = 0.9)
+    default_utilization: ClassVar[float] = 0.9
+
+    def kv_budget(self, mem: int, weights: int, overhead: int, utilization: float | None
+                  ) -> tuple[int, float, str]:
+        """The fraction of the whole GPU, less the weights and the overhead (src: vllm
+        0.33.0 vllm/v1/worker/gpu_worker.py Worker.determine_available_memory)."""
+        util = utilization or self.default_utilization
+        return (int(mem * util) - weights - overhead, util,
+                "vLLM: GPU memory x gpu_memory_utilization - weights - overhead")
+
     # --- FlashInfer's precompiled kernels: the rule is the base class's ----------------------
     def flashinfer_row(self, c: Context) -> dict[str, Any] | None:
-        """vllm.yaml ``flashinfer``, read from each wheel's Requires-Dist
+        """vllm/facts.yaml ``flashinfer``, read from each wheel's Requires-Dist
         (tests/unit/knowledge/test_vllm_quant.py compares): the flashinfer-python pin, whether the
         wheel pulls flashinfer-cubin itself, and whether PyPI has that cubin; releases that pull
         FlashInfer only through an extra take none."""

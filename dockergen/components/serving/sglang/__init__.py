@@ -1,9 +1,9 @@
 """SGLang: ``sglang serve``, its releases, kernels pinned in lockstep, and its server flags.
 
-Owns ``sglang.yaml`` (releases with torch pin, Python range, CUDA major, the sglang-kernel
+Owns ``sglang/facts.yaml`` (releases with torch pin, Python range, CUDA major, the sglang-kernel
 and FlashInfer pins, whether a release pulls FlashInfer's kernels; quantization rows read
 from the wheel's quantization configs; the health endpoint; the run-time C compiler Triton
-needs) and ``sglang_flags.json`` (every
+needs) and ``sglang/flags.json`` (every
 option string of ``sglang serve`` per release, extracted from the real wheel by
 ``tools/sglang_flags.py``). Maps the profile's serving fields to ``sglang serve`` flags and
 checks every flag of the server command, derived or extra, against the release's list.
@@ -25,9 +25,20 @@ from dockergen.components.serving.base import (
     EXTRA_ARGS_REASON,
     ServingEngine,
 )
+from dockergen.components.serving.run import TMP, TRITON, CacheDir, EngineRun
 from dockergen.model import Derivation, ServeCommand
 
-ARGS_SRC = "SGLANG-WHEEL {version} sglang/srt/arg_groups/fields/*.py (sglang_flags.json)"
+# SGLang's cache root holds its own caches beside the shared ones
+_CACHE = CacheDir(
+    "cache", "{home}/.cache",
+    "HF_HOME (huggingface); SGLang's SGLANG_CACHE_DIR ~/.cache/sglang (DeepGEMM and JIT "
+    "kernel caches); FlashInfer JIT (~/.cache/flashinfer)",
+    "huggingface_hub 2.4.0 wheel constants.py HF_HOME; sglang 0.5.23 wheel "
+    "sglang/srt/environ.py SGLANG_CACHE_DIR = expanduser('~/.cache/sglang'), "
+    "SGLANG_DG_CACHE_DIR / SGLANG_JIT_CACHE_DIR under it; flashinfer-python wheel "
+    "flashinfer/jit/env.py FLASHINFER_CACHE_DIR", loads_code=True)
+
+ARGS_SRC = "SGLANG-WHEEL {version} sglang/srt/arg_groups/fields/*.py (sglang/flags.json)"
 
 
 def release_flags(version: str) -> frozenset[str] | None:
@@ -41,6 +52,15 @@ class Sglang(ServingEngine):
     name = "sglang"
     facts_file = "serving/sglang"
     module = "sglang"
+    lockstep_pins = {"kernel": "sglang-kernel", "flashinfer": "flashinfer-python"}
+    run = EngineRun(
+        health_path="/health",
+        health_src="sglang 0.5.23 wheel srt/entrypoints/http_server.py:721 (one-token "
+                   "generation; 503 while loading); dockergen/components/serving/sglang/"
+                   "facts.yaml",
+        caches=(TMP, _CACHE, TRITON),
+        env=(("XDG_CACHE_HOME", "{home}/.cache", "pin the cache root to the mounted folder"),),
+    )
     flash_attn_note = (
         "SGLang does not use Dao-AILab flash-attn (its FA3 kernels ship prebuilt in "
         "sglang-kernel, FA4 is the pure-Python flash-attn-4); this FlashAttention-2 build "
@@ -48,7 +68,7 @@ class Sglang(ServingEngine):
 
 
     def flashinfer_row(self, c: Context) -> dict[str, Any] | None:
-        """The release's flashinfer-python pin (its row), with sglang.yaml
+        """The release's flashinfer-python pin (its row), with sglang/facts.yaml
         ``flashinfer_kernels``: whether the wheel pulls flashinfer-cubin, and the cubin
         versions PyPI has."""
         if c.release is None:
@@ -64,6 +84,16 @@ class Sglang(ServingEngine):
             return (f"sglang=={c.p.engine.version}",)
         return (f"sglang=={c.p.engine.version}", c.release["kernel"], c.release["flashinfer"])
 
+    def kv_budget(self, mem: int, weights: int, overhead: int, utilization: float | None
+                  ) -> tuple[int, float, str]:
+        """--mem-fraction-static: "the fraction of the memory used for static allocation
+        (model weights and KV cache memory pool)" (sglang 0.5.23 wheel
+        srt/arg_groups/fields/schedule.py); activations and CUDA graphs use the rest.
+        Unset, SGLang reserves memory by a heuristic (srt/arg_groups/memory_hook.py
+        reserved_mem); dockergen reserves its overhead estimate instead."""
+        util = utilization if utilization is not None else round((mem - overhead) / mem, 4)
+        return int(mem * util) - weights, util, "SGLang: GPU memory x mem_fraction_static - weights"
+
     def check_scheduler(self, c: Context) -> None:
         """No start-up refusal of SGLang's scheduler is known; vLLM's rules do not apply."""
 
@@ -76,7 +106,7 @@ class Sglang(ServingEngine):
         if flags is None:
             c.error(("engine", "version"), f"no flag list for sglang {c.p.engine.version}",
                     "extract it with tools/sglang_flags.py into "
-                    "dockergen/components/serving/sglang_flags.json")
+                    "dockergen/components/serving/sglang/flags.json")
             return
         derived: dict[str, str | None] = {}  # flag -> the profile field that sets it
         for d in self._derivations(c):  # the profile's own extra_args are checked below

@@ -1,6 +1,6 @@
 """TensorRT-LLM: ``trtllm-serve`` with the PyTorch backend, its releases and options.
 
-Owns ``tensorrt_llm.yaml`` (releases, NVIDIA's wheel index, the MPI runtime package,
+Owns ``tensorrt_llm/facts.yaml`` (releases, NVIDIA's wheel index, the MPI runtime package,
 quantization rows) and the mapping of the profile's serving fields to ``trtllm-serve``
 flags and the LLM API options file (``llm_api_options.yaml`` in the build context).
 May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving.base`,
@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from dockergen.components.base import Context
 from dockergen.components.serving.base import OPTIONS_DIR, ServingEngine
+from dockergen.components.serving.run import CACHE, CONFIG, TMP, TRITON, EngineRun
 from dockergen.model import Derivation, ServeCommand
 
 LLM_API_OPTIONS = "llm_api_options.yaml"
@@ -26,6 +27,18 @@ class TensorrtLlm(ServingEngine):
     name = "tensorrt-llm"
     facts_file = "serving/tensorrt_llm"
     module = "tensorrt_llm"
+    run = EngineRun(
+        health_path="/health",
+        health_src="doc:nvidia.github.io/TensorRT-LLM commands/trtllm-serve (endpoints "
+                   "/health, /metrics, /version; engines-compat.md 3.5)",
+        # The PyTorch backend uses torch inductor, Triton and FlashInfer like vLLM
+        # (TRTLLM requirements.txt: triton, flashinfer-python); the tensorrt_llm wheel is
+        # not on PyPI, so a TensorRT-LLM-specific cache path is not verified here.
+        caches=(TMP, CACHE, TRITON, CONFIG),
+        env=(("XDG_CACHE_HOME", "{home}/.cache", "pin the cache root to the mounted folder"),
+             ("XDG_CONFIG_HOME", "{home}/.config", "pin the config root to the mounted "
+                                                   "folder")),
+    )
     imports_need_gpu = True  # loads libcuda at import time
     # src: doc:nvidia.github.io/TensorRT-LLM commands/trtllm-serve (serve() below sets each)
     derived_flags: ClassVar[dict[str, str]] = {
@@ -38,6 +51,18 @@ class TensorrtLlm(ServingEngine):
         "--extra_llm_api_options": "quantization.kv_cache and serving.enable_chunked_prefill "
                                    "(dockergen writes the options file)",
     }
+
+    # kv_cache_free_gpu_memory_fraction's default (src: doc:nvidia.github.io/TensorRT-LLM
+    # trtllm-serve), a fraction of the memory left after the weights
+    default_utilization: ClassVar[float] = 0.9
+
+    def kv_budget(self, mem: int, weights: int, overhead: int, utilization: float | None
+                  ) -> tuple[int, float, str]:
+        """The fraction of what the weights and the overhead leave free."""
+        util = utilization or self.default_utilization
+        return (int((mem - weights - overhead) * util), util,
+                "TensorRT-LLM: kv_cache_free_gpu_memory_fraction x (GPU memory - weights - "
+                "overhead)")
 
     def check_extra_args(self, c: Context) -> None:
         """Also: serving.served_model_name has no trtllm-serve flag we can vouch for."""

@@ -1,0 +1,59 @@
+"""What a serving engine needs at run time, as the run configurations write it: the shape
+of an engine's run facts (:class:`EngineRun`, each engine's own in its folder) and the
+writable folders every engine shares (/tmp, the XDG cache and config roots, Triton's
+cache), each with its source.
+May import: nothing of dockergen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CacheDir:
+    """A directory the engine writes at run time; it gets a tmpfs/emptyDir mount."""
+
+    name: str  # volume name (DNS-1123 label)
+    path: str  # "{home}" is the image's HOME
+    why: str
+    src: str
+    # The engine loads code it compiled at run time from here (dlopen/mmap PROT_EXEC): a
+    # tmpfs mounted noexec, Docker's default (moby daemon/oci_linux.go tmpfs options
+    # "noexec,nosuid,nodev"), fails with "failed to map segment from shared object".
+    loads_code: bool = False
+
+
+@dataclass(frozen=True)
+class EngineRun:
+    """How an engine's server is probed and which directories it writes."""
+
+    health_path: str
+    health_src: str
+    caches: tuple[CacheDir, ...]
+    env: tuple[tuple[str, str, str], ...]  # (name, value, why + src) set at run time
+
+
+# Every engine: /tmp and the XDG cache / config roots under HOME.
+TMP = CacheDir(
+    "tmp", "/tmp",
+    "torch inductor writes /tmp/torchinductor_<user>; Python tempfiles; vLLM IPC sockets",
+    "torch/_inductor/runtime/cache_dir_utils.py default_cache_dir (tempfile.gettempdir() + "
+    "'torchinductor_' + user; torch wheel not unpacked here); vllm 0.33.0 wheel "
+    "vllm/envs.py VLLM_RPC_BASE_PATH = tempfile.gettempdir()", loads_code=True)
+CACHE = CacheDir(
+    "cache", "{home}/.cache",
+    "XDG cache root: HF_HOME (huggingface), vLLM (VLLM_CACHE_ROOT ~/.cache/vllm: "
+    "torch.compile artifacts), FlashInfer JIT (~/.cache/flashinfer)",
+    "huggingface_hub 2.4.0 wheel constants.py HF_HOME = $XDG_CACHE_HOME/huggingface; "
+    "vllm 0.33.0 wheel vllm/envs.py get_default_cache_root / VLLM_CACHE_ROOT; "
+    "flashinfer-python 0.7.2.post1 wheel flashinfer/jit/env.py FLASHINFER_CACHE_DIR = "
+    "$FLASHINFER_WORKSPACE_BASE(~)/.cache/flashinfer", loads_code=True)
+TRITON = CacheDir(
+    "triton", "{home}/.triton",
+    "Triton kernel cache (TRITON_HOME defaults to ~, cache in ~/.triton/cache)",
+    "triton 3.7.1 wheel triton/knobs.py cache_knobs.home_dir / get_triton_dir", loads_code=True)
+CONFIG = CacheDir(
+    "config", "{home}/.config",
+    "XDG config root: vLLM writes VLLM_CONFIG_ROOT ~/.config/vllm (usage-stats marker)",
+    "vllm 0.33.0 wheel vllm/envs.py get_default_config_root / VLLM_CONFIG_ROOT")
