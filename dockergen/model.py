@@ -6,7 +6,8 @@ assembles them, the templates only format them, and every later output (build re
 smoke tests, bake files, run configurations) reads the same model.
 Also the typed inputs of resolution besides the profile (:class:`Inputs`).
 May import: nothing of dockergen except :mod:`dockergen.profile`, :mod:`dockergen.errors`
-and :mod:`dockergen.pins` (the base-image lock's typed pins).
+and the lock formats (:mod:`dockergen.pins`: the base-image lock's typed pins;
+:mod:`dockergen.pylockfile`: the Python lock's inputs).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Literal
 from dockergen.errors import Location, Problem
 from dockergen.pins import BasePins
 from dockergen.profile import Profile
+from dockergen.pylockfile import LockInputs
 
 Mode = Literal["buildkit", "classic"]
 
@@ -282,6 +284,8 @@ class Resolved:
     profile_hash: str
     min_driver: str  # the oldest NVIDIA driver the runtime image's CUDA runs on
     main_index: str  # build.pip_index_url, or PyPI
+    # what the profile's Python lock is made from (`dockergen lock --python`)
+    python_lock_inputs: LockInputs
     smoke_imports: tuple[SmokeImport, ...] = ()
     # libraries loaded on some compute capabilities only (whole-image audit): (glob, ccs)
     arch_scopes: tuple[tuple[str, tuple[str, ...]], ...] = ()

@@ -13,15 +13,17 @@ index; the result is a requirements file with a sha256 for every artifact. Insta
 with ``--require-hashes`` cannot get another torch: any other wheel has another hash.
 
 The lock starts with one ``# dockergen-python-lock:`` line holding the inputs it was made
-from; :func:`check_matches` compares them with the profile, so a stale lock is an error
-whose fix is ``dockergen lock --python PROFILE``.
+from (the one file format: :mod:`dockergen.pylockfile`, which resolution's check and the
+engine stage's install read too); :func:`check_matches` compares them with the profile, so
+a stale lock is an error whose fix is ``dockergen lock --python PROFILE``.
 May import: :mod:`dockergen.atomic`, :mod:`dockergen.errors`, :mod:`dockergen.inputs`,
 :mod:`dockergen.pipeline` (the resolution the lock is made from),
-:mod:`dockergen.components.python` (the OS -> wheel platform table).
+:mod:`dockergen.pylockfile` (the file format).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -29,13 +31,12 @@ import shutil
 import subprocess
 import sysconfig
 import tempfile
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dockergen import atomic, inputs
-from dockergen.components.python import wheel_platform
 from dockergen.errors import DockergenError, ExitCode, MissingToolError
+from dockergen.pylockfile import MARK, LockInputs, differences, header, path_of, read_inputs
 
 if TYPE_CHECKING:
     from dockergen.loader import Overrides
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 
 PYPI = "https://pypi.org/simple"
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
-MARK = "# dockergen-python-lock: "
 _UV_TIMEOUT_S = 900
 
 
@@ -51,24 +51,6 @@ class LockError(DockergenError):
     """The lock cannot be made, or no longer matches its profile."""
 
     exit_code = ExitCode.INVALID_PROFILE
-
-
-@dataclass(frozen=True)
-class LockInputs:
-    """What a lock is resolved from (read from the resolved profile, one adapter)."""
-
-    engine: str  # "vllm==0.33.0"
-    torch: str  # "2.14.0"
-    torch_index: str  # the CUDA-matched index (explicit: only the torch family)
-    main_index: str  # everything else
-    engine_index: str | None  # e.g. pypi.nvidia.com (explicit: only the engine package)
-    python: str  # "3.12"
-    platform: str  # uv --python-platform
-    extra: tuple[str, ...] = ()  # packages.pip: locked with the engine, hashed like the rest
-    # FlashInfer's kernels where the engine leaves them out (flashinfer-cubin==X), and the
-    # explicit index they come from (None: the main index)
-    flashinfer_cubin: str | None = None
-    flashinfer_index: str | None = None
 
 
 def lock_resolution(profile: Path, overrides: Overrides = ()) -> Resolution:
@@ -82,23 +64,12 @@ def lock_resolution(profile: Path, overrides: Overrides = ()) -> Resolution:
 
 def inputs_of(res: Resolution, *, platform: str | None = None, torch_index: str | None = None,
               main_index: str | None = None) -> LockInputs:
-    """The lock inputs of a resolved profile (the only place that reads it)."""
-    r = res.resolved
-    indexes = r.engine.indexes
-    torch_idx = torch_index or r.base.torch.index
-    fi_index = r.profile.build.flashinfer_index_url
-    fi_index = fi_index if fi_index in indexes else None
-    others = [i for i in indexes if i not in (r.base.torch.index, fi_index)]
-    cubin = next((q for q in r.engine.requirements if q.startswith("flashinfer-cubin==")), None)
-    return LockInputs(engine=r.engine.requirement, torch=r.base.torch.version,
-                      torch_index=torch_idx, main_index=main_index or r.main_index,
-                      engine_index=others[0] if others else None, python=r.profile.python,
-                      platform=platform or wheel_platform(r.profile.cuda.os,
-                                                     r.profile.cuda.devel_image),
-                      extra=tuple(r.profile.packages.pip), flashinfer_cubin=cubin,
-                      flashinfer_index=fi_index)
-
-
+    """The lock inputs of a resolved profile (what resolution decided:
+    ``Resolved.python_lock_inputs``), with the command's own platform and indexes."""
+    inp = res.resolved.python_lock_inputs
+    return dataclasses.replace(inp, platform=platform or inp.platform,
+                               torch_index=torch_index or inp.torch_index,
+                               main_index=main_index or inp.main_index)
 
 
 def uv() -> str:
@@ -176,8 +147,7 @@ def compile_lock(inp: LockInputs) -> str:
     torch_line = re.search(r"^torch==(\S+)", text, re.M)
     if not torch_line:
         raise LockError("the resolved closure holds no torch")
-    header = MARK + json.dumps(asdict(inp), sort_keys=True)
-    return header + "\n" + text
+    return header(inp) + "\n" + text
 
 
 def _origin(text: str, name: str) -> str | None:
@@ -199,20 +169,6 @@ def verify_sources(text: str, inp: LockInputs) -> list[str]:
     return problems
 
 
-def read_inputs(text: str) -> LockInputs | None:
-    first = text.splitlines()[0] if text else ""
-    if not first.startswith(MARK):
-        return None
-    try:
-        fields = json.loads(first[len(MARK):])
-        if not isinstance(fields, dict):
-            return None
-        fields["extra"] = tuple(fields.get("extra", ()))  # JSON has lists; older locks none
-        return LockInputs(**fields)
-    except (ValueError, TypeError):
-        return None
-
-
 def check_matches(lock_path: Path, inp: LockInputs, profile: Path) -> None:
     """Raise :class:`LockError` when the lock was made for other inputs than the profile's."""
     fix = f"run `dockergen lock --python {profile}` to refresh it"
@@ -224,30 +180,16 @@ def check_matches(lock_path: Path, inp: LockInputs, profile: Path) -> None:
         raise LockError(f"{exc.path}: {exc.problem}; {fix}") from None
     if had is None:
         raise LockError(f"{lock_path}:1:1: not a dockergen Python lock; {fix}")
-    changed = [f"{k}: lock {v!r}, profile {getattr(inp, k)!r}"
-               for k, v in sorted(asdict(had).items()) if getattr(inp, k) != v]
+    changed = [f"{k}: lock {was!r}, profile {now!r}"
+               for k, was, now in sorted(differences(had, inp))]
     if changed:
         raise LockError(f"{lock_path}:1:1: the lock no longer matches the profile ("
                         + "; ".join(changed) + f"); {fix}")
 
 
-def install_args(lock_path: str, inp: LockInputs) -> list[str]:
-    """``uv pip install`` arguments that install exactly the lock.
-
-    Every artifact is pinned by its sha256 (``--require-hashes``, ``--no-deps``), so the
-    index order no longer decides anything: ``unsafe-best-match`` only lets uv find each
-    pinned file wherever it is, and a file with another hash is refused.
-    """
-    args = ["--require-hashes", "--no-deps", "--index-strategy", "unsafe-best-match",
-            "--index-url", inp.main_index, "--extra-index-url", inp.torch_index]
-    if inp.engine_index:
-        args += ["--extra-index-url", inp.engine_index]
-    return [*args, "-r", lock_path]
-
-
 def default_path(profile: Path) -> Path:
     """Where ``dockergen lock --python`` keeps a profile's lock: beside the profile."""
-    return profile.with_name(profile.stem + ".python.lock")
+    return path_of(profile)
 
 
 def write_lock(path: Path, text: str) -> None:

@@ -337,7 +337,8 @@ def _resolve(loaded: LoadedProfile, mode: Mode, inputs: Inputs) -> Resolved:
         tags=tuple(release_tags),  # the dg-<hash> tag of the inputs: `build` adds it
         record=MappingProxyType(record), profile_hash=profile_hash,
         min_driver=cuda_part.min_driver,
-        main_index=python_part.setup.pip_index_url or MAIN_INDEX, smoke_imports=tuple(smoke),
+        main_index=python_part.setup.pip_index_url or MAIN_INDEX,
+        python_lock_inputs=engine.lock_inputs(ctx), smoke_imports=tuple(smoke),
         arch_scopes=serving.arch_scopes, serve_parser=serving.serve_parser,
         derivations=tuple(d),
         warnings=tuple(pr for pr in ctx.problems if pr.severity is Severity.WARNING),

@@ -46,7 +46,7 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.reference": {"dockergen.schema"},
     "dockergen.buildid": {"dockergen"},
     "dockergen.buildrecord": set(),  # the build record's Status: build writes, deploy reads
-    "dockergen.model": _BASE | {"dockergen.pins", "dockergen.profile"},
+    "dockergen.model": _BASE | {"dockergen.pins", "dockergen.profile", "dockergen.pylockfile"},
     "dockergen.components.base": _COMPONENT,
     "dockergen.components.cuda": _COMPONENT,
     "dockergen.components.python": _COMPONENT,
@@ -56,7 +56,8 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.components.flash_attn": _COMPONENT | {"dockergen.components.cuda",
                                                      "dockergen.components.python",
                                                      "dockergen.components.torch"},
-    "dockergen.components.serving.base": _COMPONENT | {"dockergen.components.cuda",
+    "dockergen.components.serving.base": _COMPONENT | {"dockergen.pylockfile",
+                                                       "dockergen.components.cuda",
                                                        "dockergen.components.python",
                                                        "dockergen.components.serving.run",
                                                        "dockergen.components.torch",
@@ -148,7 +149,10 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.cli.": {"dockergen", "dockergen.*"},
     "dockergen.__main__": {"dockergen.cli"},
     "dockergen.pylock": _BASE | {"dockergen.loader", "dockergen.pipeline",
-                                 "dockergen.components.python"},
+                                 "dockergen.pylockfile"},
+    # the Python lock's file format: the lock command, resolution's check and the engine
+    # stage's install read and write it here (leaf)
+    "dockergen.pylockfile": set(),
     # maintainer tools: read the knowledge files and PyPI, never the rendering pipeline
     "dockergen.maint": set(),
     "dockergen.maint.": _BASE | {"dockergen.knowledge", "dockergen.maint", "dockergen.ranges",

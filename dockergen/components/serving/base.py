@@ -17,7 +17,6 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.cuda`,
 from __future__ import annotations
 
 import inspect
-import json
 import os
 import posixpath
 import re
@@ -28,7 +27,7 @@ from typing import Any, ClassVar
 
 from packaging.version import Version
 
-from dockergen import inputs, kernels
+from dockergen import inputs, kernels, pylockfile
 from dockergen.components import cuda, python
 from dockergen.components import torch as torch_component
 from dockergen.components.base import Context, describe_all, dotted, release_edits
@@ -113,8 +112,6 @@ def model_mount_problem(model: str) -> str | None:
     return None
 
 
-LOCK_SUFFIX = ".python.lock"  # beside the profile, written by `dockergen lock --python`
-LOCK_MARK = "# dockergen-python-lock: "
 LOCK_IN_CONTEXT = "python.lock"
 LOCK_IN_IMAGE = "/opt/dockergen/python.lock"
 CONSTRAINTS_IN_CONTEXT = "constraints.txt"
@@ -490,30 +487,28 @@ class ServingEngine:
                             "set runtime.jit_toolchain: true if the server compiles at run "
                             "time, or remove it")
 
-    def lock_inputs(self, c: Context) -> dict[str, object]:
-        """What a Python lock of this profile must have been made from (see pylock.py)."""
+    def lock_inputs(self, c: Context) -> pylockfile.LockInputs:
+        """What a Python lock of this profile is made from (``dockergen lock --python``
+        reads them from the resolution) and must have been made from (the check)."""
         p = c.p
         indexes = self.indexes(c)
         torch_extra = p.build.torch_from != "main-index"
         main = p.build.pip_index_url or MAIN_INDEX
-        return {"engine": self.requirements(c)[0], "torch": c.torch_pin or "",
-                "torch_index": indexes[0] if torch_extra else main, "main_index": main,
-                "engine_index": next((i for i in indexes[1 if torch_extra else 0:]
-                                      if i != p.build.flashinfer_index_url), None),
-                "python": p.python,
-                "extra": list(p.packages.pip),
-                "flashinfer_cubin": next((r for r in self.requirements(c)
-                                          if r.startswith("flashinfer-cubin==")), None),
-                "flashinfer_index": (p.build.flashinfer_index_url
-                                     if p.build.flashinfer_index_url in indexes else None),
-                # the OS's wheels; with an explicit devel image dockergen cannot see the OS,
-                # so a lock made for a chosen platform (--python-platform) is taken as is
-                **({} if p.cuda.devel_image else
-                   {"platform": python.wheel_platform(p.cuda.os, None)})}
+        return pylockfile.LockInputs(
+            engine=self.requirements(c)[0], torch=c.torch_pin or "",
+            torch_index=indexes[0] if torch_extra else main, main_index=main,
+            engine_index=next((i for i in indexes[1 if torch_extra else 0:]
+                               if i != p.build.flashinfer_index_url), None),
+            python=p.python, platform=python.wheel_platform(p.cuda.os, p.cuda.devel_image),
+            extra=tuple(p.packages.pip),
+            flashinfer_cubin=next((r for r in self.requirements(c)
+                                   if r.startswith("flashinfer-cubin==")), None),
+            flashinfer_index=(p.build.flashinfer_index_url
+                              if p.build.flashinfer_index_url in indexes else None))
 
     def check_python_lock(self, c: Context) -> None:
         """python-lock: a lock beside the profile must match it; the engine stage uses it."""
-        path = c.loaded.path.with_name(c.loaded.path.stem + LOCK_SUFFIX)
+        path = pylockfile.path_of(c.loaded.path)
         if c.release is None or not os.path.lexists(path):
             return
         fix = f"run `dockergen lock --python {c.loaded.path}` to refresh it, or delete it"
@@ -523,25 +518,21 @@ class ServingEngine:
             what = exc.problem if isinstance(exc, inputs.InputError) else "vanished"
             c.error(("engine", "version"), f"{path.name} {what}", fix)
             return
-        first = text.split("\n", 1)[0]
-        try:
-            had = json.loads(first[len(LOCK_MARK):]) if first.startswith(LOCK_MARK) else None
-        except ValueError:
-            had = None
-        if not isinstance(had, dict):
+        had = pylockfile.read_inputs(text)
+        if had is None:
             c.error(("engine", "version"), f"{path.name} is not a dockergen Python lock", fix)
             return
-        had.setdefault("extra", [])  # locks written before packages.pip existed
-        had.setdefault("flashinfer_cubin", None)  # ... and before the FlashInfer kernels
-        had.setdefault("flashinfer_index", None)
-        want = self.lock_inputs(c)
-        differs = [k for k, v in sorted(want.items()) if had.get(k) != v]
+        # the OS's wheels; with an explicit devel image dockergen cannot see the OS, so a
+        # lock made for a chosen platform (--python-platform) is taken as is
+        differs = sorted(pylockfile.differences(
+            had, self.lock_inputs(c), ("platform",) if c.p.cuda.devel_image else ()))
         if differs:
             # point at the field that moved: packages.pip when only the extras differ
-            where = ("packages", "pip") if differs == ["extra"] else ("engine", "version")
+            where = (("packages", "pip") if [k for k, _, _ in differs] == ["extra"]
+                     else ("engine", "version"))
             c.error(where, f"{path.name} no longer matches the profile ("
-                    + "; ".join(f"{k}: lock {had.get(k)!r}, profile {want[k]!r}"
-                                for k in differs) + ")", fix)
+                    + "; ".join(f"{k}: lock {was!r}, profile {now!r}"
+                                for k, was, now in differs) + ")", fix)
             return
         c.python_lock = text
 
@@ -693,14 +684,11 @@ class ServingEngine:
             return ()
         # every artifact is pinned by its sha256, so index order decides nothing: the
         # best-match strategy only lets uv find each pinned file wherever it is served.
-        inputs = self.lock_inputs(c)
         files[LOCK_IN_CONTEXT] = c.python_lock.encode("utf-8")
         d.append(Derivation("python lock", LOCK_IN_IMAGE, "the profile's hashed Python "
                             "lock (dockergen lock --python) matches it",
-                            f"{c.loaded.path.stem}{LOCK_SUFFIX}"))
-        return ("--require-hashes", "--no-deps", "--index-strategy",
-                "unsafe-best-match", "--index-url", str(inputs["main_index"]),
-                *(a for i in indexes for a in ("--extra-index-url", i)))
+                            pylockfile.path_of(c.loaded.path).name))
+        return pylockfile.install_args(self.lock_inputs(c).main_index, indexes)
 
     def _constraints(self, c: Context, d: list[Derivation], files: dict[str, bytes],
                      locked: bool) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import asdict
@@ -20,6 +21,7 @@ import pytest
 from dockergen import pylock
 from dockergen.api import shipped_single_images
 from dockergen.components import cuda
+from dockergen.pipeline import resolution
 from tests.conftest import PROFILES, ROOT, run_cli
 from tests.support.twoindex import Indexes, two_indexes
 
@@ -104,11 +106,20 @@ def test_the_hashed_lock_resolves_and_installs_on_two_indexes(tmp_path: Path) ->
         pins = dict(re.findall(r"^([a-z0-9_.-]+)==(\S+)", text, re.M))
         assert pins == {"certifi": "2026.10.19", "pillow": "13.0.0", "requests": "2.33.0",
                         "setuptools": "78.1.1", "torch": "2.14.0+cu130", "vllm": "0.33.0"}
-        lock = tmp_path / "python.lock"
+        # the lock beside a copy of the profile: resolution checks it and the engine stage
+        # installs it with these arguments (the Dockerfile's own, not a copy of them)
+        profiles = tmp_path / "profiles"
+        profiles.mkdir()
+        for name in ("h100-fp8.yaml", "base.yaml"):
+            shutil.copy(PROFILES / name, profiles / name)
+        lock = pylock.default_path(profiles / "h100-fp8.yaml")
         lock.write_text(text)
+        stage = resolution(profiles / "h100-fp8.yaml", _overrides(ix)).resolved.engine
+        assert stage.lock and stage.lock_args, "the lock was not taken"
+        args = [*stage.lock_args, "-r"]
         python = _venv(tmp_path)
         proc = subprocess.run([pylock.uv(), "pip", "install", "--python", str(python),
-                               *pylock.install_args(str(lock), inp)],
+                               *args, str(lock)],
                               capture_output=True, text=True, env=_uv_env(tmp_path, ix),
                               check=False)
         assert proc.returncode == 0, proc.stderr
@@ -122,7 +133,7 @@ def test_the_hashed_lock_resolves_and_installs_on_two_indexes(tmp_path: Path) ->
                                    r"\g<1>" + "0" * 64, text))
         python2 = _venv(tmp_path / "second")
         refused = subprocess.run([pylock.uv(), "pip", "install", "--python", str(python2),
-                                  *pylock.install_args(str(tampered), inp)],
+                                  *args, str(tampered)],
                                  capture_output=True, text=True, env=_uv_env(tmp_path, ix),
                                  check=False)
     assert refused.returncode != 0
