@@ -116,7 +116,16 @@ ALLOWED: dict[str, set[str]] = {
                                  "dockergen.deploy.kubernetes"},
     "dockergen.deploy.": _BASE | {"dockergen.deploy", "dockergen.deploy.facts"},
     # the capacity plan of a resolution (GPU memory sizes are in its GPU targets)
-    "dockergen.plan": _BASE | {"dockergen.components.serving", "dockergen.pipeline"},
+    "dockergen.plan": _BASE | {"dockergen.pipeline", "dockergen.plan.capacity",
+                               "dockergen.plan.shapes", "dockergen.plan.table",
+                               "dockergen.plan.weights"},
+    # its parts: the model's shape, weight bytes, the plan (with each engine's KV-cache
+    # budget rule), the table
+    "dockergen.plan.shapes": _BASE,
+    "dockergen.plan.weights": _BASE | {"dockergen.plan.shapes"},
+    "dockergen.plan.capacity": _BASE | {"dockergen.components.serving",
+                                        "dockergen.plan.shapes"},
+    "dockergen.plan.table": {"dockergen.plan.capacity", "dockergen.plan.shapes"},
     # observe reads the resolution through target_of only (one adapter)
     "dockergen.observe.metrics": set(),
     # the metric families a release defines, read from its source (leaf)
