@@ -93,6 +93,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 # that run's images; what another client builds on the same engine *during* a daemon run is
 # new to it too (set DOCKERGEN_TEST_KEEP_IMAGES=1 for such a run).
 _images_before: set[str] | None = None
+_tags_before: set[str] = set()
 _cache_before: set[str] | None = None
 _built = False
 
@@ -139,23 +140,33 @@ def _cache_ids(client: Any) -> set[str]:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    global _images_before, _cache_before
+    global _images_before, _tags_before, _cache_before
     client = _engine_quietly()
     if client is not None:
         try:
-            _images_before = {image.id for image in client.images.list(all=True)}
+            listed = client.images.list(all=True)
+            _images_before = {image.id for image in listed}
+            _tags_before = {tag for image in listed for tag in image.tags}
             _cache_before = _cache_ids(client)
         finally:
             client.close()
 
 
 def remove_session_leftovers(client: Any, images_before: set[str],
-                             cache_before: set[str]) -> None:
-    """Remove the images and build-cache records that are not in the ``before`` lists."""
+                             cache_before: set[str], tags_before: set[str] | None = None
+                             ) -> None:
+    """Remove the images and build-cache records that are not in the ``before`` lists, and
+    the tags the session put on images that were there (the fleet and lock tests push the
+    stand-in base images under names of their own): such an image keeps the tags it had."""
     import docker.errors
 
     for image in client.images.list(all=True):
         if image.id in images_before or any(t.startswith("local/") for t in image.tags):
+            kept = [t for t in image.tags if t in (tags_before or set())]
+            for tag in (t for t in image.tags if t not in kept):
+                if kept:  # never the last tag of an image that was there: it would go
+                    with contextlib.suppress(docker.errors.APIError):
+                        client.images.remove(tag)
             continue
         # already gone with another of its tags, or the parent of a kept image
         with contextlib.suppress(docker.errors.APIError):
@@ -186,7 +197,7 @@ def _remove_session_images() -> None:
     if client is None or _images_before is None or _cache_before is None:
         return
     try:
-        remove_session_leftovers(client, _images_before, _cache_before)
+        remove_session_leftovers(client, _images_before, _cache_before, _tags_before)
     finally:
         client.close()
 

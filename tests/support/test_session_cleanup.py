@@ -76,3 +76,17 @@ def test_each_new_record_is_pruned_on_its_own() -> None:
     remove_session_leftovers(engine, images_before=set(), cache_before={"old-cache"})
     assert engine.pruned == [{"id": ["new-a"]}, {"id": ["new-b"]}]
 
+
+
+def test_the_sessions_tags_on_images_that_were_there_go_and_the_images_stay() -> None:
+    """The fleet and lock tests push the stand-in base images under tags of their own; the
+    images stayed (they were there before) and so did every tag, run after run."""
+    engine = _Engine([_Image("sha256:base", ["local/x:1", "localhost:5000/fleet-1/cuda:rt"]),
+                      _Image("sha256:mine", ["me/app:1", "me/app:2"]),
+                      _Image("sha256:bare", ["localhost:5001/mirror-2/cuda:devel"])], [])
+    remove_session_leftovers(engine, images_before={"sha256:base", "sha256:mine",
+                                                    "sha256:bare"},
+                             cache_before=set(), tags_before={"local/x:1", "me/app:1",
+                                                              "me/app:2"})
+    # the image that had no tag keeps its only one: untagging it would delete the image
+    assert engine.removed == ["localhost:5000/fleet-1/cuda:rt"]
