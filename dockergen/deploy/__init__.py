@@ -166,6 +166,7 @@ class DeployFacts:
     start_period_s: int
     engine: str
     run: EngineRun
+    health_path: str  # the engine's probe path, the one the image's HEALTHCHECK asks
     ccs: tuple[str, ...]  # compute capabilities the image was audited for
     min_driver: str
     health_cmd: tuple[str, ...]
@@ -294,7 +295,7 @@ def facts_of(res: Resolution, options: DeployOptions) -> DeployFacts:
         warnings.append(f"warning: opt-in {name}: {OPT_INS[name]}")
     from dockergen.components.serving import engine_for
 
-    run = engine_for(p.engine.name).run  # every registered engine has its run facts
+    engine = engine_for(p.engine.name)  # every registered engine has its run facts
     if options.gpu_ids and len(options.gpu_ids) != p.serving.tensor_parallel_size:
         raise DeployError(f"--gpu-ids {','.join(options.gpu_ids)}: "
                           f"{len(options.gpu_ids)} device(s) for tensor_parallel_size "
@@ -315,7 +316,8 @@ def facts_of(res: Resolution, options: DeployOptions) -> DeployFacts:
         name=p.name, profile_hash=resolved.profile_hash, image=image, pinned=pinned,
         uid=rt.uid, home=rt.home, port=rt.port,
         tensor_parallel=p.serving.tensor_parallel_size, model=p.serving.model,
-        start_period_s=rt.health_start_period, engine=p.engine.name, run=run,
+        start_period_s=rt.health_start_period, engine=p.engine.name, run=engine.run,
+        health_path=engine.probe_path(),
         ccs=tuple(sorted({t.cc for t in resolved.targets})),
         min_driver=resolved.min_driver, health_cmd=rt.health_cmd,
         jit=rt.jit_c_compiler or rt.jit_toolchain, warnings=warnings)

@@ -89,7 +89,7 @@ def _header(f: DeployFacts, o: DeployOptions) -> str:
         f"(src: {SHM_SRC}).",
         f"# ulimits stack=67108864; memlock=-1 only with --opt-in memlock-unlimited "
         f"(src: {ULIMITS_SRC}).",
-        f"# health: {f.run.health_path} (src: {f.run.health_src})",
+        f"# health: {f.health_path} (src: {f.run.health_src})",
         "# Writable tmpfs mounts (everything else is read-only):",
     ]
     for c, path in f.caches():

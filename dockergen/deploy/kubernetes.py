@@ -46,7 +46,7 @@ def node_affinity(f: DeployFacts) -> dict[str, Any]:
 
 
 def _probe(f: DeployFacts, period: int, failures: int, timeout: int = 5) -> dict[str, Any]:
-    return {"httpGet": {"path": f.run.health_path, "port": "http"},
+    return {"httpGet": {"path": f.health_path, "port": "http"},
             "periodSeconds": period, "timeoutSeconds": timeout, "failureThreshold": failures}
 
 
@@ -196,7 +196,7 @@ def _header(f: DeployFacts, o: DeployOptions) -> str:
         f"#   capability in {', '.join(f.ccs)} (the image's audited archs) and driver major >= "
         f"{f.min_driver.split('.')[0]} (CUDA floor {f.min_driver}).",
         f"# /dev/shm: {f.shm_gib}Gi memory emptyDir (src: {SHM_SRC}).",
-        f"# health: {f.run.health_path} (src: {f.run.health_src})",
+        f"# health: {f.health_path} (src: {f.run.health_src})",
         "# Writable emptyDir mounts (the root filesystem is read-only):",
     ]
     for c, path in f.caches():

@@ -32,8 +32,7 @@ from dockergen.loader import (
     profile_file,
     read_user_knowledge,
 )
-from dockergen.model import Mode
-from dockergen.pipeline import Resolution, resolution_of
+from dockergen.pipeline import Resolution
 from dockergen.profile import Observe
 from dockergen.yamlsource import FieldPath, Positions
 
@@ -132,12 +131,6 @@ def load_data(raw: RawProfile, data: dict[str, Any], pos: Positions,
     assert profile is not None
     facts = read_user_knowledge(profile.knowledge, raw.path.parent, pos)
     return LoadedProfile(profile, pos, raw.path, raw.display, raw.chain, overrides, facts, data)
-
-
-def resolve_loaded(loaded: LoadedProfile, mode: Mode = "buildkit",
-                   pin: bool = True) -> Resolution:
-    """Resolve; ``pin``: with the base images pinned by the lock beside the profile."""
-    return resolution_of(loaded, mode, pin=pin)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from dockergen.loader import (
     problems_from_validation,
 )
 from dockergen.model import Mode
-from dockergen.pipeline import Resolution
+from dockergen.pipeline import Resolution, resolution_of
 from dockergen.profile import Matrix
 
 # Fields an axis may not vary: the variant name is derived, the rest is file structure.
@@ -238,7 +238,7 @@ def expand(path: Path | adapter.RawProfile, overrides: Overrides = (),
         p_data["name"] = point.name
         try:
             loaded = adapter.load_data(raw, p_data, p_pos, ())
-            res = adapter.resolve_loaded(loaded, mode, pin)
+            res = resolution_of(loaded, mode, pin=pin)
         except ProfileError as exc:
             out.dropped.append(Dropped(point, exc.problems))
             continue

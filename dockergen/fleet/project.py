@@ -22,7 +22,7 @@ from dockergen.fleet import adapter, bake, locks
 from dockergen.fleet.matrix import Dropped, Point, expand
 from dockergen.loader import Overrides
 from dockergen.model import Mode
-from dockergen.pipeline import Resolution
+from dockergen.pipeline import Resolution, resolution_of
 
 
 @dataclass
@@ -89,7 +89,7 @@ def collect(paths: list[Path | adapter.RawProfile], overrides: Overrides = (),
                 continue
             loaded = adapter.load_data(raw, copy.deepcopy(raw.data),
                                        adapter.copy_positions(raw.positions), overrides)
-            fleet.members.append(_member(adapter.resolve_loaded(loaded, mode, pin), None,
+            fleet.members.append(_member(resolution_of(loaded, mode, pin=pin), None,
                                          raw.display, syntax, render))
         except ProfileError as exc:
             problems.extend(exc.problems)

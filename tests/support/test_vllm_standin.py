@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from dockergen.api import resolve_profile, shipped_single_images
-from dockergen.components.serving.vllm import release_flags
+from dockergen.components.serving.vllm import ENGINE
 from tests.conftest import PROFILES
 from tests.support.standin import VLLM_CLI, VLLM_STANDIN_MODULES
 
@@ -31,7 +31,7 @@ def _standin_package(tmp_path: Path, version: str) -> Path:
     for name, text in VLLM_STANDIN_MODULES.items():  # vllm.entrypoints.cli.main -> serve
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    flags = release_flags(version)
+    flags = ENGINE.flag_list(version)
     assert flags is not None, version
     (pkg / "flags.json").write_text(json.dumps(sorted(flags)))
     return tmp_path

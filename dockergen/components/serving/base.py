@@ -156,6 +156,11 @@ class ServingEngine:
     def facts(self) -> dict[str, Any]:
         return load_facts(self.facts_file)
 
+    def probe_path(self) -> str:
+        """The server's health endpoint: the image's HEALTHCHECK and the run
+        configurations' probes ask it (facts ``health_path``, else the class's)."""
+        return str(self.facts().get("health_path", self.health_path))
+
     def release(self, version: str) -> dict[str, Any] | None:
         entry = self.facts()["releases"].get(version)
         return dict(entry) if entry is not None else None
@@ -774,7 +779,7 @@ class ServingEngine:
         env = {"HF_HOME": f"{APP_HOME}/.cache/huggingface", "HOME": APP_HOME,
                **self.extra_env(c)}
         facts = self.facts()
-        health_path = facts.get("health_path", self.health_path)
+        health_path = self.probe_path()
         health = (f"import urllib.request; urllib.request.urlopen("
                   f"'http://127.0.0.1:{p.serving.port}{health_path}', timeout=5)")
         runtime_apt, c_compiler = self._runtime_apt(c)

@@ -24,11 +24,18 @@ class CacheDir:
     loads_code: bool = False
 
 
+# Pin the XDG roots to the mounted folders (the engine writes below them at run time).
+PIN_CACHE_ROOT = ("XDG_CACHE_HOME", "{home}/.cache", "pin the cache root to the mounted folder")
+PIN_CONFIG_ROOT = ("XDG_CONFIG_HOME", "{home}/.config",
+                   "pin the config root to the mounted folder")
+
+
 @dataclass(frozen=True)
 class EngineRun:
-    """How an engine's server is probed and which directories it writes."""
+    """Where the engine's health endpoint is documented and which directories it writes
+    (the path itself is the engine's, :meth:`ServingEngine.probe_path`, which the image's
+    HEALTHCHECK probes too)."""
 
-    health_path: str
     health_src: str
     caches: tuple[CacheDir, ...]
     env: tuple[tuple[str, str, str], ...]  # (name, value, why + src) set at run time

@@ -284,9 +284,9 @@ def test_upgrade_reads_the_gpu_code_of_a_new_release_and_refuses_what_the_gpus_c
 
 
 def release_flags_of(version: str) -> list[str]:
-    from dockergen.components.serving.vllm import release_flags
+    from dockergen.components.serving.vllm import ENGINE
 
-    return sorted(release_flags(version) or [])
+    return sorted(ENGINE.flag_list(version) or [])
 
 
 def _vllm_source(flags: list[str]) -> dict[str, bytes]:

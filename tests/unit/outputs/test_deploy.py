@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -266,14 +267,24 @@ def test_deterministic(fmt: str) -> None:
     assert _deploy("a100-h100", fmt).out == _deploy("a100-h100", fmt).out
 
 
-def test_every_engine_has_run_facts_matching_its_image() -> None:
-    """A serving engine carries its run facts in its folder; their health path is the one
-    the image's HEALTHCHECK probes."""
-    from dockergen.components.serving import ENGINES
+@pytest.mark.parametrize("profile", ["h100-fp8", "h100-sglang-fp8", "h100-trtllm-fp8"])
+def test_the_probes_ask_what_the_images_healthcheck_asks(profile: str) -> None:
+    """One engine each: the Kubernetes probes and the Compose health check ask the path and
+    port the image's own HEALTHCHECK asks."""
+    from dockergen.api import resolve_profile
 
-    for name, engine in ENGINES.items():
-        image_health = engine.facts().get("health_path", engine.health_path)
-        assert engine.run.health_path == image_health, name
+    health = resolve_profile(PROFILES / f"{profile}.yaml").runtime.health_cmd
+    url = re.search(r"'(http://127\.0\.0\.1:(\d+)(/[^']*))'", health[-1])
+    assert url, health
+    (c,) = _docs(_deploy(profile, "k8s").out)[0]["spec"]["template"]["spec"]["containers"]
+    assert c["ports"][0]["containerPort"] == int(url.group(2))
+    assert c["startupProbe"]["httpGet"] == {"path": url.group(3), "port": "http"}
+    compose = yaml.safe_load(_deploy(profile, "compose").out)
+    (service,) = compose["services"].values()
+    assert service["healthcheck"]["test"] == ["CMD", *health]
+
+
+def test_sglang_is_probed_on_its_port() -> None:
     sglang = _docs(_deploy("h100-sglang-fp8", "k8s").out)[0]["spec"]["template"]["spec"]
     (c,) = sglang["containers"]
     assert c["ports"][0]["containerPort"] == 30000

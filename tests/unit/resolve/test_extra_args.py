@@ -12,7 +12,7 @@ import dockerfile
 import pytest
 
 from dockergen.api import render_context
-from dockergen.components.serving.vllm import release_flags
+from dockergen.components.serving.vllm import ENGINE
 from tests.conftest import ROOT, run_cli, shipped_names
 from tests.support.bad_profile_cases import VALID
 
@@ -101,7 +101,7 @@ def test_every_flag_dockergen_derives_exists_in_the_release(name: str) -> None:
     ctx = render_context(Path(name), ("serving.max_num_seqs=8", "serving.served_model_name=x",
                                       "serving.enable_chunked_prefill=false",
                                       "serving.max_num_batched_tokens=65536"))
-    flags = release_flags(ctx.resolved.profile.engine.version)
+    flags = ENGINE.flag_list(ctx.resolved.profile.engine.version)
     assert flags is not None
     cmd = list(ctx.resolved.runtime.cmd)
     assert [a for a in cmd if a.startswith("--") and a not in flags
@@ -119,5 +119,5 @@ def test_the_vllm_flag_list_matches_the_real_wheel() -> None:
     wheel = next(wheels.glob("vllm-0.33.0-*.whl"))
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "vllm_flags.py"), str(wheel)],
                          capture_output=True, text=True, check=True).stdout
-    assert json.loads(out) == sorted(release_flags("0.33.0") or [])
+    assert json.loads(out) == sorted(ENGINE.flag_list("0.33.0") or [])
     assert "--swap-space" not in out  # removed in 0.18.0, as vllm/facts.yaml records

@@ -25,7 +25,7 @@ from dockergen.components.serving.base import (
     EXTRA_ARGS_REASON,
     ServingEngine,
 )
-from dockergen.components.serving.run import TMP, TRITON, CacheDir, EngineRun
+from dockergen.components.serving.run import PIN_CACHE_ROOT, TMP, TRITON, CacheDir, EngineRun
 from dockergen.model import Derivation, ServeCommand
 
 # SGLang's cache root holds its own caches beside the shared ones
@@ -41,10 +41,6 @@ _CACHE = CacheDir(
 ARGS_SRC = "SGLANG-WHEEL {version} sglang/srt/arg_groups/fields/*.py (sglang/flags.json)"
 
 
-def release_flags(version: str) -> frozenset[str] | None:
-    """Every option string ``sglang serve`` accepts in a release, from its wheel."""
-    return ENGINE.flag_list(version)
-
 
 class Sglang(ServingEngine):
     """SGLang's OpenAI-compatible server (``sglang serve``)."""
@@ -54,12 +50,11 @@ class Sglang(ServingEngine):
     module = "sglang"
     lockstep_pins = {"kernel": "sglang-kernel", "flashinfer": "flashinfer-python"}
     run = EngineRun(
-        health_path="/health",
         health_src="sglang 0.5.23 wheel srt/entrypoints/http_server.py:721 (one-token "
                    "generation; 503 while loading); dockergen/components/serving/sglang/"
                    "facts.yaml",
         caches=(TMP, _CACHE, TRITON),
-        env=(("XDG_CACHE_HOME", "{home}/.cache", "pin the cache root to the mounted folder"),),
+        env=(PIN_CACHE_ROOT,),
     )
     flash_attn_note = (
         "SGLang does not use Dao-AILab flash-attn (its FA3 kernels ship prebuilt in "

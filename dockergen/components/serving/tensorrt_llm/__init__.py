@@ -14,7 +14,15 @@ from typing import Any, ClassVar
 
 from dockergen.components.base import Context
 from dockergen.components.serving.base import OPTIONS_DIR, ServingEngine
-from dockergen.components.serving.run import CACHE, CONFIG, TMP, TRITON, EngineRun
+from dockergen.components.serving.run import (
+    CACHE,
+    CONFIG,
+    PIN_CACHE_ROOT,
+    PIN_CONFIG_ROOT,
+    TMP,
+    TRITON,
+    EngineRun,
+)
 from dockergen.model import Derivation, ServeCommand
 
 LLM_API_OPTIONS = "llm_api_options.yaml"
@@ -28,16 +36,13 @@ class TensorrtLlm(ServingEngine):
     facts_file = "serving/tensorrt_llm"
     module = "tensorrt_llm"
     run = EngineRun(
-        health_path="/health",
         health_src="doc:nvidia.github.io/TensorRT-LLM commands/trtllm-serve (endpoints "
                    "/health, /metrics, /version; engines-compat.md 3.5)",
         # The PyTorch backend uses torch inductor, Triton and FlashInfer like vLLM
         # (TRTLLM requirements.txt: triton, flashinfer-python); the tensorrt_llm wheel is
         # not on PyPI, so a TensorRT-LLM-specific cache path is not verified here.
         caches=(TMP, CACHE, TRITON, CONFIG),
-        env=(("XDG_CACHE_HOME", "{home}/.cache", "pin the cache root to the mounted folder"),
-             ("XDG_CONFIG_HOME", "{home}/.config", "pin the config root to the mounted "
-                                                   "folder")),
+        env=(PIN_CACHE_ROOT, PIN_CONFIG_ROOT),
     )
     imports_need_gpu = True  # loads libcuda at import time
     # src: doc:nvidia.github.io/TensorRT-LLM commands/trtllm-serve (serve() below sets each)

@@ -24,10 +24,6 @@ from dockergen.model import Derivation, ServeCommand
 ARGS_SRC = "VLLM-WHEEL 0.33.0 engine/arg_utils.py"
 
 
-def release_flags(version: str) -> frozenset[str] | None:
-    """Every option string `vllm serve` accepts in a release (tools/vllm_flags.py)."""
-    return ENGINE.flag_list(version)
-
 
 class Vllm(ServingEngine):
     """vLLM's OpenAI-compatible server."""
@@ -36,7 +32,6 @@ class Vllm(ServingEngine):
     facts_file = "serving/vllm"
     module = "vllm"
     run = EngineRun(
-        health_path="/health",
         health_src="vllm 0.33.0 wheel vllm/entrypoints/serve/instrumentator/health.py "
                    "@router.get('/health'): 200 once the engine answers, 503 if dead",
         caches=(TMP, CACHE, TRITON, CONFIG),
