@@ -30,7 +30,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from dockergen import refs as image_refs  # `refs` names the tags of a build below
 from dockergen.buildid import content_tag
-from dockergen.buildrecord import Status
+from dockergen.buildrecord import BuildRecord, Status, StepCounts
 from dockergen.errors import (
     OPTION,
     SECRET_NAME,
@@ -39,6 +39,7 @@ from dockergen.errors import (
     Location,
     holds_secret,
     redact,
+    shown_value,
 )
 from dockergen.progress import (
     BuildTracker,
@@ -142,14 +143,14 @@ def check_build_args(args: dict[str, str]) -> None:
     ``--dry-run``, and cut in the build record)."""
     for name, value in args.items():
         if SECRET_NAME.search(name) or redact(value) != value or holds_secret(name):
-            raise UnsafeInput(f"--build-arg {_shown(name)}: looks like a secret; build args "
+            raise UnsafeInput(f"--build-arg {shown_value(name)}: looks like a secret; build args "
                               "are recorded in the image history; pass secrets at run time")
         if not _ARG_NAME.fullmatch(name):
-            raise UnsafeInput(f"--build-arg {_shown(name)}: not an ARG name; write "
+            raise UnsafeInput(f"--build-arg {shown_value(name)}: not an ARG name; write "
                               "NAME=VALUE with NAME of letters, digits and '_' (e.g. "
                               "--build-arg HTTP_PROXY=http://proxy.example.com:3128)")
         if _CONTROL.search(value):
-            raise UnsafeInput(f"--build-arg {name}: the value {_shown(value)} holds a control "
+            raise UnsafeInput(f"--build-arg {name}: the value {shown_value(value)} holds a control "
                               "character (a newline or tab); give it on one line")
 
 
@@ -169,16 +170,8 @@ def check_declared_args(args: dict[str, str], dockerfile: str) -> None:
 def check_platform(platform: str | None) -> None:
     """``--platform`` is one OS/ARCH[/VARIANT], as the engine parses it."""
     if platform is not None and not _PLATFORM.fullmatch(platform):
-        raise UnsafeInput(f"--platform {_shown(platform)}: not a platform; write "
+        raise UnsafeInput(f"--platform {shown_value(platform)}: not a platform; write "
                           "OS/ARCH[/VARIANT] in lowercase, e.g. linux/amd64 or linux/arm64/v8")
-
-
-def _shown(value: str) -> str:
-    """A refused value for a message: quoted with control characters escaped, short, and
-    never a credential."""
-    if holds_secret(value):
-        return "(a value shaped like a credential, not shown)"
-    return repr(value if len(value) <= 60 else value[:57] + "...")
 
 
 def check_tags(tags: tuple[str, ...]) -> None:
@@ -262,16 +255,13 @@ def _without_mounts(instruction: str) -> str:
     return " ".join(p for p in instruction.split() if not p.startswith("--mount="))
 
 
-@dataclass
+@dataclass(frozen=True)
 class BuildResult:
-    """The outcome of one build, written as the build record."""
+    """The outcome of one build, written into the build record."""
 
     image_id: str
-    tags: list[str]
-    summary: dict[str, Any]
+    counts: StepCounts
     seconds: float
-    builder: str
-    pushed: dict[str, str] = field(default_factory=dict)
 
 
 def run_build(daemon: ContainerDaemon, files: dict[str, bytes], plan: BuildPlan,
@@ -318,8 +308,7 @@ def run_build(daemon: ContainerDaemon, files: dict[str, bytes], plan: BuildPlan,
         raise BuildFailed("the Docker engine finished without reporting an image id; see "
                           f"{getattr(log, 'name', 'the build log')} for its last messages")
     _tag(daemon, image_id, plan.tags)
-    return BuildResult(image_id, list(plan.tags), tracker.summary(),
-                       round(time.monotonic() - started, 3), plan.builder)
+    return BuildResult(image_id, tracker.summary(), round(time.monotonic() - started, 3))
 
 
 def _deadline(daemon: ContainerDaemon, timeout: float | None, timed_out: threading.Event
@@ -438,23 +427,6 @@ def _short(error: str) -> str:
     return redact(error)
 
 
-def write_record(path: Path, record: dict[str, Any]) -> None:
-    """Write the build record atomically (no temporary file is left on failure)."""
-    from dockergen import atomic
-
-    atomic.write_file(path, json.dumps(record, indent=2, sort_keys=True) + "\n",
-                      ours=is_record)
-
-
-def is_record(head: bytes) -> bool:
-    """``head`` (the start of a file) is a build record dockergen wrote."""
-    try:
-        data = json.loads(head)
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(data, dict) and {"profile_hash", "immutable_tag", "status"} <= data.keys()
-
-
 def _shown_path(path: Path) -> str:
     """A command-line path for a message: as typed, or quoted if it holds control
     characters (a newline would start a line of its own)."""
@@ -467,7 +439,7 @@ def build_profile(path: Path, overrides: Overrides, options: BuildOptions, *,
                   ca_certs: tuple[Path, ...] = (), quiet: bool = False,
                   echo: Callable[[str], None] = print,
                   out: Callable[[str], None] = print,
-                  daemon: ContainerDaemon | None = None) -> dict[str, Any] | None:
+                  daemon: ContainerDaemon | None = None) -> BuildRecord | None:
     """Render, build, smoke-test and (optionally) push a profile; return the build record.
 
     The profile is loaded once and resolved once (in the mode of the builder); ``echo``
@@ -500,7 +472,7 @@ def _connect() -> ContainerDaemon:
 def build(res: Resolution, options: BuildOptions, *, output: Path | None = None,
           dry_run: bool = False, quiet: bool = False, echo: Callable[[str], None] = print,
           out: Callable[[str], None] = print,
-          daemon: ContainerDaemon | None = None) -> dict[str, Any] | None:
+          daemon: ContainerDaemon | None = None) -> BuildRecord | None:
     """Build, smoke-test and (optionally) push a resolved profile's context in the mode it
     was resolved for; return the build record (None for a dry run)."""
     from dockergen.api import context_of
@@ -570,7 +542,7 @@ def _plan_of(ctx: RenderedContext, options: BuildOptions, builder: str
 def _build_and_record(daemon: ContainerDaemon, ctx: RenderedContext, plan: BuildPlan,
                       options: BuildOptions, target: str | None, immutable: str,
                       folder: Path, echo: Callable[[str], None],
-                      out: Callable[[str], None]) -> dict[str, Any]:
+                      out: Callable[[str], None]) -> BuildRecord:
     """Write the context, build, smoke-test and push, keeping the build record current at
     each step; return the record."""
     from dockergen import atomic
@@ -578,62 +550,58 @@ def _build_and_record(daemon: ContainerDaemon, ctx: RenderedContext, plan: Build
 
     refs = plan.tags
     write_context(folder, ctx.files, later=(RECORD_FILE, LOG_FILE))
-    record: dict[str, Any] = {"profile": ctx.name, "profile_hash": ctx.resolved.profile_hash,
-                              "builder": plan.builder, "tags": refs, "immutable_tag": immutable,
-                              "target": target or "(final stage)", "status": Status.STARTED}
+    record = BuildRecord(ctx.name, ctx.resolved.profile_hash, plan.builder, tuple(refs),
+                         immutable, stage=target)
     record_path = folder / RECORD_FILE
     with atomic.open_new(folder / LOG_FILE) as log:  # the context was just swapped in
         try:
             result = run_build(daemon, ctx.files, plan, options, log, sys.stderr)
         except DockergenError as exc:
-            record.update(status=Status.FAILED, error=str(exc).splitlines()[0])
-            write_record(record_path, record)
+            record.but(status=Status.FAILED, error=str(exc).splitlines()[0]).write(record_path)
             raise
-    record.update(status=Status.BUILT, image_id=result.image_id, seconds=result.seconds,
-                  **result.summary)
+    record = record.but(status=Status.BUILT, image_id=result.image_id, seconds=result.seconds,
+                        counts=result.counts)
     echo(f"built {result.image_id} in {result.seconds:.1f}s "
-         f"({result.summary['cached_steps']} cached, {result.summary['executed_steps']} run)")
+         f"({result.counts.cached_steps} cached, {result.counts.executed_steps} run)")
     if options.smoke and target is None:  # the smoke tests check the runtime stage
-        _smoke(daemon, ctx, refs, immutable, options.gpus, record, record_path, echo)
+        record = _smoke(daemon, ctx, record, options.gpus, record_path, echo)
     elif target is not None:
-        record["smoke"] = f"not run: --target {target} is an intermediate stage"
+        record = record.but(smoke_not_run=f"not run: --target {target} is an intermediate "
+                                          "stage")
     if options.push:  # it writes the record before it prints the digests
-        _push(daemon, refs, immutable, result.image_id, record, record_path, echo, out)
-        return record
+        return _push(daemon, record, result.image_id, record_path, echo, out)
     # the record first: a reader that went away (a closed stdout) must not cost it
-    write_record(record_path, record)
+    record.write(record_path)
     out(result.image_id)
     return record
 
 
-def _smoke(daemon: ContainerDaemon, ctx: Any, refs: list[str], keep: str, gpus: bool,
-           record: dict[str, Any],
-           record_path: Path, echo: Callable[[str], None]) -> None:
-    """Run the smoke tests; on failure keep only the immutable tag and raise."""
+def _smoke(daemon: ContainerDaemon, ctx: RenderedContext, record: BuildRecord, gpus: bool,
+           record_path: Path, echo: Callable[[str], None]) -> BuildRecord:
+    """Run the smoke tests; on failure keep only the immutable tag, record and raise."""
     from dockergen.smoke import SmokeFailed, gpu_checks, smoke_test
 
-    report = smoke_test(daemon, refs[0], ctx.resolved, gpus=gpus)
+    report = smoke_test(daemon, record.tags[0], ctx.resolved, gpus=gpus)
     if gpus:
-        gpu_checks(daemon, refs[0], ctx.resolved, report)
-    record["smoke"] = report.as_dict()
+        gpu_checks(daemon, record.tags[0], ctx.resolved, report)
+    record = record.but(smoke=tuple(report.checks))
     for check in report.checks:
         echo(f"smoke {'ok    ' if check.ok else 'FAILED'} {check.name}"
              + ("" if check.ok else f": {check.detail}"))
     if report.ok:
-        return
-    for ref in refs:  # keep only the immutable dg-<hash> tag
+        return record
+    keep = record.immutable_tag
+    for ref in record.tags:  # keep only the immutable dg-<hash> tag
         if ref != keep:
             daemon.remove_image(ref)
-    record.update(status=Status.SMOKE_FAILED)
-    write_record(record_path, record)
+    record.but(status=Status.SMOKE_FAILED).write(record_path)
     failed = [c.name for c in report.checks if not c.ok]
     raise SmokeFailed(f"{len(failed)} smoke test(s) failed: {'; '.join(failed)}; nothing was "
                       f"pushed; the image stays as {keep} for inspection")
 
 
-def _push(daemon: ContainerDaemon, refs: list[str], immutable: str, image_id: str,
-          record: dict[str, Any], record_path: Path, echo: Callable[[str], None],
-          out: Callable[[str], None]) -> None:
+def _push(daemon: ContainerDaemon, record: BuildRecord, image_id: str, record_path: Path,
+          echo: Callable[[str], None], out: Callable[[str], None]) -> BuildRecord:
     """Push every tag; record the digests (or the failure) before returning or raising.
 
     The immutable tag is never moved: if the registry already has it under a digest that is
@@ -642,6 +610,7 @@ def _push(daemon: ContainerDaemon, refs: list[str], immutable: str, image_id: st
     """
     from dockergen.daemon import PushError
 
+    immutable = record.immutable_tag
     digests: dict[str, str] = {}
     try:
         existing = daemon.registry_digest(immutable)
@@ -653,14 +622,14 @@ def _push(daemon: ContainerDaemon, refs: list[str], immutable: str, image_id: st
                     f"image {image_id} is another one (the same inputs built again, e.g. with "
                     "--no-cache); nothing was pushed, the immutable tag is never moved; "
                     f"pull {immutable} to use the released image, or change an input")
-        for ref in refs:
+        for ref in record.tags:
             digests[ref] = daemon.push(ref, on_status=echo)
             echo(f"pushed {ref}@{digests[ref]}")
     except DockergenError as exc:
-        record.update(status=Status.PUSH_FAILED, pushed=digests, error=str(exc))
-        write_record(record_path, record)
+        record.but(status=Status.PUSH_FAILED, pushed=digests, error=str(exc)).write(record_path)
         raise
-    record.update(status=Status.PUSHED, pushed=digests)
-    write_record(record_path, record)  # before printing: the digests must never be lost
+    record = record.but(status=Status.PUSHED, pushed=digests)
+    record.write(record_path)  # before printing: the digests must never be lost
     for ref, digest in digests.items():
         out(f"{ref}@{digest}")
+    return record

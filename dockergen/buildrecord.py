@@ -1,15 +1,25 @@
-"""The build record's status: what ``dockergen build`` writes and ``deploy --record`` reads.
+"""The build record: what ``dockergen build`` writes and ``deploy --record`` reads.
 
 ``build-record.json`` is written by :mod:`dockergen.build` at each step (``started``, then
 ``built`` or ``failed``, ``smoke-failed``, ``push-failed`` or ``pushed``); ``deploy`` pins the
-image from it only when the build got past its smoke tests. One enum, so the two never
-disagree on a spelling.
-May import: nothing of dockergen (a leaf).
+image from it only when the build got past its smoke tests. One typed record and one status
+enum, written and read here, so the two commands never disagree on a key or a spelling; the
+file is one anyone can edit, so reading it checks every value that reaches a YAML file.
+May import: :mod:`dockergen.atomic` (the writer), :mod:`dockergen.errors` (what a credential
+looks like), :mod:`dockergen.refs` (the image-reference grammar).
 """
 
 from __future__ import annotations
 
+import json
+import re
+from dataclasses import dataclass, replace
 from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from dockergen import atomic, refs
+from dockergen.errors import holds_secret, shown_value
 
 
 class Status(str, Enum):
@@ -29,3 +39,175 @@ class Status(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+@dataclass(frozen=True)
+class StepCounts:
+    """The build's steps as the engine reported them: counts and per-stage seconds."""
+
+    steps: int
+    cached_steps: int
+    executed_steps: int
+    stage_seconds: dict[str, float]
+    cached_by_stage: dict[str, int]
+    steps_by_stage: dict[str, int]
+
+
+@dataclass(frozen=True)
+class SmokeCheck:
+    """One smoke test and its outcome."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+FINAL_STAGE = "(final stage)"  # the record's ``target`` when the whole Dockerfile was built
+_SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
+# the keys a record has from the build's first step on
+_WRITTEN_FIRST = ("profile", "profile_hash", "builder", "tags", "immutable_tag", "target",
+                  "status")
+_REFERENCE = "an image reference like registry.example.com/llm/vllm:dg-<hash>"
+
+
+@dataclass(frozen=True)
+class BuildRecord:
+    """One build, as far as it got. ``stage`` is the intermediate stage built (``--target``),
+    None for the image itself; ``smoke_not_run`` says why no smoke test ran, if none did."""
+
+    profile: str
+    profile_hash: str
+    builder: str
+    tags: tuple[str, ...]
+    immutable_tag: str
+    stage: str | None = None
+    status: Status = Status.STARTED
+    error: str | None = None
+    image_id: str | None = None
+    seconds: float | None = None
+    counts: StepCounts | None = None
+    smoke: tuple[SmokeCheck, ...] | None = None
+    smoke_not_run: str | None = None
+    pushed: dict[str, str] | None = None
+
+    def but(self, **changes: Any) -> BuildRecord:
+        """This record with ``changes`` (the next step of the build)."""
+        return replace(self, **changes)
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON object written: a key for each value the build got to."""
+        data: dict[str, Any] = {
+            "profile": self.profile, "profile_hash": self.profile_hash,
+            "builder": self.builder, "tags": list(self.tags),
+            "immutable_tag": self.immutable_tag, "target": self.stage or FINAL_STAGE,
+            "status": self.status.value}
+        optional = {"error": self.error, "image_id": self.image_id, "seconds": self.seconds,
+                    "pushed": self.pushed}
+        data.update((key, value) for key, value in optional.items() if value is not None)
+        if self.counts is not None:
+            data.update(vars(self.counts))
+        if self.smoke is not None:
+            data["smoke"] = [vars(check) for check in self.smoke]
+        elif self.smoke_not_run is not None:
+            data["smoke"] = self.smoke_not_run
+        return data
+
+    def write(self, path: Path) -> None:
+        """Write the record atomically over an earlier record, never over another file."""
+        atomic.write_file(path, json.dumps(self.as_json(), indent=2, sort_keys=True) + "\n",
+                          ours=is_record)
+
+    def pinned_image(self, repo: str) -> str | None:
+        """``NAME@sha256:...`` of a pushed reference, one in ``repo`` (the profile's
+        image) first; None when nothing was pushed."""
+        if not self.pushed:
+            return None
+        first = sorted(self.pushed, key=lambda r: (refs.parse(r).name != repo, r))[0]
+        return f"{refs.parse(first).name}@{self.pushed[first]}"
+
+
+class RecordProblem(ValueError):
+    """A value of a build record is not one ``dockergen build`` writes (``key``: where)."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"{key}: {problem}")
+        self.key = key
+        self.problem = problem
+
+
+def is_record(head: bytes) -> bool:
+    """``head`` (the start of a file) is a build record dockergen wrote."""
+    try:
+        data = json.loads(head)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and {"profile_hash", "immutable_tag", "status"} <= data.keys()
+
+
+def read_record(data: object) -> BuildRecord:
+    """The record a parsed ``build-record.json`` holds; raise :class:`RecordProblem` for a
+    value ``dockergen build`` never writes. The references and digests are checked by the
+    grammar (they are copied into the YAML ``deploy`` writes); the build's counts and smoke
+    results, which nothing reads back, are not kept."""
+    if not isinstance(data, dict):
+        raise RecordProblem("(the file)", f"{type(data).__name__}, not a JSON object")
+    for key in _WRITTEN_FIRST:
+        if key not in data:
+            raise RecordProblem(key, "missing (`dockergen build` writes it when it starts)")
+    try:
+        status = Status(data.get("status"))
+    except ValueError:
+        raise RecordProblem("status", f"{shown_value(str(data.get('status')))} is not one "
+                            "`dockergen build` writes ("
+                            + ", ".join(s.value for s in Status) + ")") from None
+    tags = data.get("tags")
+    if not isinstance(tags, list):
+        raise RecordProblem("tags", f"{type(tags).__name__}, not a list of references")
+    target = _string(data, "target")
+    return BuildRecord(
+        _string(data, "profile"), _string(data, "profile_hash"), _string(data, "builder"),
+        status=status,
+        tags=tuple(_reference(f"tags (entry {n})", t) for n, t in enumerate(tags, 1)),
+        immutable_tag=_reference("immutable_tag", data.get("immutable_tag"), tag=True),
+        stage=None if target == FINAL_STAGE else target,
+        image_id=data.get("image_id") if isinstance(data.get("image_id"), str) else None,
+        pushed=_pushed(data.get("pushed")))
+
+
+def _string(data: dict[str, Any], key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise RecordProblem(key, f"{shown_value(str(value))} ({type(value).__name__}) is not "
+                            "a string")
+    return value
+
+
+def _reference(key: str, ref: object, tag: bool | None = None) -> str:
+    """One reference of the record: it goes into the YAML ``deploy`` writes as ``image:``."""
+    if not isinstance(ref, str):
+        raise RecordProblem(key, f"{shown_value(str(ref))} ({type(ref).__name__}) is not "
+                            f"{_REFERENCE} (a string)")
+    if holds_secret(ref):  # a registry login pasted into the reference
+        raise RecordProblem(key, "a reference holds credentials (not shown); an image "
+                            "reference never carries user:password@ (log in with "
+                            "`docker login REGISTRY`)")
+    if not refs.is_reference(ref, tag=tag, digest=False):
+        raise RecordProblem(key, f"{shown_value(ref)} is not {_REFERENCE}")
+    return ref
+
+
+def _pushed(pushed: object) -> dict[str, str] | None:
+    if pushed is None:
+        return None
+    if not isinstance(pushed, dict):
+        raise RecordProblem("pushed", f"{type(pushed).__name__}, not a mapping of reference "
+                            "to digest")
+    checked: dict[str, str] = {}
+    for n, (ref, digest) in enumerate(pushed.items(), 1):
+        ref = _reference(f"pushed (entry {n})", ref)
+        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            raise RecordProblem("pushed", f"the digest of {ref} is "
+                                f"{shown_value(str(digest))}, not sha256:<64 hex>")
+        checked[ref] = digest
+    return checked
+

@@ -192,6 +192,14 @@ def holds_secret(text: str) -> bool:
     return bool(SECRET_VALUE.search(text) or USERINFO.search(text))
 
 
+def shown_value(value: str) -> str:
+    """A refused value for a message: quoted with control characters escaped, short, and
+    never a credential (the reader learns what was wrong without it reaching a log)."""
+    if holds_secret(value):
+        return "(a value shaped like a credential, not shown)"
+    return repr(value if len(value) <= 60 else value[:57] + "...")
+
+
 def _part_holds_secret(part: str) -> bool:
     # a token rule ends at a boundary that '.' is not (gitleaks' stripe, npm, JWT rules):
     # the name without its suffix is scanned as well

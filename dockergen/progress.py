@@ -10,7 +10,7 @@ Field numbers (moby/buildkit api/services/control/control.proto):
 StatusResponse{vertexes=1, statuses=2, logs=3, warnings=4};
 Vertex{digest=1, inputs=2, name=3, cached=4, started=5, completed=6, error=7};
 VertexLog{vertex=1, timestamp=2, stream=3, msg=4}; Timestamp{seconds=1, nanos=2}.
-May import: :mod:`dockergen.errors`.
+May import: :mod:`dockergen.buildrecord` (the step counts it records), :mod:`dockergen.errors`.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from dockergen.buildrecord import StepCounts
 from dockergen.errors import redact
 
 # --- protobuf wire format ------------------------------------------------------------
@@ -266,23 +267,23 @@ class BuildTracker:
         errors = errors or [s for s in self.steps.values() if s.error]
         return min(errors, key=lambda s: s.number) if errors else None
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> StepCounts:
         """Counts and per-stage durations for the build record."""
         stages: dict[str, float] = {}
         for step in self.steps.values():
             if step.stage and step.duration is not None and not step.cached:
                 stages[step.stage] = round(stages.get(step.stage, 0.0) + step.duration, 3)
         counted = [s for s in self.steps.values() if s.stage]
-        return {
-            "steps": len(counted),
-            "cached_steps": sum(1 for s in counted if s.cached),
-            "executed_steps": sum(1 for s in counted if not s.cached and s.completed),
-            "stage_seconds": dict(sorted(stages.items())),
-            "cached_by_stage": {stage: sum(1 for s in counted if s.stage == stage and s.cached)
-                                for stage in sorted({s.stage for s in counted if s.stage})},
-            "steps_by_stage": {stage: sum(1 for s in counted if s.stage == stage)
-                               for stage in sorted({s.stage for s in counted if s.stage})},
-        }
+        names = sorted({s.stage for s in counted if s.stage})
+        return StepCounts(
+            steps=len(counted),
+            cached_steps=sum(1 for s in counted if s.cached),
+            executed_steps=sum(1 for s in counted if not s.cached and s.completed),
+            stage_seconds=dict(sorted(stages.items())),
+            cached_by_stage={stage: sum(1 for s in counted if s.stage == stage and s.cached)
+                             for stage in names},
+            steps_by_stage={stage: sum(1 for s in counted if s.stage == stage)
+                            for stage in names})
 
 
 # --- renderers -----------------------------------------------------------------------

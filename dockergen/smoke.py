@@ -8,6 +8,7 @@ versions of :attr:`~dockergen.model.Resolved.smoke_imports`, flash-attn's arch a
 GPU checks run only when asked for (``--gpus``).
 May import: :mod:`dockergen.components` (flash_attn, python, torch, serving.base),
 :mod:`dockergen.daemon` (the protocol only), :mod:`dockergen.resources`,
+:mod:`dockergen.buildrecord` (a check's outcome, as recorded),
 :mod:`dockergen.errors`, :mod:`dockergen.model`, :mod:`dockergen.profile`.
 """
 
@@ -19,6 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from dockergen.buildrecord import SmokeCheck
 from dockergen.components import flash_attn, python, torch
 from dockergen.daemon import ContainerDaemon, DaemonError
 from dockergen.errors import SECRET_NAME, SECRET_VALUE, DockergenError, ExitCode
@@ -34,19 +36,10 @@ class SmokeFailed(DockergenError):
 
 
 @dataclass
-class Check:
-    """One smoke test and its outcome."""
-
-    name: str
-    ok: bool
-    detail: str = ""
-
-
-@dataclass
 class SmokeReport:
     """All checks of one image."""
 
-    checks: list[Check] = field(default_factory=list)
+    checks: list[SmokeCheck] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -54,10 +47,7 @@ class SmokeReport:
         return bool(self.checks) and all(c.ok for c in self.checks)
 
     def add(self, name: str, ok: bool, detail: str = "") -> None:
-        self.checks.append(Check(name, ok, detail))
-
-    def as_dict(self) -> list[dict[str, Any]]:
-        return [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks]
+        self.checks.append(SmokeCheck(name, ok, detail))
 
 
 VERSIONS_SCRIPT = """

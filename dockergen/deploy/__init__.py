@@ -19,13 +19,13 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dockergen import inputs, refs
-from dockergen.buildrecord import Status
+from dockergen.buildrecord import BuildRecord, RecordProblem, read_record
 from dockergen.components.serving.run import CacheDir, EngineRun
 from dockergen.deploy.facts import OPT_INS, shm_gib
-from dockergen.errors import DockergenError, ExitCode, holds_secret
+from dockergen.errors import DockergenError, ExitCode, holds_secret, shown_value
 
 if TYPE_CHECKING:
     from dockergen.pipeline import Resolution
@@ -46,7 +46,6 @@ _DNS_SUBDOMAIN_MAX = 253
 # R470, `MIG-GPU-<UUID>/<GI>/<CI>` before); nvidia-smi -L prints them.
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _GPU_ID = re.compile(rf"\d{{1,4}}|GPU-{_UUID}|MIG-(?:{_UUID}|GPU-{_UUID}/\d+/\d+)")
-_SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class DeployError(DockergenError):
@@ -59,14 +58,6 @@ class DeployUsageError(DeployError):
     """A ``dockergen deploy`` option has the wrong form; nothing was read or written."""
 
     exit_code = ExitCode.USAGE
-
-
-def _shown(value: str) -> str:
-    """A rejected value for a message: quoted (control characters escaped), short, and
-    never a credential (the user learns what was wrong without it reaching a log)."""
-    if holds_secret(value):
-        return "(a value shaped like a credential, not shown)"
-    return repr(value if len(value) <= 60 else value[:57] + "...")
 
 
 def _check_k8s_name(option: str, value: str, label: bool, example: str,
@@ -85,7 +76,7 @@ def _check_k8s_name(option: str, value: str, label: bool, example: str,
             f"give the name, {rule}, e.g. {option} {example}"
             + ("; create it with `kubectl create secret generic hf-token "
                "--from-literal=token=$HF_TOKEN`" if option == "--hf-secret" else ""))
-    raise DeployUsageError(f"{option} {_shown(value)}: not {rule}, as Kubernetes requires for "
+    raise DeployUsageError(f"{option} {shown_value(value)}: not {rule}, as Kubernetes requires for "
                            f"the name of {what}; e.g. {option} {example}")
 
 
@@ -109,13 +100,13 @@ def check_options(options: DeployOptions) -> None:
         address = None
     # a scoped IPv6 address (fe80::1%eth0) takes any text after the '%'
     if address is None or getattr(address, "scope_id", None):
-        raise DeployUsageError(f"--bind {_shown(options.bind_address)}: not an IP address; "
+        raise DeployUsageError(f"--bind {shown_value(options.bind_address)}: not an IP address; "
                                "give the host address to publish the port on, e.g. "
                                "--bind 127.0.0.1 (this host only) or --bind 0.0.0.0 (all)")
     for gpu in options.gpu_ids:
         if not _GPU_ID.fullmatch(gpu):
             raise DeployUsageError(
-                f"--gpu-ids: {_shown(gpu) if gpu else 'an empty id'} is not a GPU index, "
+                f"--gpu-ids: {shown_value(gpu) if gpu else 'an empty id'} is not a GPU index, "
                 "GPU UUID or MIG device; give a comma-separated list without blanks as "
                 "`nvidia-smi -L` names them, e.g. --gpu-ids 0,1 or --gpu-ids "
                 "GPU-6f2a7c3e-0b1d-4e5f-8a9b-0c1d2e3f4a5b")
@@ -191,89 +182,41 @@ class DeployFacts:
         return [(n, v.replace("{home}", self.home), why) for n, v, why in self.run.env]
 
 
-def _read_record(path: Path, profile_hash: str) -> dict[str, Any]:
+def _read_record(path: Path, profile_hash: str) -> BuildRecord:
+    """The build record at ``path``, refused unless it is what ``dockergen build`` wrote for
+    this profile and the image got past its smoke tests."""
+    again = "pass the build-record.json that `dockergen build` wrote"
     try:
         data = json.loads(inputs.read_bytes(path, "record"))
     except FileNotFoundError:
         raise DeployError(f"{path}: no such build record; run `dockergen build PROFILE "
                           "--push` (it writes build-record.json) or leave out --record") from None
     except inputs.InputError as exc:  # a device, FIFO, link loop, huge file
-        raise DeployError(f"{exc.path}: {exc.problem}; pass the build-record.json that "
-                          "`dockergen build` wrote") from None
+        raise DeployError(f"{exc.path}: {exc.problem}; {again}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DeployError(f"{path}: not a dockergen build record ({exc}); pass the "
-                          "build-record.json that `dockergen build` wrote") from None
-    if not isinstance(data, dict):
-        raise DeployError(f"{path}: not a dockergen build record; pass build-record.json")
-    if data.get("profile_hash") != profile_hash:
+        raise DeployError(f"{path}: not a dockergen build record ({exc}); {again}") from None
+    if isinstance(data, dict) and data.get("profile_hash") != profile_hash:
         raise DeployError(f"{path}: built from another profile (hash "
-                          f"{_shown(str(data.get('profile_hash')))}, this profile resolves to "
-                          f"{profile_hash}); rebuild, or pass the same --set overrides")
+                          f"{shown_value(str(data.get('profile_hash')))}, this profile "
+                          f"resolves to {profile_hash}); rebuild, or pass the same --set "
+                          "overrides")
     try:
-        status = Status(data.get("status"))
-    except ValueError:
-        raise DeployError(f"{path}: status {_shown(str(data.get('status')))} is not one "
-                          "`dockergen build` writes (" + ", ".join(s.value for s in Status)
-                          + "); pass the build-record.json it wrote") from None
-    if not status.deployable:
-        raise DeployError(f"{path}: the build ended with status {status.value!r}; deploy only "
-                          "an image that built and passed its smoke tests")
-    _check_record_references(path, data)
-    return data
+        record = read_record(data)
+    except RecordProblem as exc:
+        raise DeployError(f"{path}: {exc}; {again}") from None
+    if not record.status.deployable:
+        raise DeployError(f"{path}: the build ended with status {record.status.value!r}; "
+                          "deploy only an image that built and passed its smoke tests")
+    return record
 
 
-def _check_reference(path: Path, key: str, ref: object, what: str,
-                     need_tag: bool = False) -> None:
-    """One reference of the record: it goes into the YAML written as ``image:``."""
-    if not isinstance(ref, str):
-        raise DeployError(f"{path}: {key}: {_shown(str(ref))} ({type(ref).__name__}) is not "
-                          f"{what} (a string); pass the build-record.json `dockergen build` "
-                          "wrote")
-    if holds_secret(ref):
-        # a registry login pasted into the reference; it would land in the file
-        raise DeployError(f"{path}: {key}: a reference holds credentials (not shown); an "
-                          "image reference never carries user:password@ (log in with "
-                          "`docker login REGISTRY`); pass the build-record.json "
-                          "`dockergen build` wrote")
-    if not refs.is_reference(ref, tag=True if need_tag else None, digest=False):
-        raise DeployError(f"{path}: {key}: {_shown(ref)} is not {what}; pass the "
-                          "build-record.json `dockergen build` wrote")
-
-
-def _check_record_references(path: Path, data: dict[str, Any]) -> None:
-    """Refuse a record whose references or digests are not what ``dockergen build`` writes.
-
-    The record is a file anyone can edit; its values are copied into the YAML written.
-    """
-    shape = "an image reference like registry.example.com/llm/vllm:dg-<hash>"
-    if data.get("immutable_tag") is not None:
-        _check_reference(path, "immutable_tag", data["immutable_tag"], shape, need_tag=True)
-    pushed = data.get("pushed")
-    if pushed is None:
-        return
-    if not isinstance(pushed, dict):
-        raise DeployError(f"{path}: pushed: {type(pushed).__name__}, not a mapping of "
-                          "reference to digest; pass the build-record.json `dockergen build "
-                          "--push` wrote")
-    for n, (ref, digest) in enumerate(pushed.items(), 1):
-        _check_reference(path, f"pushed (entry {n})", ref, shape)
-        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
-            raise DeployError(f"{path}: pushed: the digest of {ref} is "
-                              f"{_shown(str(digest))}, not sha256:<64 hex>; rebuild with "
-                              "--push")
-
-
-def _image_ref(repo: str, hash_tag: str, record: dict[str, Any] | None,
+def _image_ref(repo: str, hash_tag: str, record: BuildRecord | None,
                warnings: list[str]) -> tuple[str, bool]:
     """``repo@sha256:...`` from the record's pushed digests, else the immutable tag."""
     if record is not None:
-        pushed = record.get("pushed") or {}
-        if isinstance(pushed, dict) and pushed:
-            def repo_of(ref: str) -> str:  # a reference _check_record_references checked
-                return refs.parse(ref).name
-            first = sorted(pushed, key=lambda r: (repo_of(r) != repo, r))[0]
-            digest = str(pushed[first])  # checked by _check_record_references
-            return f"{repo_of(first)}@{digest}", True
+        pinned = record.pinned_image(repo)
+        if pinned is not None:
+            return pinned, True
         warnings.append("warning: the build record has no pushed digest (built without --push); "
                         f"using the tag {repo}:{hash_tag}, which a registry can move; "
                         "push and pass the new record to pin by digest")
@@ -308,8 +251,7 @@ def facts_of(res: Resolution, options: DeployOptions) -> DeployFacts:
     record = _read_record(options.record, resolved.profile_hash) if options.record else None
     # the build's own immutable tag (it hashes the build's inputs), else the one a default
     # `dockergen build` of this profile gives
-    recorded = str((record or {}).get("immutable_tag") or "")  # a checked reference
-    hash_tag = str(refs.parse(recorded).tag) if recorded else res.content_tag
+    hash_tag = str(refs.parse(record.immutable_tag).tag) if record else res.content_tag
     image, pinned = _image_ref(p.image.name, hash_tag, record, warnings)
     rt = resolved.runtime  # the image's own user, HOME, port and HEALTHCHECK command
     return DeployFacts(

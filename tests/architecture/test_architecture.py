@@ -45,7 +45,8 @@ ALLOWED: dict[str, set[str]] = {
     # the Markdown profile reference: written from the schema, never from the model itself
     "dockergen.reference": {"dockergen.schema"},
     "dockergen.buildid": {"dockergen"},
-    "dockergen.buildrecord": set(),  # the build record's Status: build writes, deploy reads
+    # the build record: build writes it, deploy reads it
+    "dockergen.buildrecord": {"dockergen.atomic", "dockergen.errors", "dockergen.refs"},
     "dockergen.model": _BASE | {"dockergen.pins", "dockergen.profile", "dockergen.pylockfile"},
     "dockergen.components.base": _COMPONENT,
     "dockergen.components.cuda": _COMPONENT,
@@ -78,10 +79,11 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.components": set(),
     "dockergen.resolve": _COMPONENT | {"dockergen.components.*"},
     "dockergen.render": _BASE | {"dockergen.model", "dockergen.resources"},
-    "dockergen.progress": _BASE,
+    "dockergen.progress": _BASE | {"dockergen.buildrecord"},
     "dockergen.daemon": _BASE | {"dockergen.daemon.docker"},  # connect(), lazily
     "dockergen.daemon.docker": _BASE | {"dockergen.daemon"},
-    "dockergen.smoke": _BASE | {"dockergen.components", "dockergen.components.flash_attn",
+    "dockergen.smoke": _BASE | {"dockergen.buildrecord", "dockergen.components",
+                                "dockergen.components.flash_attn",
                                 "dockergen.components.python", "dockergen.resources",
                                 "dockergen.components.torch",
                                 "dockergen.components.serving.base", "dockergen.daemon",

@@ -85,8 +85,10 @@ def test_build_smoke_push_to_both_registries_and_pull_back(
         index: str, docker_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     auth_ref = f"{AUTH}/dockergen-test/standin:pushed"
     ctx = tmp_path / "ctx"
-    result = _build(index, "--push", "--tag", auth_ref, "-o", str(ctx), "--progress", "json",
-                    env=_docker_config(tmp_path, PASSWORD))
+    # --no-cache: the progress events checked below are the steps' own, which a build of the
+    # same profile earlier in the session (the deploy tests) would leave as CACHED
+    result = _build(index, "--push", "--no-cache", "--tag", auth_ref, "-o", str(ctx),
+                    "--progress", "json", env=_docker_config(tmp_path, PASSWORD))
     assert result.rc == 0, result.err[-3000:]
     assert PASSWORD not in result.err + result.out
 

@@ -12,12 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dockergen.build import BuildFailed, BuildOptions, BuildTimeout, build_profile
+from dockergen.buildrecord import BuildRecord, Status
 from dockergen.daemon import PushError
 from dockergen.errors import ExitCode
 from dockergen.smoke import SmokeFailed
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_cli
 from tests.support.fake_daemon import FakeDaemon
 
 PROFILE = ROOT / "tests" / "profiles" / "standin.yaml"
@@ -26,7 +28,7 @@ ONE_CHECK = ("smoke.defaults=false",
              "smoke.commands=[{name: python runs, command: [python3, -c, pass]}]")
 
 
-def _build(tmp_path: Path, daemon: FakeDaemon, **options: object) -> dict[str, object] | None:
+def _build(tmp_path: Path, daemon: FakeDaemon, **options: object) -> BuildRecord | None:
     return build_profile(PROFILE, ONE_CHECK, BuildOptions(progress="plain", **options),
                          output=tmp_path / "ctx", echo=lambda _: None, out=lambda _: None,
                          daemon=daemon)
@@ -49,9 +51,24 @@ def test_a_refused_push_is_recorded_and_exits_7(tmp_path: Path) -> None:
 def test_a_successful_push_records_every_digest(tmp_path: Path) -> None:
     daemon = FakeDaemon()
     record = _build(tmp_path, daemon, push=True)
-    assert record is not None and record["status"] == "pushed"
-    assert sorted(record["pushed"]) == sorted(daemon.pushed)  # type: ignore[call-overload]
+    assert record is not None and record.status == Status.PUSHED and record.pushed
+    assert sorted(record.pushed) == sorted(daemon.pushed)
+    assert _record(tmp_path)["pushed"] == record.pushed  # what deploy --record reads
     assert len(daemon.pushed) == 2  # the release tag and the content tag
+
+
+def test_deploy_pins_the_digest_the_build_recorded(tmp_path: Path) -> None:
+    """The record build writes is the one deploy reads: the same keys, the same image."""
+    daemon = FakeDaemon()
+    record = _build(tmp_path, daemon, push=True)
+    assert record is not None and record.pushed
+    sets = [arg for pair in ONE_CHECK for arg in ("--set", pair)]
+    run = run_cli("deploy", str(PROFILE), "--format", "compose", "-q", *sets,
+                  "--record", str(tmp_path / "ctx" / "build-record.json"))
+    assert run.rc == 0, run.err
+    image = yaml.safe_load(run.out)["services"]["standin"]["image"]
+    assert image == record.pinned_image(record.immutable_tag.rsplit(":", 1)[0])
+    assert image.split("@")[1] in record.pushed.values()
 
 
 def test_a_refused_tag_leaves_no_tag_of_ours(tmp_path: Path) -> None:

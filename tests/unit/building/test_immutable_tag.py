@@ -13,6 +13,7 @@ import dockergen.buildid
 from dockergen.api import render_context
 from dockergen.build import BuildOptions, BuildPlan, UnsafeInput, _push, build_profile, run_build
 from dockergen.buildid import content_tag
+from dockergen.buildrecord import BuildRecord, Status
 from dockergen.daemon import PushError
 from tests.conftest import ROOT, _engine_or_skip, a_pem_certificate
 from tests.support.fake_daemon import FakeDaemon
@@ -53,8 +54,11 @@ def test_an_intermediate_target_gets_no_release_tag(tmp_path: Path) -> None:
                            output=tmp_path / "ctx", echo=lambda _: None, out=lambda _: None,
                            daemon=daemon)
     assert record is not None
-    assert [ref.split(":")[-1] for ref in daemon.tags] == [record["immutable_tag"].split(":")[-1]]
-    assert record["smoke"] == "not run: --target flash-attn is an intermediate stage"
+    assert [ref.split(":")[-1] for ref in daemon.tags] == [record.immutable_tag.split(":")[-1]]
+    assert record.stage == "flash-attn" and record.smoke is None
+    assert record.smoke_not_run == "not run: --target flash-attn is an intermediate stage"
+    saved = json.loads((tmp_path / "ctx" / "build-record.json").read_text())
+    assert saved["target"] == "flash-attn" and saved["smoke"] == record.smoke_not_run
     assert daemon.runs == []
     with pytest.raises(UnsafeInput, match="--push of the intermediate stage 'flash-attn'"):
         build_profile(PROFILE, ONE_CHECK, BuildOptions(target="flash-attn", push=True),
@@ -77,8 +81,8 @@ def test_an_existing_immutable_tag_is_never_moved(tmp_path: Path) -> None:
     record = build_profile(PROFILE, ONE_CHECK, BuildOptions(progress="plain", push=True),
                            output=tmp_path / "a", echo=lambda _: None, out=lambda _: None,
                            daemon=first)
-    assert record is not None and record["status"] == "pushed"
-    immutable = record["immutable_tag"]
+    assert record is not None and record.status == Status.PUSHED
+    immutable = record.immutable_tag
     rebuilt = FakeDaemon(image="sha256:" + "ef" * 32, registry={immutable: "sha256:" + "11" * 32})
     with pytest.raises(PushError, match="already names sha256:1111") as exc:
         build_profile(PROFILE, ONE_CHECK, BuildOptions(progress="plain", push=True),
@@ -118,16 +122,15 @@ def test_a_real_registry_keeps_the_first_image(tmp_path: Path) -> None:
         ids.append(result.image_id)
         if n == 0:
             daemon.tag(result.image_id, immutable)
-    # what every record holds from the start (build writes no other; it rewrites only those)
-    record: dict[str, object] = {"profile": "immutable", "profile_hash": "sha256:" + "0" * 64,
-                                 "immutable_tag": immutable, "status": "built"}
-    _push(daemon, [immutable], immutable, ids[0], record, tmp_path / "r.json",
-          lambda _: None, lambda _: None)
+    record = BuildRecord("immutable", "sha256:" + "0" * 64, "buildkit", (immutable,),
+                         immutable, status=Status.BUILT)
+    pushed = _push(daemon, record, ids[0], tmp_path / "r.json", lambda _: None, lambda _: None)
     digest = daemon.registry_digest(immutable)
-    assert digest is not None and record["status"] == "pushed"
+    assert digest is not None and pushed.status == Status.PUSHED
+    assert pushed.pushed == {immutable: digest}
     daemon.tag(ids[1], immutable)  # the rebuilt image now holds the tag locally
     with pytest.raises(PushError, match="the immutable tag is never moved"):
-        _push(daemon, [immutable, f"{repo}:second"], immutable, ids[1], record,
+        _push(daemon, record.but(tags=(immutable, f"{repo}:second")), ids[1],
               tmp_path / "r.json", lambda _: None, lambda _: None)
     assert daemon.registry_digest(immutable) == digest  # still the first image
 

@@ -85,9 +85,9 @@ def test_tracker_events_summary_and_failure() -> None:
         "#2 compiling <redacted>", "#2 DONE 3.5s", "#3 ERROR: exit code: 1"]
     assert tracker.failed is not None and tracker.failed.number == 3
     summary = tracker.summary()
-    assert summary["cached_steps"] == 1 and summary["steps"] == 3
-    assert summary["stage_seconds"] == {"engine": 1.5, "flash-attn": 3.5}
-    assert summary["cached_by_stage"] == {"build-base": 1, "engine": 0, "flash-attn": 0}
+    assert summary.cached_steps == 1 and summary.steps == 3
+    assert summary.stage_seconds == {"engine": 1.5, "flash-attn": 3.5}
+    assert summary.cached_by_stage == {"build-base": 1, "engine": 0, "flash-attn": 0}
 
 
 def test_json_renderer_emits_one_object_per_event() -> None:

@@ -16,8 +16,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from dockergen import refs
 from dockergen.build import UnsafeInput, check_tags
+from dockergen.buildrecord import BuildRecord, RecordProblem, _reference
 from dockergen.daemon import DaemonError, registry_of, split_reference
-from dockergen.deploy import DeployError, _check_reference, _image_ref
+from dockergen.deploy import _image_ref
 from dockergen.errors import Location, ProfileError
 from dockergen.fleet.adapter import VariantView
 from dockergen.fleet.bake import bake_target_from
@@ -142,11 +143,8 @@ def test_every_reader_agrees_with_the_grammar(ref: str, tmp_path: Path) -> None:
     assert not ref or _accepts(lambda r: bake_target_from(_view(r), ".", content_tag=False), ref,
                                (ProfileError,)) == tagged
     # deploy's record: references build wrote (the immutable tag needs its tag)
-    record = tmp_path / "build-record.json"
-    assert _accepts(lambda r: _check_reference(record, "k", r, "x"), ref,
-                    (DeployError,)) == plain_tag
-    assert _accepts(lambda r: _check_reference(record, "k", r, "x", need_tag=True), ref,
-                    (DeployError,)) == tagged
+    assert _accepts(lambda r: _reference("k", r), ref, (RecordProblem,)) == plain_tag
+    assert _accepts(lambda r: _reference("k", r, tag=True), ref, (RecordProblem,)) == tagged
     # the registry client and the daemon adapter: the same parts
     assert _accepts(parse_reference, ref, (RegistryError,)) == valid
     assert _accepts(split_reference, ref, (DaemonError,)) == valid
@@ -157,7 +155,8 @@ def test_every_reader_agrees_with_the_grammar(ref: str, tmp_path: Path) -> None:
     assert split_reference(ref) == (parsed.name, parsed.digest or parsed.tag or "latest")
     assert registry_of(ref) == parsed.registry
     if plain_tag:
-        image, pinned = _image_ref(parsed.name, "dg-1", {"pushed": {ref: D256}}, [])
+        record = BuildRecord("p", "h", "buildkit", (ref,), "x:dg-1", pushed={ref: D256})
+        image, pinned = _image_ref(parsed.name, "dg-1", record, [])
         assert (image, pinned) == (f"{parsed.name}@{D256}", True)
 
 

@@ -451,7 +451,8 @@ def test_a_file_dockergen_wrote_but_made_read_only_is_kept(tmp_path: Path) -> No
 
 # --- writers called directly: locks, build records and logs ------------------------------
 def _writers() -> dict[str, Callable[[Path], None]]:
-    from dockergen import atomic, build, pylock
+    from dockergen import atomic, pylock
+    from dockergen.buildrecord import BuildRecord, Status
     from dockergen.fleet import locks
 
     def log(path: Path) -> None:
@@ -461,8 +462,8 @@ def _writers() -> dict[str, Callable[[Path], None]]:
     return {
         "base-image-lock": lambda p: locks.write_lock(p, {"lockfile": 1, "images": {}}),
         "python-lock": lambda p: pylock.write_lock(p, pylock.MARK + "{}\n"),
-        "build-record": lambda p: build.write_record(
-            p, {"profile_hash": "h", "immutable_tag": "t", "status": "built"}),
+        "build-record": lambda p: BuildRecord("p", "h", "buildkit", ("r/x:t",), "r/x:t",
+                                              status=Status.BUILT).write(p),
         "build-log": log,
     }
 

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from tests.conftest import EXAMPLES, PROFILES, ROOT, run_cli, shipped_names
+from tests.support.records import DIGEST, write_record
 
-DIGEST = "sha256:" + "ab" * 32
 PSS_VOLUME_TYPES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
                     "persistentVolumeClaim", "projected", "secret"}
 
@@ -43,13 +43,7 @@ def _hash(profile: str) -> str:
 
 
 def _record(tmp: Path, profile: str, **fields: Any) -> Path:
-    record = {"profile": profile, "profile_hash": _hash(profile), "status": "pushed",
-              "tags": ["registry.example.com/llm/vllm:x"],
-              "pushed": {"registry.example.com/llm/vllm:x": DIGEST}}
-    record.update(fields)
-    path = tmp / "build-record.json"
-    path.write_text(json.dumps(record))
-    return path
+    return write_record(tmp, profile, **fields)
 
 
 def test_compose_hardening(tmp_path: Path) -> None:

@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from dockergen.atomic import MANIFEST
-from tests.conftest import EXAMPLES, PROFILES, Run, run_cli, shipped_names
+from tests.conftest import PROFILES, Run, run_cli, shipped_names
+from tests.support.records import DIGEST, write_record
 
-DIGEST = "sha256:" + "ab" * 32
 PROFILE = str(PROFILES / "h100-fp8.yaml")
 TOKEN = "hf_" + "Q7" * 15
 PASSWORD = "s3cretPW"
@@ -41,14 +41,7 @@ def _tree(folder: Path) -> dict[str, bytes]:
 
 
 def _record(tmp: Path, **fields: Any) -> Path:
-    lock = json.loads((EXAMPLES / "h100-fp8" / "dockergen.resolved.json").read_text())
-    record = {"profile": "h100-fp8", "profile_hash": lock["profile_hash"], "status": "pushed",
-              "immutable_tag": "registry.example.com/llm/vllm:dg-0123456789ab",
-              "pushed": {"registry.example.com/llm/vllm:x": DIGEST}}
-    record.update(fields)
-    path = tmp / "build-record.json"
-    path.write_text(json.dumps(record))
-    return path
+    return write_record(tmp, **fields)
 
 
 INJECTED = "a\nevil: injected"
