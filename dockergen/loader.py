@@ -190,6 +190,17 @@ def _strip(annotation: Any) -> Any:
             return annotation
 
 
+def is_field(path: FieldPath) -> bool:
+    """Whether a dotted profile field exists in the model."""
+    return _field_annotation(path) is not None
+
+
+def expects_mapping(path: FieldPath) -> bool:
+    """Whether a profile field holds a section (a mapping merged like ``extends`` does)."""
+    annotation = _strip(_field_annotation(path))
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
 def _expects_text(path: FieldPath) -> bool:
     return _strip(_field_annotation(path)) is str
 
@@ -621,14 +632,38 @@ def profile_file(path: Path) -> Path:
     return resolved
 
 
-def _merged(path: str | Path, overrides: Overrides
-            ) -> tuple[Path, dict[str, Any], Positions, tuple[str, ...], bool]:
-    """The profile's data merged with its parents and the overrides; and its abstractness."""
+@dataclass(frozen=True)
+class RawProfile:
+    """A profile file merged with its ``extends`` chain, not yet validated."""
+
+    path: Path
+    data: dict[str, Any]
+    positions: Positions
+    chain: tuple[str, ...]  # the files it was built from, child first
+
+    @property
+    def display(self) -> str:
+        return self.chain[0]
+
+    def at(self, *path: str | int) -> Location:
+        return self.positions.of(path)
+
+    def key_at(self, *path: str | int) -> Location:
+        return self.positions.key_of(path)
+
+    def with_data(self, data: dict[str, Any], positions: Positions) -> RawProfile:
+        """The same file's profile with another document (a matrix point's values set)."""
+        return dataclasses.replace(self, data=data, positions=positions)
+
+
+def read_raw(path: str | Path) -> RawProfile:
+    """Read a profile and its parents (mappings merged), keeping every value's position.
+
+    ``path`` may also name a shipped profile (``h100-fp8``), as everywhere else.
+    """
     resolved = profile_file(Path(path))
     data, pos, chain = _load_raw(resolved, (resolved,))
-    abstract = data.get("abstract") is True
-    data.pop("abstract", None)
-    return resolved, apply_overrides(data, pos, overrides), pos, chain, abstract
+    return RawProfile(resolved, data, pos, chain)
 
 
 def _validate(data: dict[str, Any], pos: Positions, *, partial: bool = False) -> Profile | None:
@@ -656,11 +691,18 @@ def _validate(data: dict[str, Any], pos: Positions, *, partial: bool = False) ->
 
 def load_profile(path: str | Path, overrides: Overrides = ()) -> LoadedProfile:
     """Read, merge and validate a profile file; raise :class:`ProfileError` on any problem."""
-    resolved, data, pos, chain, abstract = _merged(path, overrides)
-    if abstract:
+    return load_raw(read_raw(path), overrides)
+
+
+def load_raw(raw: RawProfile, overrides: Overrides = ()) -> LoadedProfile:
+    """Validate a profile already read, ``--set`` overrides applied first (``raw`` itself
+    is left as it was); raise :class:`ProfileError` on any problem."""
+    data, pos = copy.deepcopy(raw.data), raw.positions.copy()
+    if data.pop("abstract", None) is True:
         raise ProfileError([Problem(pos.of(("abstract",)), "abstract",
                                     "this profile only provides defaults for others",
-                                    f"render a profile that says `extends: {resolved.stem}`")])
+                                    f"render a profile that says `extends: {raw.path.stem}`")])
+    data = apply_overrides(data, pos, overrides)
     if data.get("matrix"):  # variants are expanded by dockergen/fleet/matrix.py
         raise ProfileError([Problem(pos.of(("matrix",)), "matrix",
                                     "this profile is a matrix of variants",
@@ -668,10 +710,26 @@ def load_profile(path: str | Path, overrides: Overrides = ()) -> LoadedProfile:
                                     "(each variant's dockergen.resolved.json holds what it "
                                     "derived) and build with `docker buildx bake`; "
                                     "`dockergen validate PROFILE` lists the variants")])
+    # the secret scan first (a type error never hides it), then the model; and the
+    # profile's user knowledge files
     profile = _validate(data, pos)
     assert profile is not None
-    facts = read_user_knowledge(profile.knowledge, resolved.parent, pos)
-    return LoadedProfile(profile, pos, resolved, chain[0], chain, overrides, facts, data)
+    facts = read_user_knowledge(profile.knowledge, raw.path.parent, pos)
+    return LoadedProfile(profile, pos, raw.path, raw.display, raw.chain, overrides, facts, data)
+
+
+def check_abstract(raw: RawProfile, overrides: Overrides) -> bool:
+    """Check an abstract profile as far as it goes; False if the profile is not abstract.
+
+    Its fields are checked for shape, type, unknown keys and secrets; the compatibility
+    rules need a whole profile and run on the profiles that extend it.
+    """
+    if raw.data.get("abstract") is not True:
+        return False
+    data, pos = copy.deepcopy(raw.data), raw.positions.copy()
+    data.pop("abstract", None)
+    _validate(apply_overrides(data, pos, overrides), pos, partial=True)
+    return True
 
 
 def with_overrides(loaded: LoadedProfile, overrides: tuple[str, ...]) -> LoadedProfile:

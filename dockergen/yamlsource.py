@@ -82,6 +82,16 @@ class Positions:
         for k, r in other._raw.items():
             self._raw[prefix + k] = r
 
+    def move(self, source: FieldPath, target: FieldPath) -> None:
+        """Point ``target``'s subtree at where ``source``'s subtree was written (a value
+        written in one place that becomes another field keeps its line)."""
+        n = len(source)
+        for table in (self._values, self._keys):
+            for k in [k for k in table if k[:n] == source]:
+                table[target + k[n:]] = table[k]
+        for k in [k for k in self._raw if k[:n] == source]:
+            self._raw[target + k[n:]] = self._raw[k]
+
     def drop(self, path: FieldPath) -> None:
         """Forget ``path`` and everything below it (a child replaced that subtree)."""
         n = len(path)

@@ -207,7 +207,7 @@ def expand(path: Path | adapter.RawProfile, overrides: Overrides = (),
     ``pin=False`` resolves the variants without the base-image lock (see dockergen/pins.py).
     """
     raw = path if isinstance(path, adapter.RawProfile) else adapter.read_raw(path)
-    data, pos = copy.deepcopy(raw.data), adapter.copy_positions(raw.positions)
+    data, pos = copy.deepcopy(raw.data), raw.positions.copy()
     data = apply_overrides(data, pos, overrides)
     try:
         matrix = _MatrixOnly.model_validate({"matrix": data.get("matrix")}).matrix
@@ -227,17 +227,17 @@ def expand(path: Path | adapter.RawProfile, overrides: Overrides = (),
         if any(_matches(point, e) for e in matrix.exclude):
             out.excluded.append(point)
             continue
-        p_data, p_pos = copy.deepcopy(data), adapter.copy_positions(pos)
+        p_data, p_pos = copy.deepcopy(data), pos.copy()
         for v in point.values:
             parts = tuple(v.axis.split("."))
             p_pos.drop(parts)
-            adapter.move_positions(p_pos, v.source, parts)
+            p_pos.move(v.source, parts)
             _set(p_data, parts, v.value, adapter.expects_mapping(parts))
         p_data.pop("matrix", None)
         p_pos.drop(("matrix",))
         p_data["name"] = point.name
         try:
-            loaded = adapter.load_data(raw, p_data, p_pos, ())
+            loaded = adapter.load_raw(raw.with_data(p_data, p_pos))
             res = resolution_of(loaded, mode, pin=pin)
         except ProfileError as exc:
             out.dropped.append(Dropped(point, exc.problems))

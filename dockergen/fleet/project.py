@@ -11,7 +11,6 @@ each member is), the other fleet modules.
 
 from __future__ import annotations
 
-import copy
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,8 +86,7 @@ def collect(paths: list[Path | adapter.RawProfile], overrides: Overrides = (),
                     fleet.members.append(_member(v.resolution, exp.name, raw.display,
                                                  syntax, render))
                 continue
-            loaded = adapter.load_data(raw, copy.deepcopy(raw.data),
-                                       adapter.copy_positions(raw.positions), overrides)
+            loaded = adapter.load_raw(raw, overrides)
             fleet.members.append(_member(resolution_of(loaded, mode, pin=pin), None,
                                          raw.display, syntax, render))
         except ProfileError as exc:

@@ -101,8 +101,8 @@ ALLOWED: dict[str, set[str]] = {
                                 "dockergen.loader",
                                 "dockergen.progress", "dockergen.render", "dockergen.smoke",
                                 "dockergen.components.serving.base"},
-    # fleet (bake files, matrices, base-image locks): only the adapter reads the loader's
-    # internals and the resolved model; the rest is pure or talks to registries
+    # fleet (bake files, matrices, base-image locks): only the adapter reads the loader
+    # and the resolved model; the rest is pure or talks to registries
     "dockergen.fleet.adapter": _BASE | {"dockergen.components.image", "dockergen.loader",
                                         "dockergen.model", "dockergen.pipeline",
                                         "dockergen.profile", "dockergen.yamlsource"},
