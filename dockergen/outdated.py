@@ -12,9 +12,10 @@ and get no verdict of their own. Pre-releases are not listed.
 The index is read through its simple API, PEP 691 JSON or PEP 503 HTML, whichever it answers.
 Credentials come from ``DOCKERGEN_INDEX_USERNAME``/``DOCKERGEN_INDEX_PASSWORD`` or from netrc
 (``$NETRC`` or ``~/.netrc``) for the index's host; they are sent only to that host and never
-written or printed. May import: :mod:`dockergen.api`, :mod:`dockergen.components.serving`,
-:mod:`dockergen.errors`, :mod:`dockergen.knowledge`, :mod:`dockergen.model`,
-:mod:`dockergen.ranges`, :mod:`dockergen.retry`.
+written or printed. May import: :mod:`dockergen.pipeline` (the profile is read once),
+:mod:`dockergen.loader` (each release tried on what was read),
+:mod:`dockergen.components.serving`, :mod:`dockergen.errors`, :mod:`dockergen.knowledge`,
+:mod:`dockergen.model`, :mod:`dockergen.ranges`, :mod:`dockergen.retry`.
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from dockergen import retry
-from dockergen.api import resolve_profile
 from dockergen.components.serving import engine_for
 from dockergen.errors import (
     DockergenError,
@@ -56,6 +56,7 @@ from dockergen.errors import (
     redact,
 )
 from dockergen.knowledge import load_facts
+from dockergen.loader import LoadedProfile, with_overrides
 from dockergen.model import MAIN_INDEX
 from dockergen.ranges import BLOCK, RangeReader
 
@@ -345,10 +346,12 @@ def read_file(url: str, limit: int = PAGE_LIMIT) -> bytes | None:
 
 # --- verdicts -----------------------------------------------------------------------------
 
-def _verdict(path: Path, overrides: tuple[str, ...], setting: str, version: str
-             ) -> tuple[str, str]:
+def _verdict(loaded: LoadedProfile, setting: str, version: str) -> tuple[str, str]:
+    """What the rules say of the profile as read, with ``setting`` moved to ``version``."""
+    from dockergen.pipeline import resolution_of
+
     try:
-        r = resolve_profile(path, (*overrides, f"{setting}={version}"))
+        r = resolution_of(with_overrides(loaded, (f"{setting}={version}",))).resolved
     except ProfileError as exc:
         first = next(p for p in exc.problems if p.severity is Severity.ERROR)
         return "error", redact(f"{first.field}: {first.message}" if first.field
@@ -360,7 +363,10 @@ def _verdict(path: Path, overrides: tuple[str, ...], setting: str, version: str
 
 def check(path: Path, overrides: tuple[str, ...] = (), index: str | None = None) -> Report:
     """The report for one profile (raises the profile's own errors first)."""
-    r = resolve_profile(path, overrides)
+    from dockergen.pipeline import resolution
+
+    res = resolution(path, overrides)
+    r = res.resolved
     p = r.profile
     where = index or p.build.pip_index_url or MAIN_INDEX
     engine = engine_for(p.engine.name)
@@ -394,7 +400,7 @@ def check(path: Path, overrides: tuple[str, ...] = (), index: str | None = None)
                                    "add its facts in a knowledge file (profile `knowledge:`), "
                                    "or wait for a dockergen release that has them"))
             else:
-                verdict, detail = _verdict(path, overrides, setting, str(v))
+                verdict, detail = _verdict(res.loaded, setting, str(v))
                 newer.append(Newer(str(v), is_known, verdict, detail))
         reports.append(PackageReport(name, current, setting, tuple(newer)))
     return Report(str(path), redact(where), tuple(reports))

@@ -95,6 +95,7 @@ class Plan:
     derived_flags: dict[str, dict[str, Any]] = field(default_factory=dict)
     # version -> method -> the `quantization` row adding that release's floor
     derived_floors: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    knowledge: tuple[str, ...] = ()  # the profile's own knowledge files
 
     @property
     def proposal(self) -> Move | None:
@@ -475,7 +476,7 @@ def plan(path: Path, overrides: tuple[str, ...] = (), index: str | None = None,
                            driver, unread))
     return Plan(str(path), p.engine.name, p.engine.version, redact(where), tuple(moves),
                 derived["releases"], derived["kernels"], derived["serve_flags"],
-                derived["floors"])
+                derived["floors"], tuple(p.knowledge))
 
 
 def _derive(index: str, engine: str, package: str, version: str,
@@ -561,10 +562,9 @@ def write(result: Plan, path: Path) -> list[Path]:
     chosen = result.proposal
     if chosen is None:
         raise UpgradeError("nothing to write: no newer release passes every rule")
-    loaded = load_profile(path)
     stem = f"{path.stem}-{result.engine}-{chosen.version}"
     written = []
-    lists = list(loaded.profile.knowledge)
+    lists = list(result.knowledge)
     if chosen.version in result.derived:
         row = result.derived[chosen.version]
         engine = engine_for(result.engine)
@@ -589,7 +589,7 @@ def write(result: Plan, path: Path) -> list[Path]:
         for part in parents:
             node = node.setdefault(part, {})
         node[last] = value
-    if lists != list(loaded.profile.knowledge):
+    if lists != list(result.knowledge):
         doc["knowledge"] = lists
     out = path.with_name(f"{stem}.yaml")
     atomic.write_file(out, f"{_HEADER} (profile: {path.name} moved to {result.engine} "

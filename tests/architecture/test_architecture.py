@@ -140,9 +140,9 @@ ALLOWED: dict[str, set[str]] = {
                                            "dockergen.observe.dashboard"},
     "dockergen.observe": set(),  # the package imports nothing: no Grafana SDK for upgrade
     # newer releases on an index, judged by resolving the profile moved to each
-    "dockergen.outdated": _BASE | {"dockergen.api", "dockergen.components.serving",
-                                   "dockergen.knowledge", "dockergen.model", "dockergen.ranges",
-                                   "dockergen.retry"},
+    "dockergen.outdated": _BASE | {"dockergen.components.serving", "dockergen.knowledge",
+                                   "dockergen.loader", "dockergen.model", "dockergen.pipeline",
+                                   "dockergen.ranges", "dockergen.retry"},
     # who writes which file of a locked closure (RECORDs read from the index)
     "dockergen.owners": _BASE | {"dockergen.components.python", "dockergen.outdated"},
     # a profile moved to newer releases: resolution with facts derived from the index

@@ -108,6 +108,26 @@ def test_no_valid_newer_release_is_exit_0_and_json_for_machines(index: str) -> N
     assert report["index"] == index
 
 
+def test_the_profile_is_read_once_and_each_release_tried_on_what_was_read(
+        index: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verdicts come from the document read at the start, not from the file read again
+    per release (a file changed meanwhile would give verdicts on another profile)."""
+    from dockergen import loader, outdated
+
+    read: list[str] = []
+    real = loader.read_yaml_file
+
+    def counted(path: Path, display: str) -> object:
+        read.append(display)
+        return real(path, display)
+
+    monkeypatch.setattr(loader, "read_yaml_file", counted)
+    report = outdated.check(Path(H100), ("engine.version=0.32.0",), index)
+    verdicts = [n.verdict for p in report.packages for n in p.newer if p.setting]
+    assert "ok" in verdicts  # at least one release was resolved for its verdict
+    assert len(read) == 2 and len(set(read)) == 2, read  # h100-fp8.yaml and base.yaml, once
+
+
 def test_a_release_that_breaks_a_rule_gets_that_rule_as_its_verdict(index: str) -> None:
     """a100-h100 builds flash-attn 2.8.3.post2, which forces C++17: vLLM 0.33.0's torch 2.14
     needs C++20, so moving the engine is an error, named, and not counted as valid."""
