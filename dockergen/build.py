@@ -91,7 +91,7 @@ class BuildOptions:
     tags: tuple[str, ...] = ()
     no_cache: bool = False
     build_args: dict[str, str] = field(default_factory=dict)
-    target: str | None = None
+    stage: str | None = None  # --target: build up to this Dockerfile stage
     platform: str | None = None
     progress: str = "auto"
     push: bool = False
@@ -194,11 +194,11 @@ def stages(dockerfile: str) -> list[str]:
                       re.MULTILINE | re.IGNORECASE)
 
 
-def check_target(target: str | None, dockerfile: str) -> None:
+def check_stage(stage: str | None, dockerfile: str) -> None:
     """``--target`` must name a stage of the rendered Dockerfile."""
     names = stages(dockerfile)
-    if target is not None and target not in names:
-        raise UnsafeInput(f"--target {target!r}: no such stage; the stages are "
+    if stage is not None and stage not in names:
+        raise UnsafeInput(f"--target {stage!r}: no such stage; the stages are "
                           f"{', '.join(names)}")
 
 
@@ -281,7 +281,7 @@ def run_build(daemon: ContainerDaemon, files: dict[str, bytes], plan: BuildPlan,
     timer = _deadline(daemon, options.timeout, timed_out)
     try:
         stream = daemon.build(context_tar(files), buildkit=plan.builder == "buildkit",
-                              tag=plan.tags[0], buildargs=plan.build_args, target=options.target,
+                              tag=plan.tags[0], buildargs=plan.build_args, target=options.stage,
                               nocache=options.no_cache, platform=options.platform,
                               network=options.network)
         image_id = _follow(stream, plan.builder == "buildkit", dockerfile, tracker, renderer,
@@ -480,12 +480,12 @@ def build(res: Resolution, options: BuildOptions, *, output: Path | None = None,
 
     builder = res.resolved.mode
     ctx = context_of(res)
-    check_target(options.target, ctx.files["Dockerfile"].decode())
+    check_stage(options.stage, ctx.files["Dockerfile"].decode())
     check_declared_args(options.build_args, ctx.files["Dockerfile"].decode())
     if not quiet:
         for warning in ctx.warnings:
             echo(str(warning))
-    plan, target, immutable = _plan_of(ctx, options, builder)
+    plan, stage, immutable = _plan_of(ctx, options, builder)
     if dry_run:
         for line in plan.lines():
             out(line)
@@ -494,7 +494,7 @@ def build(res: Resolution, options: BuildOptions, *, output: Path | None = None,
         daemon = _connect()
         if builder == "buildkit" and not daemon.has_buildkit():
             raise DaemonError("this Docker engine has no BuildKit; use --builder classic")
-    return _build_and_record(daemon, ctx, plan, options, target, immutable,
+    return _build_and_record(daemon, ctx, plan, options, stage, immutable,
                              output or Path("build") / ctx.name, echo, out)
 
 
@@ -524,23 +524,23 @@ def _plan_of(ctx: RenderedContext, options: BuildOptions, builder: str
              ) -> tuple[BuildPlan, str | None, str]:
     """(the build plan, the intermediate stage built or None, the content tag)."""
     dockerfile = ctx.files["Dockerfile"].decode()
-    target = None if options.target in (None, stages(dockerfile)[-1]) else options.target
-    if target is not None and options.push:
-        raise UnsafeInput(f"--push of the intermediate stage {target!r} is refused: only the "
+    stage = None if options.stage in (None, stages(dockerfile)[-1]) else options.stage
+    if stage is not None and options.push:
+        raise UnsafeInput(f"--push of the intermediate stage {stage!r} is refused: only the "
                           "final stage is smoke-tested and released; build it without --push")
     image = ctx.resolved.profile.image.name
     immutable = f"{image}:" + content_tag(ctx.files, mode=builder, build_args=options.build_args,
-                                          target=target, platform=options.platform)
+                                          stage=stage, platform=options.platform)
     # an intermediate stage is not the release: it never gets the release tags
-    refs = [] if target else [f"{image}:{t}" for t in ctx.resolved.tags]
+    refs = [] if stage else [f"{image}:{t}" for t in ctx.resolved.tags]
     refs += [immutable, *options.tags]
     plan = BuildPlan(ctx.name, builder, sorted(ctx.files),
                      base_images(dockerfile, options.build_args), refs, options.build_args)
-    return plan, target, immutable
+    return plan, stage, immutable
 
 
 def _build_and_record(daemon: ContainerDaemon, ctx: RenderedContext, plan: BuildPlan,
-                      options: BuildOptions, target: str | None, immutable: str,
+                      options: BuildOptions, stage: str | None, immutable: str,
                       folder: Path, echo: Callable[[str], None],
                       out: Callable[[str], None]) -> BuildRecord:
     """Write the context, build, smoke-test and push, keeping the build record current at
@@ -551,7 +551,7 @@ def _build_and_record(daemon: ContainerDaemon, ctx: RenderedContext, plan: Build
     refs = plan.tags
     write_context(folder, ctx.files, later=(RECORD_FILE, LOG_FILE))
     record = BuildRecord(ctx.name, ctx.resolved.profile_hash, plan.builder, tuple(refs),
-                         immutable, stage=target)
+                         immutable, stage=stage)
     record_path = folder / RECORD_FILE
     with atomic.open_new(folder / LOG_FILE) as log:  # the context was just swapped in
         try:
@@ -563,10 +563,10 @@ def _build_and_record(daemon: ContainerDaemon, ctx: RenderedContext, plan: Build
                         counts=result.counts)
     echo(f"built {result.image_id} in {result.seconds:.1f}s "
          f"({result.counts.cached_steps} cached, {result.counts.executed_steps} run)")
-    if options.smoke and target is None:  # the smoke tests check the runtime stage
+    if options.smoke and stage is None:  # the smoke tests check the runtime stage
         record = _smoke(daemon, ctx, record, options.gpus, record_path, echo)
-    elif target is not None:
-        record = record.but(smoke_not_run=f"not run: --target {target} is an intermediate "
+    elif stage is not None:
+        record = record.but(smoke_not_run=f"not run: --target {stage} is an intermediate "
                                           "stage")
     if options.push:  # it writes the record before it prints the digests
         return _push(daemon, record, result.image_id, record_path, echo, out)

@@ -21,15 +21,15 @@ PREFIX = "dg-"
 
 
 def content_tag(files: dict[str, bytes], *, mode: str, build_args: dict[str, str] | None = None,
-                target: str | None = None, platform: str | None = None) -> str:
+                stage: str | None = None, platform: str | None = None) -> str:
     """``dg-`` + the first 12 hex digits of the sha256 of the build's inputs.
 
-    ``target`` None means the final stage. Deterministic: sorted names and keys.
+    ``stage`` None means the final stage. Deterministic: sorted names and keys.
     """
     inputs = {
         "dockergen": __version__,
         "mode": mode,
-        "target": target or "",
+        "target": stage or "",  # the key the tags of earlier releases were hashed with
         "platform": platform or "",
         "build_args": dict(sorted((build_args or {}).items())),
         "files": {name: hashlib.sha256(files[name]).hexdigest() for name in sorted(files)},

@@ -50,13 +50,13 @@ def _bake(fleet: Fleet) -> None:
 
 
 def _observe(fleet: Fleet) -> None:
-    from dockergen.observe.generate import settings_problems, target_of
+    from dockergen.observe.generate import monitored, settings_problems
 
     found = {}
-    for t in fleet.members:
-        if t.view.resolution is not None and t.view.observe is not None:
-            target = target_of(t.view.resolution)
-            for pr in settings_problems(target.observe, target.where("observe.rate_window")):
+    for member in fleet.members:
+        if member.view.resolution is not None and member.view.observe is not None:
+            service = monitored(member.view.resolution)
+            for pr in settings_problems(service.observe, service.where("observe.rate_window")):
                 found[str(pr)] = pr
     if found:
         raise ProfileError(list(found.values()))

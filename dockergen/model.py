@@ -271,7 +271,7 @@ class Resolved:
     mode: Mode
     source_name: str  # profile file name for the banner (machine-independent)
     chain: tuple[str, ...]
-    targets: tuple[GpuTarget, ...]
+    gpus: tuple[GpuTarget, ...]  # gpu.targets, looked up
     base: BuildBase
     flash_attn: FlashAttnStage | None
     engine: EngineStage

@@ -237,7 +237,7 @@ def _record_core(p: Profile, ctx: Context, cuda_part: cuda.CudaPart,
             "extends": True, "abstract": True, "matrix": True, "observe": True,
             "image": {"cache_ref", "attest"}, "serving": {"hf_config"}}),
         "resolved": {
-            "gpu": [{"target": t.given, "cc": t.cc} for t in ctx.targets],
+            "gpu": [{"target": t.given, "cc": t.cc} for t in ctx.gpus],
             "torch_cuda_arch_list": cuda_part.arch_list,
             "flash_attn_cuda_archs": fa.archs if fa else None,
             "flash_attn_expected_sass": fa.expect.split(",") if fa else [],
@@ -330,7 +330,7 @@ def _resolve(loaded: LoadedProfile, mode: Mode, inputs: Inputs) -> Resolved:
     return Resolved(
         profile=p, mode=mode, source_name=loaded.path.name,
         chain=tuple(c.rsplit("/", 1)[-1] for c in loaded.chain),
-        targets=tuple(ctx.targets), base=base, flash_attn=fa, engine=stage, runtime=runtime,
+        gpus=tuple(ctx.gpus), base=base, flash_attn=fa, engine=stage, runtime=runtime,
         context_files=MappingProxyType({
             **python_part.context_files, **serving.serve.context_files, **serving.context_files,
             **{f"{CERT_DIR}/extra-{i}.crt": pem for i, pem in enumerate(ctx.certificates)}}),

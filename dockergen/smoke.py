@@ -150,7 +150,7 @@ def _versions_check(r: Resolved, gpus: bool) -> tuple[str, list[str], Any]:
 def _component_image_checks(r: Resolved) -> list[tuple[str, list[str], Any]]:
     """The command checks torch, python and the engine's parser bring for this image."""
     stub = (templates_dir() / "context" / "driver_stub.py").read_text(encoding="utf-8")
-    image_checks = [torch.arch_check(r.base.torch, {t.given: t.cc for t in r.targets}),
+    image_checks = [torch.arch_check(r.base.torch, {t.given: t.cc for t in r.gpus}),
                     python.record_check(r.runtime.venv)]
     if r.runtime.jit_c_compiler:  # the engine compiles at run time: prove it can
         image_checks += [python.jit_check(r.runtime.venv),
@@ -182,7 +182,7 @@ def serve_parser_check(r: Resolved, driver_stub: str) -> CommandCheck:
     script = r.serve_parser
     argv = [*r.runtime.entrypoint[1:], *r.runtime.cmd]
     # the parse sees the lowest target, whose kernels and defaults are the most restricted
-    cc = min((t.cc for t in r.targets), key=cc_tuple)
+    cc = min((t.cc for t in r.gpus), key=cc_tuple)
 
     def verify(code: int, out: str) -> tuple[bool, str]:
         lines = [line for line in out.strip().splitlines() if line.strip()]
@@ -204,7 +204,7 @@ def image_audit_check(r: Resolved) -> CommandCheck:
     """The whole-image audit (templates/context/image_audit.py) run in the built image."""
     script = (templates_dir() / "context" / "image_audit.py").read_text(encoding="utf-8")
     major = r.profile.cuda.version.split(".")[0]
-    targets = ",".join(sorted({t.cc for t in r.targets}, key=cc_tuple))
+    targets = ",".join(sorted({t.cc for t in r.gpus}, key=cc_tuple))
     roots = [r.runtime.venv] + [c.dst for c in r.runtime.copies
                                 if c.dst != r.runtime.venv and c.stage == "build-base"]
 

@@ -70,7 +70,7 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
             raise click.UsageError(f"--build-arg {item!r}: expected NAME=VALUE")
         args[name] = value
     options = BuildOptions(
-        builder=builder, tags=tags, no_cache=no_cache, build_args=args, target=stage,
+        builder=builder, tags=tags, no_cache=no_cache, build_args=args, stage=stage,
         platform=platform, progress=progress, push=push, timeout=timeout,
         network=None if network == "default" else network, pull=pull, smoke=not no_smoke,
         gpus=gpus)

@@ -31,7 +31,7 @@ class Context:
     loaded: LoadedProfile
     inputs: Inputs = field(default_factory=Inputs)
     problems: list[Problem] = field(default_factory=list)
-    targets: list[GpuTarget] = field(default_factory=list)
+    gpus: list[GpuTarget] = field(default_factory=list)  # gpu.targets, looked up
     release: dict[str, Any] | None = None  # the serving engine release row, once known
     torch_pin: str | None = None  # engine.torch, or the release's pin
     # Why (or whether) this engine needs a FlashAttention-2 build: set by the serving

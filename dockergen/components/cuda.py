@@ -149,8 +149,8 @@ def check_gpus(c: Context) -> None:
                     "knowledge base", "use one of: " + ", ".join(sorted(
                         facts()["cuda_archs"], key=cc_tuple)))
             continue
-        c.targets.append(target)
-    c.targets.sort(key=lambda t: (t.cc_tuple, t.given))
+        c.gpus.append(target)
+    c.gpus.sort(key=lambda t: (t.cc_tuple, t.given))
 
 
 def check_cuda(c: Context) -> None:
@@ -167,7 +167,7 @@ def check_cuda(c: Context) -> None:
                                          for o in info["os"]])
     _check_explicit_images(c)
     cuda = Version(version)
-    for t in c.targets:
+    for t in c.gpus:
         arch = cc_arch(t.cc) or {}
         floor = Version(arch["min_cuda"])
         if cuda < floor:
@@ -314,10 +314,10 @@ class CudaPart:
 def derive(c: Context, d: list[Derivation]) -> CudaPart:
     """Images, arch list and driver floor of a checked profile."""
     p = c.p
-    for t in c.targets:
+    for t in c.gpus:
         d.append(Derivation(f"gpu {t.given}", f"compute capability {t.cc}", f"{t.family}",
                             t.src))
-    arch_list = ";".join(sorted({t.cc for t in c.targets}, key=cc_tuple))
+    arch_list = ";".join(sorted({t.cc for t in c.gpus}, key=cc_tuple))
     d.append(Derivation("TORCH_CUDA_ARCH_LIST", arch_list,
                         "one entry per distinct compute capability of gpu.targets",
                         "torch/utils/cpp_extension.py _get_cuda_arch_flags"))

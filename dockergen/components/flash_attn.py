@@ -106,7 +106,7 @@ def _release(c: Context, fa: dict[str, Any]) -> dict[str, Any] | None:
 
 def _check_targets(c: Context, fa: dict[str, Any]) -> list[GpuTarget]:
     """Targets too old for FlashAttention-2 or without a flash-attn arch; returns the rest."""
-    old = [t for t in c.targets if cc_tuple(t.cc) < cc_tuple(fa["min_cc"])]
+    old = [t for t in c.gpus if cc_tuple(t.cc) < cc_tuple(fa["min_cc"])]
     for t in old:
         c.error(("gpu", "targets"), f"FlashAttention-2 needs compute capability >= "
                 f"{fa['min_cc']} (Ampere or newer), but gpu.targets includes {describe(t)}",
@@ -115,7 +115,7 @@ def _check_targets(c: Context, fa: dict[str, Any]) -> list[GpuTarget]:
                     and fa_arch_of(g.cc) is not None)])
     # the other rules still run on the other targets: a fix of this one must not uncover
     # an error that was there all along
-    usable = [t for t in c.targets if t not in old]
+    usable = [t for t in c.gpus if t not in old]
     unmapped = [t for t in usable if fa_arch_of(t.cc) is None]
     for t in unmapped:
         c.error(("gpu", "targets"), f"released flash-attn has no build for compute "
@@ -274,7 +274,7 @@ def derive(c: Context, d: list[Derivation], arch_list: str, mode: Mode) -> Flash
         return None
     fa = facts()
     source = p.flash_attn.source
-    targets = c.targets
+    targets = c.gpus
     fa_archs = sorted({a for t in targets if (a := fa_arch_of(t.cc))}, key=int)
     jobs = p.flash_attn.max_jobs
     auto_jobs = max(1, p.build.memory_gib // int(fa["job_gib"]))

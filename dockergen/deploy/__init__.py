@@ -260,7 +260,7 @@ def facts_of(res: Resolution, options: DeployOptions) -> DeployFacts:
         tensor_parallel=p.serving.tensor_parallel_size, model=p.serving.model,
         start_period_s=rt.health_start_period, engine=p.engine.name, run=engine.run,
         health_path=engine.probe_path(),
-        ccs=tuple(sorted({t.cc for t in resolved.targets})),
+        ccs=tuple(sorted({t.cc for t in resolved.gpus})),
         min_driver=resolved.min_driver, health_cmd=rt.health_cmd,
         jit=rt.jit_c_compiler or rt.jit_toolchain, warnings=warnings)
 

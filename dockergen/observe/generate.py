@@ -1,6 +1,6 @@
 """Assemble the monitoring files of one profile and write them atomically.
 
-All access to the resolved profile goes through :func:`target_of` (one adapter over the
+All access to the resolved profile goes through :func:`monitored` (one adapter over the
 :class:`~dockergen.pipeline.Resolution`, so the resolved model can be re-pointed without
 touching the generators).
 
@@ -43,8 +43,9 @@ DASHBOARD_FILE = "dashboard.json"
 
 
 @dataclass(frozen=True)
-class Target:
-    """What observe needs from a resolved profile (the one adapter over ``Resolved``)."""
+class Monitored:
+    """The serving profile being monitored, as far as observe needs it (the one adapter over
+    ``Resolved``)."""
 
     source: str  # profile path, for messages
     name: str
@@ -68,19 +69,20 @@ class Target:
 _FIELDS = ("engine.version", "serving.extra_args", "observe.rate_window")
 
 
-def target_of(res: Resolution) -> Target:
-    """Keep only what the monitoring depends on of a resolved profile."""
+def monitored(res: Resolution) -> Monitored:
+    """Keep only what the monitoring depends on of a resolved profile (``targets`` below
+    are always Prometheus's: the addresses it scrapes)."""
     r = res.resolved
     p = r.profile
-    return Target(
+    return Monitored(
         source=source_of(res.path), name=p.name,
         engine=p.engine.name, release=p.engine.version,
-        gpu_targets=tuple(t.given for t in r.targets), port=p.serving.port,
+        gpu_targets=tuple(t.given for t in r.gpus), port=p.serving.port,
         cmd=r.runtime.cmd, profile_hash=r.profile_hash, observe=p.observe,
         at={f: res.at(*f.split(".")) for f in _FIELDS})
 
 
-def settings_for(t: Target, targets: tuple[str, ...] = ()) -> Settings:
+def settings_for(t: Monitored, targets: tuple[str, ...] = ()) -> Settings:
     """The rule settings: the profile's ``observe:`` section with its derived defaults."""
     o = t.observe
     return Settings(
@@ -99,7 +101,7 @@ def _seconds(duration: str) -> float:
     return float(duration[: -len(unit)]) * units[unit]
 
 
-def _metrics_for(t: Target) -> tuple[EngineMetrics, list[Problem]]:
+def _metrics_for(t: Monitored) -> tuple[EngineMetrics, list[Problem]]:
     try:
         m = engine_metrics(t.engine, t.release)
     except UnknownRelease as exc:
@@ -163,9 +165,9 @@ class ObserveResult:
     metrics: EngineMetrics | None = None
 
 
-def generate(t: Target, fmt: Format = "prometheus", targets: tuple[str, ...] = (),
+def generate(t: Monitored, fmt: Format = "prometheus", targets: tuple[str, ...] = (),
              monitor: str = "PodMonitor", port_name: str = "http") -> ObserveResult:
-    """Every monitoring file of a target, by relative path (sorted, deterministic)."""
+    """Every monitoring file of a monitored profile, by relative path (sorted, deterministic)."""
     from dockergen.observe.dashboard import dashboard_json  # the Grafana SDK: lazily
 
     m, warnings = _metrics_for(t)
@@ -206,7 +208,7 @@ def generate(t: Target, fmt: Format = "prometheus", targets: tuple[str, ...] = (
 def observe(res: Resolution, fmt: Format = "prometheus", targets: tuple[str, ...] = (),
             monitor: str = "PodMonitor", port_name: str = "http") -> ObserveResult:
     """The monitoring files of a resolved profile, in memory."""
-    return generate(target_of(res), fmt, targets, monitor, port_name)
+    return generate(monitored(res), fmt, targets, monitor, port_name)
 
 
 def write_output(out_dir: Path, files: dict[str, bytes]) -> None:

@@ -83,7 +83,7 @@ def profile_source(res: Resolution) -> ProfilePlanSource:
     resolved = res.resolved
     p = resolved.profile
     mems = []
-    for target in resolved.targets:
+    for target in resolved.gpus:
         if target.mem_gib is None:
             raise PlanError(f"{res.at('gpu', 'targets')}: gpu.targets: {target.given} has "
                             "no known memory size; name the GPU model (e.g. h100, "
@@ -95,7 +95,7 @@ def profile_source(res: Resolution) -> ProfilePlanSource:
         config = str(res.path.parent / config)
     return ProfilePlanSource(
         inputs=PlanInputs(
-            engine=p.engine.name, gpu_names=tuple(t.given for t in resolved.targets),
+            engine=p.engine.name, gpu_names=tuple(t.given for t in resolved.gpus),
             gpu_mem_gib=min(mems), weights=p.quantization.weights,
             kv_cache=p.quantization.kv_cache, tensor_parallel=s.tensor_parallel_size,
             max_model_len=s.max_model_len, gpu_memory_utilization=s.gpu_memory_utilization,

@@ -128,7 +128,7 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.plan.capacity": _BASE | {"dockergen.components.serving",
                                         "dockergen.plan.shapes"},
     "dockergen.plan.table": {"dockergen.plan.capacity", "dockergen.plan.shapes"},
-    # observe reads the resolution through target_of only (one adapter)
+    # observe reads the resolution through monitored only (one adapter)
     "dockergen.observe.metrics": set(),
     # the metric families a release defines, read from its source (leaf)
     "dockergen.observe.families": set(),

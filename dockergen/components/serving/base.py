@@ -322,12 +322,12 @@ class ServingEngine:
             return
         package = facts["kernel_libraries"]["package"]
         version = self.kernel_version(p.engine.version)
-        if not c.targets or self.kernel_code(p.engine.version, c.targets[0].cc) is None:
+        if not c.gpus or self.kernel_code(p.engine.version, c.gpus[0].cc) is None:
             c.warn(("engine", "version"), f"the GPU code of {package} {version} has not been "
                    "read (tools/kernel_archs.py): whether it runs on every target is "
                    "unknown until the image runs there", "test it on each GPU first")
             return
-        bad = [t for t in c.targets if not self._runs(p.engine.version, t)]
+        bad = [t for t in c.gpus if not self._runs(p.engine.version, t)]
         if not bad:
             return
         shown: dict[str, list[str]] = {}
@@ -336,7 +336,7 @@ class ServingEngine:
         libraries = "; ".join(f"{m}: {kernels.span(code)}" for m, code in sorted(shown.items()))
         src = facts["kernels"][version]["src"]
         works = {v: row for v, row in facts["releases"].items()
-                 if all(self._runs(v, t) for t in c.targets)}
+                 if all(self._runs(v, t) for t in c.gpus)}
         c.error(("gpu", "targets"), f"{p.engine.name} {p.engine.version} cannot run on "
                 f"{describe_all(bad)}; its compiled kernels carry no code for that compute "
                 f"capability ({libraries}; {src}), so the server stops at its first kernel "
@@ -388,7 +388,7 @@ class ServingEngine:
             # a per-release floor names the release it was read from
             engine = p.engine.name + (f" {p.engine.version}"
                                       if isinstance(entry["min_cc"], Mapping) else "")
-            too_old = [t for t in c.targets
+            too_old = [t for t in c.gpus
                        if floor is not None and cc_tuple(t.cc) < cc_tuple(floor)]
             if too_old and unverified:  # a floor no artefact confirmed: warn
                 c.warn(path, f"{value} may need compute capability >= {floor} on "
@@ -402,7 +402,7 @@ class ServingEngine:
                         edits=_quant_fix(c, self.facts()[kind], kind, value, too_old))
                 continue
             fast = entry.get("fast_cc")
-            slow = [t for t in c.targets if fast and cc_tuple(t.cc) < cc_tuple(fast)]
+            slow = [t for t in c.gpus if fast and cc_tuple(t.cc) < cc_tuple(fast)]
             if slow:
                 what = ("runs weight-only (W8A16 FP8-Marlin): memory savings, no FP8 speedup"
                         if kind == "quantization" else
@@ -825,7 +825,7 @@ def _quant_fix(c: Context, rows: dict[str, Any], kind: str, value: str,
 
     Only floors read from an artefact count: an unverified row may not run there at all.
     """
-    lowest = min((cc_tuple(t.cc) for t in c.targets), default=(0, 0))
+    lowest = min((cc_tuple(t.cc) for t in c.gpus), default=(0, 0))
     floors = {name: min_cc(row, c.p.engine.version) for name, row in rows.items()}
     works = [name for name, (floor, doubt) in floors.items()
              if name != value and floor is not None and not doubt

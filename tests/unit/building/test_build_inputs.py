@@ -32,7 +32,7 @@ def test_bad_tag_is_refused_before_the_build(tag: str, tmp_path: Path) -> None:
 
 def test_unknown_target_is_refused_before_the_build(tmp_path: Path) -> None:
     with pytest.raises(UnsafeInput) as exc:
-        build_profile(PROFILE, (), BuildOptions(target="nosuchstage"), output=tmp_path / "ctx",
+        build_profile(PROFILE, (), BuildOptions(stage="nosuchstage"), output=tmp_path / "ctx",
                       echo=lambda _: None, out=lambda _: None, daemon=_NoBuild())
     assert str(exc.value) == ("--target 'nosuchstage': no such stage; the stages are "
                               "build-base, flash-attn, engine, runtime")

@@ -204,7 +204,7 @@ def test_real_vllm_libraries_cover_every_shipped_target(tmp_path: Path) -> None:
     checked = 0
     for stem in ("a100-bf16", "a100-h100", "h100-fp8", "l40s-awq"):
         r = resolve_profile(ROOT / "profiles" / f"{stem}.yaml")
-        targets = [cc_tuple(t.cc) for t in r.targets]
+        targets = [cc_tuple(t.cc) for t in r.gpus]
         scopes = [(glob, {cc_tuple(cc) for cc in ccs}) for glob, ccs in r.arch_scopes]
         report = image_audit.audit([str(root)], 13, targets, scopes)
         assert report["cuda_libraries"] == 9

@@ -38,7 +38,7 @@ def test_every_build_input_changes_the_tag(tmp_path: Path,
     variants = {
         "classic rendering": _tag("classic"),
         "another base image by --build-arg": _tag(build_args={"RUNTIME_IMAGE": "ubuntu:24.04"}),
-        "an intermediate --target": _tag(target="flash-attn"),
+        "an intermediate --target": _tag(stage="flash-attn"),
         "a platform": _tag(platform="linux/arm64"),
         "a CA certificate": _tag(overrides=(f'build.ca_certificates=["{cert}"]',)),
     }
@@ -50,7 +50,7 @@ def test_every_build_input_changes_the_tag(tmp_path: Path,
 
 def test_an_intermediate_target_gets_no_release_tag(tmp_path: Path) -> None:
     daemon = FakeDaemon()
-    record = build_profile(PROFILE, ONE_CHECK, BuildOptions(progress="plain", target="flash-attn"),
+    record = build_profile(PROFILE, ONE_CHECK, BuildOptions(progress="plain", stage="flash-attn"),
                            output=tmp_path / "ctx", echo=lambda _: None, out=lambda _: None,
                            daemon=daemon)
     assert record is not None
@@ -61,14 +61,14 @@ def test_an_intermediate_target_gets_no_release_tag(tmp_path: Path) -> None:
     assert saved["target"] == "flash-attn" and saved["smoke"] == record.smoke_not_run
     assert daemon.runs == []
     with pytest.raises(UnsafeInput, match="--push of the intermediate stage 'flash-attn'"):
-        build_profile(PROFILE, ONE_CHECK, BuildOptions(target="flash-attn", push=True),
+        build_profile(PROFILE, ONE_CHECK, BuildOptions(stage="flash-attn", push=True),
                       output=tmp_path / "ctx2", echo=lambda _: None, out=lambda _: None,
                       daemon=FakeDaemon())
 
 
 def test_the_final_stage_as_target_is_the_release(tmp_path: Path) -> None:
     daemon = FakeDaemon()
-    build_profile(PROFILE, ONE_CHECK, BuildOptions(progress="plain", target="runtime"),
+    build_profile(PROFILE, ONE_CHECK, BuildOptions(progress="plain", stage="runtime"),
                   output=tmp_path / "ctx", echo=lambda _: None, out=lambda _: None,
                   daemon=daemon)
     release = render_context(PROFILE).resolved.tags[0]  # e.g. 0.30.0-cu130-standin

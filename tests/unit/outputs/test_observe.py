@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from dockergen.errors import OutputError, ProfileError
-from dockergen.observe.generate import Target, generate, write_output
+from dockergen.observe.generate import Monitored, generate, write_output
 from dockergen.profile import Observe
 from tests.conftest import EXAMPLES, PROFILES, ROOT, run_cli, shipped_names
 from tests.support.observe_promtool import build_tests, covered
@@ -41,9 +41,9 @@ def promtool() -> str:
 
 
 def sglang_target(release: str = "0.5.23", flags: tuple[str, ...] = ("--enable-metrics",)
-                  ) -> Target:
+                  ) -> Monitored:
     """An SGLang server target built directly (releases/commands no profile can have)."""
-    return Target(source="sglang.yaml", name="h100-sglang", engine="sglang", release=release,
+    return Monitored(source="sglang.yaml", name="h100-sglang", engine="sglang", release=release,
                   gpu_targets=("h100",), port=30000,
                   cmd=("--model-path", "/models/m", *flags), profile_hash="sha256:0",
                   observe=Observe())
