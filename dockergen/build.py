@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -557,17 +557,17 @@ def _build_and_record(daemon: ContainerDaemon, ctx: RenderedContext, plan: Build
         try:
             result = run_build(daemon, ctx.files, plan, options, log, sys.stderr)
         except DockergenError as exc:
-            record.but(status=Status.FAILED, error=str(exc).splitlines()[0]).write(record_path)
+            replace(record, status=Status.FAILED, error=str(exc).splitlines()[0]).write(record_path)
             raise
-    record = record.but(status=Status.BUILT, image_id=result.image_id, seconds=result.seconds,
-                        counts=result.counts)
+    record = replace(record, status=Status.BUILT, image_id=result.image_id,
+                     seconds=result.seconds, counts=result.counts)
     echo(f"built {result.image_id} in {result.seconds:.1f}s "
          f"({result.counts.cached_steps} cached, {result.counts.executed_steps} run)")
     if options.smoke and stage is None:  # the smoke tests check the runtime stage
         record = _smoke(daemon, ctx, record, options.gpus, record_path, echo)
     elif stage is not None:
-        record = record.but(smoke_not_run=f"not run: --target {stage} is an intermediate "
-                                          "stage")
+        record = replace(record, smoke_not_run=f"not run: --target {stage} is an "
+                                               "intermediate stage")
     if options.push:  # it writes the record before it prints the digests
         return _push(daemon, record, result.image_id, record_path, echo, out)
     # the record first: a reader that went away (a closed stdout) must not cost it
@@ -584,7 +584,7 @@ def _smoke(daemon: ContainerDaemon, ctx: RenderedContext, record: BuildRecord, g
     report = smoke_test(daemon, record.tags[0], ctx.resolved, gpus=gpus)
     if gpus:
         gpu_checks(daemon, record.tags[0], ctx.resolved, report)
-    record = record.but(smoke=tuple(report.checks))
+    record = replace(record, smoke=tuple(report.checks))
     for check in report.checks:
         echo(f"smoke {'ok    ' if check.ok else 'FAILED'} {check.name}"
              + ("" if check.ok else f": {check.detail}"))
@@ -594,7 +594,7 @@ def _smoke(daemon: ContainerDaemon, ctx: RenderedContext, record: BuildRecord, g
     for ref in record.tags:  # keep only the immutable dg-<hash> tag
         if ref != keep:
             daemon.remove_image(ref)
-    record.but(status=Status.SMOKE_FAILED).write(record_path)
+    replace(record, status=Status.SMOKE_FAILED).write(record_path)
     failed = [c.name for c in report.checks if not c.ok]
     raise SmokeFailed(f"{len(failed)} smoke test(s) failed: {'; '.join(failed)}; nothing was "
                       f"pushed; the image stays as {keep} for inspection")
@@ -626,9 +626,10 @@ def _push(daemon: ContainerDaemon, record: BuildRecord, image_id: str, record_pa
             digests[ref] = daemon.push(ref, on_status=echo)
             echo(f"pushed {ref}@{digests[ref]}")
     except DockergenError as exc:
-        record.but(status=Status.PUSH_FAILED, pushed=digests, error=str(exc)).write(record_path)
+        failed = replace(record, status=Status.PUSH_FAILED, pushed=digests, error=str(exc))
+        failed.write(record_path)
         raise
-    record = record.but(status=Status.PUSHED, pushed=digests)
+    record = replace(record, status=Status.PUSHED, pushed=digests)
     record.write(record_path)  # before printing: the digests must never be lost
     for ref, digest in digests.items():
         out(f"{ref}@{digest}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -89,10 +89,6 @@ class BuildRecord:
     smoke: tuple[SmokeCheck, ...] | None = None
     smoke_not_run: str | None = None
     pushed: dict[str, str] | None = None
-
-    def but(self, **changes: Any) -> BuildRecord:
-        """This record with ``changes`` (the next step of the build)."""
-        return replace(self, **changes)
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object written: a key for each value the build got to."""

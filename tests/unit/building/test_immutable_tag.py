@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -130,7 +131,7 @@ def test_a_real_registry_keeps_the_first_image(tmp_path: Path) -> None:
     assert pushed.pushed == {immutable: digest}
     daemon.tag(ids[1], immutable)  # the rebuilt image now holds the tag locally
     with pytest.raises(PushError, match="the immutable tag is never moved"):
-        _push(daemon, record.but(tags=(immutable, f"{repo}:second")), ids[1],
+        _push(daemon, replace(record, tags=(immutable, f"{repo}:second")), ids[1],
               tmp_path / "r.json", lambda _: None, lambda _: None)
     assert daemon.registry_digest(immutable) == digest  # still the first image
 
