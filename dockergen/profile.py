@@ -4,7 +4,8 @@ A closed pydantic model: unknown keys are errors, values are strictly typed (a Y
 number never becomes a version string by accident), every string that can reach the
 Dockerfile is checked against a narrow pattern, and the model is frozen after loading.
 The JSON Schema for editors is generated from these classes (``dockergen schema``).
-May import: :mod:`dockergen.errors`, :mod:`dockergen.refs` (the image-reference grammar).
+May import: :mod:`dockergen.engine_names` (the engine choices), :mod:`dockergen.errors`,
+:mod:`dockergen.refs` (the image-reference grammar).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -28,7 +29,13 @@ from pydantic import (
 from pydantic_core import core_schema
 
 from dockergen import refs
+from dockergen.engine_names import FOLDERS
 from dockergen.errors import holds_secret
+
+if TYPE_CHECKING:
+    EngineName = str
+else:  # engine.name's choices: the registered engines, in the registry's order
+    EngineName = Literal[tuple(FOLDERS)]
 
 # --- string shapes ------------------------------------------------------------------
 # Each pattern is deliberately narrow: these values end up in Dockerfile instructions,
@@ -395,7 +402,7 @@ class Cuda(_Section):
 class Engine(_Section):
     """The inference engine and its release; torch and friends are derived from it."""
 
-    name: Literal["vllm", "tensorrt-llm", "sglang"]
+    name: EngineName
     version: PackageVersion
     torch: PackageVersion | None = Field(
         None, description="Override the torch pin derived from the engine release.")

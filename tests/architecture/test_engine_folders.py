@@ -18,8 +18,8 @@ SERVING = ROOT / "dockergen" / "components" / "serving"
 ENGINES = ("vllm", "sglang", "tensorrt-llm", "tensorrt_llm")
 # code outside the engines' folders that may hold an engine's name as a value, and why
 ALLOWED = {
-    "dockergen/profile.py": "engine.name's choices: the model is imported before any engine "
-                            "(a test below ties them to the registry)",
+    "dockergen/engine_names.py": "the one list of engines: a line each (the registry and "
+                                 "engine.name's choices read it)",
     "dockergen/credentials.py": "the secret scan runs on the raw profile, before the engine is "
                                 "known to be valid: where vLLM takes its API key",
 }

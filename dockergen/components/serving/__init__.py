@@ -1,18 +1,33 @@
-"""The serving engines, one folder each; this registry is the only list of them.
+"""The serving engines, one folder each, registered from the one list of them.
 
 Adding an engine: a folder here (its :class:`~dockergen.components.serving.base.ServingEngine`
-subclass in ``__init__.py``, ``facts.yaml``, ``metrics.yaml``, its flag list and parser
-script), one line in :data:`ENGINES`, and its name in ``dockergen.profile.Engine.name``.
-May import: the engine modules of this package.
+subclass in ``__init__.py`` as ``ENGINE``, ``facts.yaml``, ``metrics.yaml``, its flag list and
+parser script) and one line in :data:`dockergen.engine_names.FOLDERS`, which also gives the
+profile's ``engine.name`` its choices.
+May import: :mod:`dockergen.engine_names` and the engine packages of this package (each by
+the folder the list names).
 """
 
 from __future__ import annotations
 
-from dockergen.components.serving import sglang, tensorrt_llm, vllm
-from dockergen.components.serving.base import ServingEngine
+import importlib
 
-ENGINES: dict[str, ServingEngine] = {
-    e.name: e for e in (vllm.ENGINE, tensorrt_llm.ENGINE, sglang.ENGINE)}
+from dockergen.components.serving.base import ServingEngine
+from dockergen.engine_names import FOLDERS
+
+
+def _registered() -> dict[str, ServingEngine]:
+    engines: dict[str, ServingEngine] = {}
+    for name, folder in FOLDERS.items():
+        engine = importlib.import_module(f"{__name__}.{folder}").ENGINE
+        if not isinstance(engine, ServingEngine) or engine.name != name:
+            raise TypeError(f"{__name__}.{folder}.ENGINE is not the ServingEngine {name!r}")
+        engines[name] = engine
+    return engines
+
+
+# engine.name -> its engine, in the list's order
+ENGINES: dict[str, ServingEngine] = _registered()
 
 
 def engine_for(name: str) -> ServingEngine:
