@@ -47,7 +47,9 @@ else:  # engine.name's choices: the registered engines, in the registry's order
 _INT32_MAX = 2**31 - 1
 # a TCP port, 1-65535
 _PORT = r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
-_PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
+# (pattern, what it accepts in words) by shape name; the command line checks its own
+# values (an index URL, a scrape target) by the same shapes
+PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
     "name": (re.compile(r"[a-z0-9][a-z0-9-]{0,62}"),
              "lowercase letters, digits and '-', starting with a letter or digit"),
     "cuda_version": (re.compile(r"\d{1,2}\.\d{1,2}\.\d{1,2}"), "a CUDA version like \"13.0.2\""),
@@ -162,7 +164,7 @@ def json_pattern(regex: re.Pattern[str]) -> str:
 
 
 def _shaped(kind: str) -> _Form:
-    regex, what = _PATTERNS[kind]
+    regex, what = PATTERNS[kind]
 
     def check(value: str) -> str:
         if not regex.fullmatch(value):
@@ -246,7 +248,7 @@ def _extra_arg(value: str) -> str:
     The server command is written in exec form (a JSON array), so a JSON value reaches the
     server as one argument, never through a shell; only its shape is checked here.
     """
-    regex, what = _PATTERNS["extra_arg"]
+    regex, what = PATTERNS["extra_arg"]
     if regex.fullmatch(value):
         return value
     flag, sep, rest = value.partition("=")
@@ -264,7 +266,7 @@ def _extra_arg(value: str) -> str:
 
 # the schema's form of an extra argument: a flag or plain value, or a JSON object or array
 # (as the whole value or after `--flag=`), which the model parses (JSON is no regex)
-_EXTRA_ARG_JSON = ("^(?:" + _PATTERNS["extra_arg"][0].pattern
+_EXTRA_ARG_JSON = ("^(?:" + PATTERNS["extra_arg"][0].pattern
                    + r"|(?:--[a-z0-9][a-z0-9_-]*=)?[\[{][^\x00-\x1f\x7f]{0,2046})$")
 ExtraArg = Annotated[str, _Form(_extra_arg, (("pattern", _EXTRA_ARG_JSON),),
                                 _EXAMPLES["extra_arg"])]
@@ -310,14 +312,14 @@ def _mirror_url(value: str) -> str:
         raise ValueError("the URL carries a query or fragment (tokens travel there, and the "
                          "URL is stored in the build stages' ENV and history), without it it "
                          f"is {_show(bare)}")
-    if _PATTERNS["url"][0].fullmatch(value) or _MIRROR_FILE.fullmatch(value):
+    if PATTERNS["url"][0].fullmatch(value) or _MIRROR_FILE.fullmatch(value):
         return value
     raise ValueError(f"{_show(value)} is not an http(s) URL without credentials, query or "
                      "spaces, nor a file:///absolute/path")
 
 
 _MIRROR_FILE = re.compile(r"file:///[A-Za-z0-9._~/-]*")
-MirrorUrl = Annotated[str, _Form(_mirror_url, (("pattern", "^(?:" + _PATTERNS["url"][0].pattern
+MirrorUrl = Annotated[str, _Form(_mirror_url, (("pattern", "^(?:" + PATTERNS["url"][0].pattern
                                                  + "|" + _MIRROR_FILE.pattern + ")$"),),
                                  "https://mirror.example.com/python-build-standalone")]
 
@@ -341,7 +343,7 @@ def _axis_values(value: Any) -> tuple[Any, ...] | dict[str, Any]:
     if isinstance(value, (list, tuple)):
         return tuple(value)
     if isinstance(value, dict):
-        regex, what = _PATTERNS["name"]
+        regex, what = PATTERNS["name"]
         for key in value:
             if not isinstance(key, str) or not regex.fullmatch(key):
                 raise ValueError(f"value name {key!r} is not {what}")

@@ -5,7 +5,7 @@ lines on stderr and a distinct exit code (see :class:`ExitCode`); anything else 
 keeps its traceback. Here too: the options and help texts several commands take (``--set``,
 ``--mode``, ``--strict``, ``-q``), the helpers for their output (``-o``, warnings, a
 standard output whose failures are told apart) and the one state :func:`main` reads after
-a command has ended (:data:`_state`).
+a command has ended (:data:`run_state`).
 May import: click, the standard library, :mod:`dockergen` (the version),
 :mod:`dockergen.cli.params` and :mod:`dockergen.errors` at the top; the rest of dockergen
 inside functions (start-up time).
@@ -37,10 +37,10 @@ SET_HELP = ("Override a profile field before validation. A text field (python, c
             "(matrix=null). FIELD enters mappings (serving.env.NAME=VALUE); a list is "
             "replaced whole.")
 
-_set_option = click.option(
+set_option = click.option(
     "--set", "overrides", multiple=True, type=params.SetItem(), metavar="FIELD=VALUE",
     callback=params.check_set_fields, help=SET_HELP)
-_mode_option = click.option(
+mode_option = click.option(
     "--mode", type=params.MODE, default="buildkit", show_default=True,
     help="classic: no BuildKit-only syntax (for engines without BuildKit).")
 
@@ -60,7 +60,7 @@ class _OutputClosed(Exception):
 class _RunState:
     """What :func:`main` reads after the command has ended, recorded while it ran.
 
-    There is one, :data:`_state`; the command modules write its fields on that object
+    There is one, :data:`run_state`; the command modules write its fields on that object
     (never a copy of a flag of their own, which main would not see).
     """
 
@@ -75,7 +75,7 @@ class _RunState:
         self.interrupted_command: str | None = None
 
 
-_state = _RunState()
+run_state = _RunState()
 
 
 class _Group(click.Group):
@@ -85,7 +85,7 @@ class _Group(click.Group):
         except BrokenPipeError:
             raise _OutputClosed(ctx.invoked_subcommand) from None
         except KeyboardInterrupt:
-            _state.interrupted_command = ctx.invoked_subcommand
+            run_state.interrupted_command = ctx.invoked_subcommand
             raise
 
 
@@ -140,37 +140,37 @@ class _GuardedStdout(io.TextIOBase):
             raise _StdoutFailed(exc.strerror or str(exc)) from None
 
 
-def _path_given(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+def path_given(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """-o '' is no path: it printed to stdout (render, schema) or named the working folder."""
     if value == "":
         raise click.BadParameter("is empty; give a path, or leave -o out to print")
     return value
 
 
-def _folder_given(ctx: click.Context, param: click.Parameter, value: str | None
+def folder_given(ctx: click.Context, param: click.Parameter, value: str | None
                   ) -> str | None:
     """-o of a command that writes a folder: '-' (standard output) cannot hold one."""
     if value == "-":
         raise click.BadParameter("'-' is standard output, which cannot hold a folder; give "
                                  "a folder path")
-    return _path_given(ctx, param, value)
+    return path_given(ctx, param, value)
 
 
-def _stdout(output: str | None) -> bool:
+def to_stdout(output: str | None) -> bool:
     """-o left out or '-': the output goes to standard output."""
     return output is None or output == "-"
 
 
 def _remember_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
-    _state.quiet = _state.quiet or value
+    run_state.quiet = run_state.quiet or value
     return value
 
 
-_quiet_option = click.option("-q", "--quiet", is_flag=True, callback=_remember_quiet,
+quiet_option = click.option("-q", "--quiet", is_flag=True, callback=_remember_quiet,
                              help="Do not print warnings.")
 
 
-def _warn(lines: list[str], quiet: bool) -> None:
+def warn(lines: list[str], quiet: bool) -> None:
     if not quiet:
         for line in lines:
             click.echo(line, err=True)
@@ -192,12 +192,12 @@ def cli() -> None:
     """
 
 
-_strict_option = click.option(
+strict_option = click.option(
     "--strict", is_flag=True, help="A matrix point that does not validate is an error "
                                    "(default: it is dropped with its problems printed).")
 
 
-def _refuse_other_format(ctx: click.Context, fmt: str,
+def refuse_other_format(ctx: click.Context, fmt: str,
                          options: tuple[tuple[str, str, str], ...]) -> None:
     """An option of another --format would be dropped without a word: a usage error. Only
     what the user typed counts (many of these options have defaults)."""
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> None:
         cli.main(args=argv, prog_name="dockergen", standalone_mode=False)
     except DockergenError as exc:
         # -q: also the warnings beside errors (by severity: an error's text may end in anything)
-        lines = exc.lines(warnings=False) if isinstance(exc, ProfileError) and _state.quiet \
+        lines = exc.lines(warnings=False) if isinstance(exc, ProfileError) and run_state.quiet \
             else exc.lines()
         for line in lines:
             click.echo(redact(line), err=True)
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> None:
         # printed, so commands that only print end with 0. A build whose progress stream
         # was cut off did not finish its work: 141, as a process killed by SIGPIPE.
         _silence_output()
-        cut_work = exc.command == "build" and not _state.build_prints_only
+        cut_work = exc.command == "build" and not run_state.build_prints_only
         _exit(ExitCode.PIPE_CLOSED if cut_work else 0)
     _exit(0)
 
@@ -259,7 +259,7 @@ def _interrupted() -> None:
     from dockergen import atomic
 
     written = [str(p) for p in atomic.committed()]
-    if written and _state.interrupted_command in _ONE_WRITE:
+    if written and run_state.interrupted_command in _ONE_WRITE:
         click.echo(f"dockergen: interrupted after the output was complete; in place: "
                    f"{', '.join(written)}", err=True)
         _exit(0)

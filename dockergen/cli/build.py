@@ -13,15 +13,15 @@ from pathlib import Path
 import click
 
 from dockergen.cli import params
-from dockergen.cli.app import _folder_given, _quiet_option, _set_option, _state
+from dockergen.cli.app import folder_given, quiet_option, run_state, set_option
 
 _WEEK_S = 7 * 24 * 3600  # the longest --timeout: a longer one is taken for a typo
 
 
 @click.command()
 @click.argument("profile", type=click.Path(dir_okay=False))
-@_set_option
-@click.option("-o", "--output", type=click.Path(file_okay=False), callback=_folder_given,
+@set_option
+@click.option("-o", "--output", type=click.Path(file_okay=False), callback=folder_given,
               help="Build context folder (default: build/<profile name>); the build log and "
                    "build record are written there too.")
 @click.option("--builder", type=params.BUILDER, default="auto",
@@ -47,7 +47,7 @@ _WEEK_S = 7 * 24 * 3600  # the longest --timeout: a longer one is taken for a ty
               help="Pull base images even when they exist locally (default: only missing).")
 @click.option("--no-smoke", is_flag=True, help="Skip the smoke tests (not with --push).")
 @click.option("--gpus", is_flag=True, help="Also run the GPU smoke tests (needs a GPU host).")
-@_quiet_option
+@quiet_option
 def build(profile: str, overrides: tuple[str, ...], output: str | None, builder: str,
           tags: tuple[str, ...], no_cache: bool, build_args: tuple[str, ...],
           stage: str | None, platform: str | None, progress: str, push: bool, dry_run: bool,
@@ -56,7 +56,7 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
     """Render PROFILE, build it through the Docker Engine API, and optionally push it."""
     import math
 
-    _state.build_prints_only = dry_run  # main() reads it if the output is cut off
+    run_state.build_prints_only = dry_run  # main() reads it if the output is cut off
     from dockergen.build import BuildOptions, build_profile
 
     # nan and -1 cancelled the build at once, 0 meant none, inf crashed the timer thread

@@ -13,12 +13,12 @@ import click
 
 from dockergen.cli import params
 from dockergen.cli.app import (
-    _path_given,
-    _quiet_option,
-    _refuse_other_format,
-    _set_option,
-    _stdout,
-    _warn,
+    path_given,
+    quiet_option,
+    refuse_other_format,
+    set_option,
+    to_stdout,
+    warn,
 )
 
 
@@ -28,7 +28,7 @@ from dockergen.cli.app import (
               help="compose: a Compose file; k8s: Deployment + Service.")
 @click.option("--record", type=click.Path(dir_okay=False),
               help="build-record.json of `dockergen build --push`: pin the image by digest.")
-@click.option("-o", "--output", type=click.Path(), callback=_path_given,
+@click.option("-o", "--output", type=click.Path(), callback=path_given,
               help="Write to this file (with --all: a folder, OUTPUT/<name>/FILE).")
 @click.option("--all", "deploy_all", is_flag=True, help="Every shipped profile (examples).")
 @click.option("--opt-in", "opt_in", multiple=True,
@@ -49,8 +49,8 @@ from dockergen.cli.app import (
               help="Kubernetes: CPU request and limit.")
 @click.option("--memory-gib", type=click.IntRange(1, 65536), default=64, show_default=True,
               help="Kubernetes: memory request and limit in GiB.")
-@_set_option
-@_quiet_option
+@set_option
+@quiet_option
 @click.pass_context
 def deploy(ctx: click.Context, profile: str | None, fmt: str, record: str | None,
            output: str | None, deploy_all: bool, opt_in: tuple[str, ...], gpu_ids: str | None,
@@ -65,9 +65,9 @@ def deploy(ctx: click.Context, profile: str | None, fmt: str, record: str | None
 
     if deploy_all == bool(profile):
         raise click.UsageError("give either PROFILE or --all")
-    if deploy_all and (_stdout(output) or record):
+    if deploy_all and (to_stdout(output) or record):
         raise click.UsageError("--all needs -o DIR and takes no --record")
-    _refuse_other_format(ctx, fmt, _DEPLOY_FORMAT_OPTIONS)
+    refuse_other_format(ctx, fmt, _DEPLOY_FORMAT_OPTIONS)
     options = DeployOptions(
         record=Path(record) if record else None, opt_in=opt_in,
         # blanks are kept so `--gpu-ids 0,,1` is refused, not read as 0,1
@@ -84,7 +84,7 @@ def deploy(ctx: click.Context, profile: str | None, fmt: str, record: str | None
 
     outputs = [deploy(resolution(p, overrides), fmt, options) for p in paths]
     for out in outputs:
-        _warn(out.warnings, quiet)
+        warn(out.warnings, quiet)
     if deploy_all:
         # the whole folder at once, as `render`/`observe -o` write theirs: every profile's
         # file appears, or nothing changes
@@ -93,7 +93,7 @@ def deploy(ctx: click.Context, profile: str | None, fmt: str, record: str | None
                             legacy=lambda f, names: is_deploy_folder(f))
         for out in outputs:
             click.echo(f"wrote {folder / out.name / out.filename}", err=True)
-    elif not _stdout(output):
+    elif not to_stdout(output):
         atomic.write_file(Path(output or ""), outputs[0].text, ours=is_generated)
         click.echo(f"wrote {output}", err=True)
     else:

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import click
 
-from dockergen.cli.app import _mode_option, _set_option
+from dockergen.cli.app import mode_option, set_option
 
 
 @click.command()
 @click.argument("profile", type=click.Path(dir_okay=False))
-@_set_option
-@_mode_option
+@set_option
+@mode_option
 def explain(profile: str, overrides: tuple[str, ...], mode: str) -> None:
     """Show each derived setting of PROFILE and the rule and source that chose it."""
     from dockergen.api import resolve_profile

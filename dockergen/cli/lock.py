@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from dockergen.cli.app import _set_option
+from dockergen.cli.app import set_option
 from dockergen.errors import OutputError
 
 # What uv's --python-platform accepts for a Linux GPU image: glibc targets only (the
@@ -23,13 +23,13 @@ def _check_python_lock_options(python_platform: str | None, torch_index: str | N
     """`lock --python` options, refused before uv runs (it would report them as exit 2)."""
     import re
 
-    from dockergen.profile import _PATTERNS
+    from dockergen.profile import PATTERNS
 
     if python_platform is not None and not re.fullmatch(_LOCK_PLATFORM, python_platform):
         raise click.UsageError(f"--python-platform {python_platform!r}: expected a Linux glibc "
                                "platform like x86_64-manylinux_2_35 or "
                                "aarch64-manylinux_2_28 (uv pip compile --help lists them)")
-    url, _ = _PATTERNS["url"]
+    url, _ = PATTERNS["url"]
     if torch_index is not None and not url.fullmatch(torch_index):
         raise click.UsageError(f"--torch-index {torch_index!r}: expected an http(s) URL "
                                "without credentials or query, e.g. "
@@ -67,7 +67,7 @@ def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
 
 @click.command()
 @click.argument("profiles", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@_set_option
+@set_option
 @click.option("--check", is_flag=True,
               help="Only check (offline) that the lock holds every base image the profiles "
                    "ask for; exit 8 if not.")

@@ -14,11 +14,11 @@ import click
 
 from dockergen.cli import params
 from dockergen.cli.app import (
-    _folder_given,
-    _quiet_option,
-    _refuse_other_format,
-    _set_option,
-    _warn,
+    folder_given,
+    quiet_option,
+    refuse_other_format,
+    set_option,
+    warn,
 )
 from dockergen.errors import ProfileError, holds_secret
 
@@ -26,7 +26,7 @@ from dockergen.errors import ProfileError, holds_secret
 @click.command()
 @click.argument("profile", required=False, type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
-              callback=_folder_given,
+              callback=folder_given,
               help="Folder for the monitoring files (with --all: OUTPUT/<name>/).")
 @click.option("--all", "observe_all", is_flag=True,
               help="Every shipped profile into OUTPUT/<name>/ (how examples/observe is made).")
@@ -40,8 +40,8 @@ from dockergen.errors import ProfileError, holds_secret
               help="With --format k8s: the named container/service port serving metrics.")
 @click.option("--target", "scrape_targets", multiple=True, metavar="HOST:PORT",
               help="Scrape target (repeatable); default observe.targets or localhost:PORT.")
-@_set_option
-@_quiet_option
+@set_option
+@quiet_option
 def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monitor: str,
             port_name: str, scrape_targets: tuple[str, ...], overrides: tuple[str, ...],
             quiet: bool) -> None:
@@ -54,11 +54,11 @@ def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monit
     from dockergen.observe.generate import observe as monitoring
     from dockergen.observe.generate import write_output, write_outputs
     from dockergen.pipeline import resolution
-    from dockergen.profile import _PATTERNS
+    from dockergen.profile import PATTERNS
 
     if observe_all == bool(profile):
         raise click.UsageError("give either PROFILE or --all")
-    _refuse_other_format(click.get_current_context(), fmt,
+    refuse_other_format(click.get_current_context(), fmt,
                          (("monitor", "--monitor", "k8s"), ("port_name", "--port-name", "k8s")))
     # a named container port (Kubernetes IANA_SVC_NAME): at most 15 of [a-z0-9-], a letter
     # among them, no '-' at either end or twice in a row (src: k8s.io apimachinery
@@ -67,7 +67,7 @@ def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monit
             or len(port_name) > 15:
         raise click.UsageError(f"--port-name {port_name!r}: expected a Kubernetes port name "
                                "like http or metrics (at most 15 of a-z, 0-9 and '-')")
-    shape, what = _PATTERNS["scrape_target"]
+    shape, what = PATTERNS["scrape_target"]
     for scrape_target in scrape_targets:
         if holds_secret(scrape_target):  # a key is a valid host name: it would be written out
             raise click.UsageError(f"--target: a value shaped like a credential (not shown); "
@@ -86,7 +86,7 @@ def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monit
     if problems:
         raise ProfileError(problems)
     for result in results:
-        _warn([str(w) for w in result.warnings], quiet)
+        warn([str(w) for w in result.warnings], quiet)
     if observe_all:  # every profile's folder changes together
         write_outputs(Path(output), {r.name: r.files for r in results})
     else:

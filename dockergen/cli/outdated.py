@@ -11,12 +11,12 @@ from pathlib import Path
 
 import click
 
-from dockergen.cli.app import _set_option
+from dockergen.cli.app import set_option
 
 
 @click.command()
 @click.argument("profiles", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@_set_option
+@set_option
 @click.option("--index", metavar="URL", default=None,
               help="Simple-API index to read (PEP 691 JSON or PEP 503 HTML); default: the "
                    "profile's build.pip_index_url, else PyPI. Credentials: "
@@ -43,7 +43,7 @@ def outdated(profiles: tuple[str, ...], overrides: tuple[str, ...], index: str |
 
 @click.command()
 @click.argument("profile", type=click.Path(dir_okay=False))
-@_set_option
+@set_option
 @click.option("--to", "to", metavar="VERSION", default=None,
               help="Check the move to this release only (default: every newer release).")
 @click.option("--driver", metavar="VERSION", default=None,

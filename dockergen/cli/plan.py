@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from dockergen.cli.app import _set_option
+from dockergen.cli.app import set_option
 
 
 def _finite_gib(ctx: click.Context, param: click.Parameter, value: float) -> float:
@@ -35,7 +35,7 @@ def _finite_gib(ctx: click.Context, param: click.Parameter, value: float) -> flo
               callback=_finite_gib,
               help="Memory besides weights and KV cache per GPU (CUDA graphs, activations).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
-@_set_option
+@set_option
 def plan(profile: str, model_config: str | None, model_dir: str | None, overhead_gib: float,
          as_json: bool, overrides: tuple[str, ...]) -> None:
     """Capacity plan: weights, KV cache per token, tokens per GPU, max concurrency."""

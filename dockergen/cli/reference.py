@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from dockergen.cli.app import _path_given, _stdout
+from dockergen.cli.app import path_given, to_stdout
 
 
 @click.command("profiles")
@@ -26,7 +26,7 @@ def list_profiles() -> None:
 
 
 @click.command()
-@click.option("-o", "--output", type=click.Path(dir_okay=False), callback=_path_given,
+@click.option("-o", "--output", type=click.Path(dir_okay=False), callback=path_given,
               help="Write the schema to this file instead of stdout.")
 def schema(output: str | None) -> None:
     """Print the JSON Schema of profile files (for editors)."""
@@ -34,14 +34,14 @@ def schema(output: str | None) -> None:
     from dockergen.schema import is_schema_text, profile_schema
 
     text = json.dumps(profile_schema(), indent=2, sort_keys=True) + "\n"
-    if _stdout(output):
+    if to_stdout(output):
         click.echo(text, nl=False)
     else:
         atomic.write_file(Path(output or ""), text, ours=is_schema_text)
 
 
 @click.command()
-@click.option("-o", "--output", type=click.Path(dir_okay=False), callback=_path_given,
+@click.option("-o", "--output", type=click.Path(dir_okay=False), callback=path_given,
               help="Write the reference to this file instead of stdout.")
 @click.option("--checks", "of_checks", is_flag=True,
               help="Instead: the checks `validate` runs, from the check registry (the "
@@ -54,7 +54,7 @@ def reference(output: str | None, of_checks: bool) -> None:
     from dockergen.reference import is_reference_text, profile_reference
 
     text = checks_reference() if of_checks else profile_reference()
-    if _stdout(output):
+    if to_stdout(output):
         click.echo(text, nl=False)
     else:
         atomic.write_file(Path(output or ""), text,

@@ -12,13 +12,13 @@ from pathlib import Path
 import click
 
 from dockergen.cli.app import (
-    _mode_option,
-    _path_given,
-    _quiet_option,
-    _set_option,
-    _stdout,
-    _strict_option,
-    _warn,
+    mode_option,
+    path_given,
+    quiet_option,
+    set_option,
+    strict_option,
+    to_stdout,
+    warn,
 )
 
 
@@ -37,17 +37,17 @@ def _check_syntax(ctx: click.Context, param: click.Parameter, value: str | None)
 
 @click.command()
 @click.argument("profile", required=False, type=click.Path(dir_okay=False))
-@click.option("-o", "--output", type=click.Path(file_okay=False), callback=_path_given,
+@click.option("-o", "--output", type=click.Path(file_okay=False), callback=path_given,
               help="Write a build context (Dockerfile, .dockerignore, lock file) and a "
                    "docker-bake.hcl to this folder.")
 @click.option("--all", "render_all", is_flag=True,
               help="Render every shipped profile into OUTPUT/<name>/ and OUTPUT/docker-bake.hcl.")
-@_set_option
-@_mode_option
+@set_option
+@mode_option
 @click.option("--syntax", metavar="IMAGE", callback=_check_syntax,
               help="Emit a '# syntax=IMAGE' parser directive (needs that frontend image).")
-@_strict_option
-@_quiet_option
+@strict_option
+@quiet_option
 def render(profile: str | None, output: str | None, render_all: bool,
            overrides: tuple[str, ...], mode: str, syntax: str | None, strict: bool,
            quiet: bool) -> None:
@@ -69,18 +69,18 @@ def render(profile: str | None, output: str | None, render_all: bool,
 
     if render_all == bool(profile):
         raise click.UsageError("give either PROFILE or --all")
-    if render_all and _stdout(output):
+    if render_all and to_stdout(output):
         raise click.UsageError("--all needs -o DIR")
     paths = shipped_renderable() if render_all else [Path(profile)]  # type: ignore[arg-type]
     fleet = collect(paths, overrides, mode, syntax, strict=strict)  # type: ignore[arg-type]
     matrix = any(m.group for m in fleet.members)
-    if _stdout(output) and matrix:
+    if to_stdout(output) and matrix:
         names = ", ".join(m.name for m in fleet.members)
         raise click.UsageError(f"{profile} is a matrix of {len(fleet.members)} variants "
                                f"({names}); write them all with -o DIR")
-    _warn(fleet.dropped_lines(), quiet)
-    _warn(fleet.warnings(), quiet)
-    if _stdout(output):
+    warn(fleet.dropped_lines(), quiet)
+    warn(fleet.warnings(), quiet)
+    if to_stdout(output):
         click.echo(fleet.members[0].files["Dockerfile"].decode(), nl=False)
         return
     out = Path(output)  # type: ignore[arg-type]

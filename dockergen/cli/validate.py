@@ -12,15 +12,15 @@ from typing import Any
 
 import click
 
-from dockergen.cli.app import _quiet_option, _set_option, _strict_option, _warn
+from dockergen.cli.app import quiet_option, set_option, strict_option, warn
 from dockergen.errors import ProfileError
 
 
 @click.command()
 @click.argument("profiles", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@_set_option
-@_strict_option
-@_quiet_option
+@set_option
+@strict_option
+@quiet_option
 def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], strict: bool,
              quiet: bool) -> None:
     """Check one or more profiles; print every problem found (matrices: every point)."""
@@ -44,8 +44,8 @@ def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], strict: bool
         dropped += [d for _, d in fleet.dropped]
         if strict and fleet.dropped:
             continue  # reported as errors below
-        _warn(fleet.dropped_lines(), quiet)
-        _warn(fleet.warnings(), quiet)
+        warn(fleet.dropped_lines(), quiet)
+        warn(fleet.warnings(), quiet)
         if found:
             problems.extend(found)
             continue

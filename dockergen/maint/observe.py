@@ -103,7 +103,8 @@ def cuda_majors(reqs: list[Requirement]) -> tuple[list[int], list[str]]:
     return sorted(majors), sorted(names)
 
 
-def _linux_wheel(files: list[pypi.DistFile]) -> pypi.DistFile | None:
+def linux_wheel(files: list[pypi.DistFile]) -> pypi.DistFile | None:
+    """The first x86_64 Linux wheel of a release's files, if it has one."""
     wheels = [f for f in files if f.filename.endswith(".whl") and "x86_64" in f.filename
               and "linux" in f.filename]
     return wheels[0] if wheels else None
@@ -112,7 +113,7 @@ def _linux_wheel(files: list[pypi.DistFile]) -> pypi.DistFile | None:
 def observe_torch(pages: Pages, version: str) -> dict[str, Any] | None:
     """Requires-Python, the CPython versions with linux x86_64 wheels, CUDA major, triton."""
     files = pages.files("torch", version)
-    wheel = _linux_wheel(files)
+    wheel = linux_wheel(files)
     if wheel is None:
         return None
     meta = pypi.wheel_metadata(wheel)
@@ -163,7 +164,7 @@ def observe_engine(pages: Pages, package: str, version: str) -> dict[str, Any] |
     files = pages.files(package, version)
     if not files:
         return None
-    wheel = _linux_wheel(files)
+    wheel = linux_wheel(files)
     if wheel is not None:
         meta, source = pypi.wheel_metadata(wheel), wheel
     else:

@@ -23,7 +23,7 @@ from typing import Any
 
 from dockergen.errors import MissingToolError
 from dockergen.maint import pypi
-from dockergen.maint.observe import Pages, _linux_wheel
+from dockergen.maint.observe import Pages, linux_wheel
 
 # The torch includes of flash-attn 2.8.3.post2 csrc/flash_attn/flash_api.cpp (CPU-side ones).
 TRANSLATION_UNIT = """\
@@ -42,7 +42,7 @@ TORCH_EXTENSION_FLAGS = ["-DTORCH_API_INCLUDE_EXTENSION_H",
 
 def torch_include(pages: Pages, version: str) -> Path:
     """``torch/include`` of the real torch wheel (cached under the cache folder)."""
-    wheel = _linux_wheel(pages.files("torch", version))
+    wheel = linux_wheel(pages.files("torch", version))
     if wheel is None:
         raise pypi.PyPIError(f"torch {version}: no linux x86_64 wheel on PyPI")
     dest = pypi.cache_dir() / "torch-include" / wheel.sha256

@@ -366,3 +366,24 @@ def test_the_length_check_sees_a_long_function_and_its_nested_ones() -> None:
     # a method is as long as the function it holds (inner: 60 lines, at the limit)
     assert long_functions(nested) == [("m", 61)]
     assert long_functions(nested + "            y = 2\n") == [("m", 62), ("inner", 61)]
+
+
+def private_imports(source: str) -> list[str]:
+    """The private names (``_name``, not dunders) ``source`` imports from dockergen modules:
+    a name another module needs is part of its module's interface, and says so."""
+    return [f"{node.module}.{a.name}" for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dockergen")
+            for a in node.names
+            if a.name.startswith("_") and not a.name.startswith("__")]
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    found = [f"{module} imports {name}" for module, source in all_modules()
+             for name in private_imports(source)]
+    assert found == [], found
+
+
+def test_the_private_import_check_sees_one() -> None:
+    assert private_imports("from dockergen.loader import _validate, load_profile\n") == [
+        "dockergen.loader._validate"]
+    assert private_imports("from dockergen import __version__\nfrom os import _exit\n") == []
