@@ -58,6 +58,7 @@ from dockergen.errors import (
 from dockergen.knowledge import load_facts
 from dockergen.loader import LoadedProfile, with_overrides
 from dockergen.model import MAIN_INDEX
+from dockergen.pipeline import resolution, resolution_of
 from dockergen.ranges import BLOCK, RangeReader
 
 # A simple-API page is read up to this size (PyPI's JSON page of torch is a few MiB).
@@ -348,8 +349,6 @@ def read_file(url: str, limit: int = PAGE_LIMIT) -> bytes | None:
 
 def _verdict(loaded: LoadedProfile, setting: str, version: str) -> tuple[str, str]:
     """What the rules say of the profile as read, with ``setting`` moved to ``version``."""
-    from dockergen.pipeline import resolution_of
-
     try:
         r = resolution_of(with_overrides(loaded, (f"{setting}={version}",))).resolved
     except ProfileError as exc:
@@ -363,8 +362,6 @@ def _verdict(loaded: LoadedProfile, setting: str, version: str) -> tuple[str, st
 
 def check(path: Path, overrides: tuple[str, ...] = (), index: str | None = None) -> Report:
     """The report for one profile (raises the profile's own errors first)."""
-    from dockergen.pipeline import resolution
-
     res = resolution(path, overrides)
     r = res.resolved
     p = r.profile
