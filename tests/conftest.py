@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.registries import REGISTRIES, Registry, RegistryProblem
 from tests.support.standin import IndexServer, build_index, ensure_images
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -213,6 +214,34 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         except Exception as exc:  # noqa: BLE001 - housekeeping must never hide the results
             print(f"\nnote: could not remove this session's images ({exc}); "
                   "`docker system df` shows what is left")
+    for registry in REGISTRIES:
+        registry.stop()
+
+
+# --- the local registries (tests/support/registries.py) ----------------------------------
+@pytest.fixture(scope="session")
+def registries() -> tuple[Registry, ...]:
+    """The anonymous and the htpasswd registry, answering (pytest_runtest_setup sees to it
+    before every test that uses them, directly or through another fixture)."""
+    return REGISTRIES
+
+
+@pytest.hookimpl(tryfirst=True)  # before the fixtures, which push to them
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if "registries" in getattr(item, "fixturenames", ()):
+        try:
+            for registry in REGISTRIES:
+                registry.ensure(before=item.nodeid)
+        except RegistryProblem as exc:
+            pytest.fail(str(exc), pytrace=False)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    events = [event for registry in REGISTRIES for event in registry.events]
+    if events:
+        terminalreporter.section("local registries")
+        for event in events:
+            terminalreporter.write_line(event)
 
 
 # --- the real engine and the stand-in package index, shared by the daemon tests ----------

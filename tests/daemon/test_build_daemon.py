@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -22,15 +21,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, Run, run_cli
+from tests.support.registries import ANON, AUTH, PASSWORD, USER
 from tests.support.standin import IndexServer, build_index
 
-pytestmark = pytest.mark.daemon
+pytestmark = [pytest.mark.daemon, pytest.mark.usefixtures("registries")]
 
 PROFILE = ROOT / "tests" / "profiles" / "standin.yaml"
-ANON = os.environ.get("DOCKERGEN_TEST_REGISTRY", "localhost:5000")
-AUTH = os.environ.get("DOCKERGEN_TEST_AUTH_REGISTRY", "localhost:5001")
-USER = os.environ.get("DOCKERGEN_TEST_AUTH_USER", "dgtest")
-PASSWORD = os.environ.get("DOCKERGEN_TEST_AUTH_PASS", "dgtest-secret-pass")
 
 
 @pytest.fixture(scope="session")

@@ -24,9 +24,10 @@ import pytest
 
 from dockergen.components.python import JIT_PROBE
 from tests.conftest import run_cli
-from tests.daemon.test_build_daemon import ANON, PROFILE
+from tests.daemon.test_build_daemon import PROFILE
+from tests.support.registries import ANON
 
-pytestmark = pytest.mark.daemon
+pytestmark = [pytest.mark.daemon, pytest.mark.usefixtures("registries")]
 
 REPO = f"{ANON}/dockergen-test/deploy-standin"
 

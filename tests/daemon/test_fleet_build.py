@@ -9,7 +9,6 @@ rendered Dockerfiles and bake file. Stand-ins: the base images and packages
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -19,11 +18,11 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 from tests.support.bakerun import NO_CACHE_EXPORT, bake, cached_ratio, host_network_compose, steps
+from tests.support.registries import ANON
 from tests.support.standin import DEVEL, RUNTIME, IndexServer, build_index, ensure_images
 
-pytestmark = pytest.mark.daemon
+pytestmark = [pytest.mark.daemon, pytest.mark.usefixtures("registries")]
 
-ANON = os.environ.get("DOCKERGEN_TEST_REGISTRY", "localhost:5000")
 BASES = {"cuda.devel_image": f"{ANON}/dockergen-test/base-devel:bookworm",
          "cuda.runtime_image": f"{ANON}/dockergen-test/base-runtime:bookworm"}
 NAMES = ["standin-mx-a100", "standin-mx-h100"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
 import subprocess
 import uuid
 from pathlib import Path
@@ -18,13 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
+from tests.support.registries import ANON, AUTH, PASSWORD, USER
 
-pytestmark = pytest.mark.daemon
+pytestmark = [pytest.mark.daemon, pytest.mark.usefixtures("registries")]
 
-ANON = os.environ.get("DOCKERGEN_TEST_REGISTRY", "localhost:5000")
-AUTH = os.environ.get("DOCKERGEN_TEST_AUTH_REGISTRY", "localhost:5001")
-USER = os.environ.get("DOCKERGEN_TEST_AUTH_USER", "dgtest")
-PASSWORD = os.environ.get("DOCKERGEN_TEST_AUTH_PASS", "dgtest-secret-pass")
 BASE = "local/debian:bookworm"
 EPOCH = "1764543600"  # 2025-11-30T23:00:00Z
 STAMP = "2025-11-30T23:00:00Z"

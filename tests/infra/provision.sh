@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Provision what the daemon tests need on a Debian 12 machine (run as root; idempotent):
-# Debian's docker.io engine, two docker-registry instances (anonymous on 127.0.0.1:5000,
-# htpasswd-authenticated on 127.0.0.1:5001), a debootstrap'ed base image
+# Debian's docker.io engine, the docker-registry and htpasswd programs (the test session runs
+# two registries with them: tests/support/registries.py), a debootstrap'ed base image
 # local/debian:bookworm, the buildx and compose CLI plugins (static binaries from Debian's
 # trixie suite: Debian 12 packages neither) and promtool/Prometheus. Prints the environment
 # the tests read (eval it).
@@ -45,26 +45,6 @@ if [[ -d $root ]]; then
   fi
 fi
 
-start_registry() {  # name port [htpasswd]
-  local name=$1 port=$2 auth=${3:-}
-  if curl -s -o /dev/null "http://127.0.0.1:$port/v2/"; then return; fi
-  mkdir -p "$state/$name"
-  {
-    echo "version: 0.1"
-    echo "storage: {filesystem: {rootdirectory: $state/$name/data}, delete: {enabled: true}}"
-    echo "http: {addr: 127.0.0.1:$port}"
-    if [[ -n $auth ]]; then
-      echo "auth: {htpasswd: {realm: dockergen-test, path: $auth}}"
-    fi
-  } >"$state/$name/config.yml"
-  (setsid docker-registry serve "$state/$name/config.yml" >"$state/$name/log" 2>&1 &)
-  for _ in $(seq 1 30); do
-    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v2/" || true)
-    [[ $code == 200 || $code == 401 ]] && return
-    sleep 0.5
-  done
-  cat "$state/$name/log" >&2; exit 1
-}
 # buildx and compose: the same Debian mirror's trixie suite carries them as static Go
 # binaries that work with Debian 12's dockerd 20.10 (shared/reference/platform-notes.md).
 # Taken from the suite's signed Packages index (file name and sha256), unpacked with
@@ -88,11 +68,6 @@ fi
 docker buildx version >&2
 docker compose version >&2
 
-user=dgtest pass=dgtest-secret-pass
-htpasswd -Bbn "$user" "$pass" >"$state/htpasswd"
-start_registry registry-anon 5000
-start_registry registry-auth 5001 "$state/htpasswd"
-
 if ! /usr/bin/docker image inspect local/debian:bookworm >/dev/null 2>&1; then
   rm -rf "$state/rootfs"
   debootstrap --variant=minbase bookworm "$state/rootfs" "$mirror" >"$state/debootstrap.log" 2>&1
@@ -100,7 +75,6 @@ if ! /usr/bin/docker image inspect local/debian:bookworm >/dev/null 2>&1; then
   rm -rf "$state/rootfs"
 fi
 
-echo "export DOCKERGEN_TEST_REGISTRY=localhost:5000"
-echo "export DOCKERGEN_TEST_AUTH_REGISTRY=localhost:5001"
-echo "export DOCKERGEN_TEST_AUTH_USER=$user"
-echo "export DOCKERGEN_TEST_AUTH_PASS=$pass"
+# The two registries (anonymous on 127.0.0.1:5000, htpasswd on 127.0.0.1:5001) are started by
+# the test session itself, which also starts one again if it stops (tests/support/registries.py).
+echo "export DOCKERGEN_TEST_STATE=$state"

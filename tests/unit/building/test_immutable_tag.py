@@ -18,6 +18,7 @@ from dockergen.buildrecord import BuildRecord, Status
 from dockergen.daemon import PushError
 from tests.conftest import ROOT, _engine_or_skip, a_pem_certificate
 from tests.support.fake_daemon import FakeDaemon
+from tests.support.registries import ANON
 
 PROFILE = ROOT / "tests" / "profiles" / "standin.yaml"
 ONE_CHECK = ("smoke.defaults=false",
@@ -102,16 +103,14 @@ def test_an_existing_immutable_tag_is_never_moved(tmp_path: Path) -> None:
 
 
 @pytest.mark.daemon
+@pytest.mark.usefixtures("registries")
 def test_a_real_registry_keeps_the_first_image(tmp_path: Path) -> None:
     """Against the real engine and registry: another image is refused the pushed tag."""
     _engine_or_skip()
-    import os
-
     from dockergen.daemon import connect
 
     daemon = connect()
-    registry = os.environ.get("DOCKERGEN_TEST_REGISTRY", "localhost:5000")
-    repo = f"{registry}/dockergen-test/immutable"
+    repo = f"{ANON}/dockergen-test/immutable"
     immutable = f"{repo}:dg-{uuid.uuid4().hex[:12]}"
     assert daemon.registry_digest(immutable) is None  # a tag the registry never saw
     ids = []

@@ -10,7 +10,6 @@ with the same digest in the registry, which is what lets a node or a registry ke
 from __future__ import annotations
 
 import json
-import os
 import re
 import urllib.request
 import uuid
@@ -20,9 +19,9 @@ import pytest
 
 from dockergen.api import resolve_profile
 from tests.conftest import ROOT, run_cli
+from tests.support.registries import ANON
 
 PROFILE = ROOT / "tests" / "profiles" / "standin.yaml"
-ANON = os.environ.get("DOCKERGEN_TEST_REGISTRY", "localhost:5000")
 MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
 
 
@@ -99,6 +98,7 @@ def _venv_layer_digests(ref: str) -> list[str]:
 
 
 @pytest.mark.daemon
+@pytest.mark.usefixtures("registries")
 def test_a_rebuild_without_cache_makes_the_same_wheel_layers(index: str, docker_client,  # type: ignore[no-untyped-def]
                                                              tmp_path: Path) -> None:
     refs = [f"{ANON}/dockergen-test/layers-{uuid.uuid4().hex[:8]}:{n}" for n in ("a", "b")]
