@@ -8,10 +8,10 @@ its data under ``DOCKERGEN_TEST_STATE``. A registry started before the session (
 provisioning, a developer's own) that answers as this one is used as it is.
 
 Why the session and not provisioning: in a CI run the anonymous registry that provisioning had
-started was gone by the first daemon test, and every push failed with "connection refused",
-with nothing left to say why. Now a registry that stops between two tests is started again,
-the next test runs, and the session's summary says which one stopped, before which test, how
-it ended (its exit status, when the session had started it) and its last log lines. A port
+started was gone by the time the daemon tests pushed, and every push failed with "connection
+refused", with nothing left to say why. Now a registry that stops between two tests is started
+again, the next test runs, and the session's summary says which one stopped, before which
+test, how it ended (its exit status, when the session had started it) and its last log lines. A port
 held by something that is not this registry fails the test that needs it, naming the port,
 never taken for the registry. At its end the session stops the processes it started and
 removes their data, nothing else.
