@@ -29,18 +29,19 @@ if ! /usr/bin/docker version >/dev/null 2>&1; then
   /usr/bin/docker version >/dev/null || { cat "$state/dockerd.log" >&2; exit 1; }
 fi
 
-# A full test run needs about 35 GB more under the engine's root at its peak: the build of the
-# real SGLang image from PyPI took 30 GB (its image is about 10 GB, over its build stages;
-# vLLM's, built and removed before it, 28 GB; tests/network/test_real_images*.py run alone,
-# 2026-12-04), and the stand-in builds hold about 5 GB until the end. What a run creates is
-# removed as it goes and at its end (tests/conftest.py). 40 GiB leaves some margin.
+# A full test run needs about 40 GB more under the engine's root at its peak (measured
+# 2026-12-04): the build of the real SGLang image from PyPI (its image is about 10 GB, over its
+# build stages; vLLM's, built and removed before it, needs less), uv's download cache, about
+# 13 GB, which the stand-in builds start and both real builds fill
+# (tests/network/test_real_images*.py), and the stand-in images. What a run creates is removed
+# as it goes and at its end (tests/conftest.py). 50 GiB (54 GB) leaves about 14 GB of margin.
 # Stop here with the reason, not minutes later in whichever test first meets ENOSPC.
 root=$(/usr/bin/docker info -f '{{.DockerRootDir}}')
 # (a remote or rootless engine's root is not visible here: nothing to measure)
 if [[ -d $root ]]; then
   free_gib=$(( $(df -Pk "$root" | awk 'NR==2 {print $4}') / 1048576 ))
-  if (( free_gib < ${DOCKERGEN_TEST_MIN_FREE_GIB:-40} )); then
-    echo "provision: only ${free_gib} GiB free under $root; the tests need about 40 GiB." \
+  if (( free_gib < ${DOCKERGEN_TEST_MIN_FREE_GIB:-50} )); then
+    echo "provision: only ${free_gib} GiB free under $root; the tests need about 50 GiB." \
          "Free space (docker system df shows what the engine holds), then run this again." >&2
     exit 1
   fi
