@@ -20,11 +20,15 @@ from tests.conftest import ROOT
 
 @pytest.fixture()
 def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """The index as `serve` runs it, started the hard way: with SIGINT ignored, as a shell
+    without job control starts a background job (a CI run started so hung here for good)."""
     log = tmp_path / "serve.log"
+    serve = [sys.executable, "-m", "tests.support.standin", "serve", "--port", "0", "--root",
+             str(tmp_path / "index")]
+    # `trap '' INT` ignores SIGINT, and exec passes that on, as a background job inherits it
     with open(log, "w") as err, subprocess.Popen(
-            [sys.executable, "-m", "tests.support.standin", "serve", "--port", "0", "--root",
-             str(tmp_path / "index")], cwd=ROOT, text=True, stdout=subprocess.PIPE,
-            stderr=err) as proc:
+            ["sh", "-c", "trap '' INT; exec \"$@\"", "sh", *serve], cwd=ROOT, text=True,
+            stdout=subprocess.PIPE, stderr=err) as proc:
         try:
             assert proc.stdout is not None
             first, second = proc.stdout.readline(), proc.stdout.readline()
@@ -33,7 +37,14 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
             yield match.group(1), second
         finally:
             proc.send_signal(signal.SIGINT)  # Ctrl-C ends it cleanly
-            assert proc.wait(timeout=30) == 0, log.read_text()
+            try:
+                code = proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()  # never left to Popen's exit, which waits without end
+                proc.wait()
+                pytest.fail("the stand-in index did not end within 30 s of Ctrl-C")
+            assert code == 0, log.read_text()
+
 
 def test_serve_answers_like_a_package_index(served: tuple[str, str]) -> None:
     url, hint = served
