@@ -75,8 +75,8 @@ def lint(hadolint: str, text: str) -> subprocess.CompletedProcess[str]:
 def pytest_configure(config: pytest.Config) -> None:
     # A shell without job control starts a background job with SIGINT ignored, and a process
     # inherits that through exec: the tests that press Ctrl-C on dockergen (and on the stand-in
-    # index) then saw nothing happen, 8 of them in a run started so. The session takes Ctrl-C
-    # as a terminal's foreground job does; what it starts gets the default again on exec.
+    # index) then saw nothing happen. The session takes Ctrl-C as a terminal's foreground job
+    # does; what it starts gets the default again on exec.
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
