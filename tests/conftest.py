@@ -145,7 +145,7 @@ def _engine_quietly() -> Any:
         return None
 
 
-def _cache_ids(client: Any) -> set[str]:
+def cache_ids(client: Any) -> set[str]:
     """The engine's build-cache records (``docker system df -v``)."""
     return {record["ID"] for record in client.api.df().get("BuildCache") or ()}
 
@@ -158,7 +158,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             listed = client.images.list(all=True)
             _images_before = {image.id for image in listed}
             _tags_before = {tag for image in listed for tag in image.tags}
-            _cache_before = _cache_ids(client)
+            _cache_before = cache_ids(client)
         finally:
             client.close()
 
@@ -192,12 +192,12 @@ def prune_new_build_cache(client: Any, cache_before: set[str]) -> None:
     while they remove something (measured: 183 records of a CI run took 3 passes)."""
     import docker.errors
 
-    left = _cache_ids(client) - cache_before
+    left = cache_ids(client) - cache_before
     while left:
         for record in sorted(left):
             with contextlib.suppress(docker.errors.APIError):  # gone with one pruned before
                 client.api.prune_builds(filters={"id": [record]})
-        now = _cache_ids(client) - cache_before
+        now = cache_ids(client) - cache_before
         if now >= left:  # nothing more goes: in use by a container or another build
             return
         left = now

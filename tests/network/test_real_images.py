@@ -46,7 +46,7 @@ from dockergen.daemon import connect
 from dockergen.model import Resolved
 from dockergen.resources import templates_dir
 from dockergen.smoke import image_audit_check, serve_parser_check
-from tests.conftest import prune_new_build_cache
+from tests.conftest import cache_ids, prune_new_build_cache
 
 pytestmark = [pytest.mark.daemon, pytest.mark.network, pytest.mark.slow]
 
@@ -72,13 +72,9 @@ class RealImage:
     resolved: Resolved
 
 
-def _build_cache_ids(client: Any) -> set[str]:
-    return {entry["ID"] for entry in client.df().get("BuildCache") or []}
-
-
 def _build(profile: str, name: str, tmp: Path, client: Any) -> Iterator[RealImage]:
     """Build one shipped profile for real; afterwards remove exactly what the build made."""
-    cache_before = _build_cache_ids(client)
+    cache_before = cache_ids(client)
     images_before = {i.id for i in client.images.list(all=True)}
     path = ROOT / "profiles" / profile
     overrides = (*REAL, f"image.name=localhost:5000/dgtest-real/{name}")
