@@ -41,7 +41,6 @@ import io
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
@@ -381,9 +380,6 @@ def main(argv: list[str] | None = None) -> int:
     print("build with: dockergen build tests/profiles/standin.yaml --network host "
           f"--set build.pip_index_url={server.url}/simple "
           f"--set build.torch_index_url={server.url}", flush=True)
-    # Ctrl-C ends it even when it was started with SIGINT ignored, as a shell without job
-    # control starts a background job: Python keeps an inherited SIG_IGN
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         server.thread.join()
     except KeyboardInterrupt:

@@ -20,15 +20,11 @@ from tests.conftest import ROOT
 
 @pytest.fixture()
 def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """The index as `serve` runs it, started the hard way: with SIGINT ignored, as a shell
-    without job control starts a background job (a CI run started so hung here for good)."""
     log = tmp_path / "serve.log"
-    serve = [sys.executable, "-m", "tests.support.standin", "serve", "--port", "0", "--root",
-             str(tmp_path / "index")]
-    # `trap '' INT` ignores SIGINT, and exec passes that on, as a background job inherits it
     with open(log, "w") as err, subprocess.Popen(
-            ["sh", "-c", "trap '' INT; exec \"$@\"", "sh", *serve], cwd=ROOT, text=True,
-            stdout=subprocess.PIPE, stderr=err) as proc:
+            [sys.executable, "-m", "tests.support.standin", "serve", "--port", "0", "--root",
+             str(tmp_path / "index")], cwd=ROOT, text=True, stdout=subprocess.PIPE,
+            stderr=err) as proc:
         try:
             assert proc.stdout is not None
             first, second = proc.stdout.readline(), proc.stdout.readline()
