@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -146,8 +147,22 @@ def _engine_quietly() -> Any:
 
 
 def cache_ids(client: Any) -> set[str]:
-    """The engine's build-cache records (``docker system df -v``)."""
-    return {record["ID"] for record in client.api.df().get("BuildCache") or ()}
+    """The engine's build-cache records (``docker system df -v``).
+
+    With the containerd image store (Engine 28) ``df`` fails with 404 "snapshot ... does not
+    exist" when a build elsewhere on the engine removes a snapshot while it counts: asked
+    again, it answers.
+    """
+    import docker.errors
+
+    for attempt in range(5):
+        try:
+            return {record["ID"] for record in client.api.df().get("BuildCache") or ()}
+        except docker.errors.NotFound:
+            if attempt == 4:
+                raise
+            time.sleep(1)
+    raise AssertionError("unreachable")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

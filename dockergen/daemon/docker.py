@@ -6,7 +6,7 @@ Every stream (build, pull, push) is read to its end and any in-band error become
 :class:`DaemonError` subclass; credentials come from the user's docker config and are
 never printed. :class:`DockerDaemon` implements
 :class:`~dockergen.daemon.ContainerDaemon`.
-May import: :mod:`dockergen.daemon`, :mod:`dockergen.errors`, ``docker``.
+May import: :mod:`dockergen.daemon`, :mod:`dockergen.errors`, :mod:`dockergen.refs`, ``docker``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import docker.auth
 import docker.errors
 import requests
 
+from dockergen import refs
 from dockergen.daemon import DaemonError, PullError, PushError, registry_of, split_reference
 from dockergen.errors import redact
 
@@ -267,7 +268,13 @@ class DockerDaemon:
 
     def push(self, ref: str, retries: int = 3, backoff: float = 1.0,
              on_status: Callable[[str], None] | None = None) -> str:
-        """Push ``ref``; return its digest. Only a stream carrying the digest counts."""
+        """Push ``ref``; return the digest the registry holds for it after the push.
+
+        The classic image store's stream carries the pushed digest (``aux.Digest``); the
+        containerd image store's does not (Engine 28), so the digest is then asked of the
+        registry itself. Either way it counts only if it is one of this image's own digests
+        (``RepoDigests``): a push that ended early must not report the tag's previous image.
+        """
         repo, tag = split_reference(ref)
         last = ""
         for attempt in range(1, retries + 1):
@@ -280,9 +287,11 @@ class DockerDaemon:
                     aux = chunk.get("aux") or {}
                     if aux.get("Digest"):
                         digest = str(aux["Digest"])
-                if digest:
+                digest = digest or self.registry_digest(ref)
+                if digest and self._is_own_digest(ref, digest):
                     return digest
-                last = "the registry did not confirm a digest"
+                last = (f"the registry holds {digest} for the tag, not this image"
+                        if digest else "the registry did not confirm a digest")
             except PushError as exc:
                 last = str(exc)
                 if _permanent(last):
@@ -296,6 +305,21 @@ class DockerDaemon:
         hint = (f"log in first: docker login {registry_of(ref)}" if _permanent(last)
                 else "check that the registry is reachable")
         raise PushError(f"cannot push {ref}: {last}; {hint}")
+
+
+    def _is_own_digest(self, ref: str, digest: str) -> bool:
+        """Whether ``digest`` names the local image ``ref`` in its repository."""
+        wanted = refs.parse(ref)
+        try:
+            own = self.api.inspect_image(ref).get("RepoDigests") or []
+        except docker.errors.APIError:
+            return False
+        for entry in own:  # "nginx@..." and "docker.io/library/nginx@..." name one repository
+            found = refs.parse(entry)
+            if (found.registry, found.repository, found.digest) == (
+                    wanted.registry, wanted.repository, digest):
+                return True
+        return False
 
 
 def _not_there(exc: docker.errors.APIError) -> bool:

@@ -45,7 +45,12 @@ def _free_port() -> int:
 
 
 class _Issuer(BaseHTTPRequestHandler):
-    """Docker's token protocol: Basic credentials in, a signed JWT with granted scopes out."""
+    """Docker's token protocol: credentials in, a signed JWT with granted scopes out.
+
+    Both forms of distribution's spec: GET with Basic credentials (docs/spec/auth/token.md,
+    what dockergen sends) and the OAuth2 POST with a password grant (docs/spec/auth/oauth.md,
+    what the engine's containerd image store sends when it has credentials).
+    """
 
     key: Path
     cert_der: bytes
@@ -58,11 +63,27 @@ class _Issuer(BaseHTTPRequestHandler):
         if header.startswith("Basic "):
             name, _, secret = base64.b64decode(header[6:]).decode().partition(":")
             if (name, secret) != (USER, PASSWORD):
-                self.send_response(401)
-                self.end_headers()
+                self._refuse()
                 return
             user = name
-        scopes = query.get("scope", [])
+        self._grant(user, query.get("scope", []), "token")
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server API
+        length = min(int(self.headers.get("Content-Length") or 0), 65536)
+        form = parse_qs(self.rfile.read(length).decode())
+        name, secret = form.get("username", [""])[0], form.get("password", [""])[0]
+        if form.get("grant_type") != ["password"] or (name, secret) != (USER, PASSWORD):
+            self._refuse()
+            return
+        scopes = [s for joined in form.get("scope", []) for s in joined.split(" ") if s]
+        self._grant(name, scopes, "access_token")
+
+    def _refuse(self) -> None:
+        self.send_response(401)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def _grant(self, user: str | None, scopes: list[str], field: str) -> None:
         type(self).requests.append((user, " ".join(scopes)))
         access = []
         for scope in scopes if user else []:  # anonymous: a token that grants nothing
@@ -76,9 +97,10 @@ class _Issuer(BaseHTTPRequestHandler):
         signature = subprocess.run(["openssl", "dgst", "-sha256", "-sign", str(self.key)],
                                    input=signing.encode(), capture_output=True,
                                    check=True).stdout
-        body = json.dumps({"token": f"{signing}.{_b64(signature)}"}).encode()
+        body = json.dumps({field: f"{signing}.{_b64(signature)}", "expires_in": 300}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 

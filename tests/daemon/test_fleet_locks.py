@@ -24,6 +24,10 @@ pytestmark = [pytest.mark.daemon, pytest.mark.usefixtures("registries")]
 BASE = "local/debian:bookworm"
 EPOCH = "1764543600"  # 2025-11-30T23:00:00Z
 STAMP = "2025-11-30T23:00:00Z"
+SINGLE = ("application/vnd.docker.distribution.manifest.v2+json",
+          "application/vnd.oci.image.manifest.v1+json")
+INDEX = ("application/vnd.docker.distribution.manifest.list.v2+json",
+         "application/vnd.oci.image.index.v1+json")
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +58,14 @@ def _imagetools_digest(ref: str) -> str:
     return next(line.split()[1] for line in out.splitlines() if line.startswith("Digest:"))
 
 
+def _media_type(ref: str) -> str:
+    """The media type the registry serves for ``ref`` (Docker's schema 2 types from Engine
+    20.10's classic store, OCI's from the containerd image store)."""
+    out = subprocess.run(["docker", "buildx", "imagetools", "inspect", "--raw", ref],
+                         check=True, capture_output=True, text=True).stdout
+    return str(json.loads(out)["mediaType"])
+
+
 def _docker_config(tmp_path: Path, registry: str, password: str | None) -> dict[str, str]:
     folder = tmp_path / f"docker-config-{uuid.uuid4().hex[:6]}"
     folder.mkdir()
@@ -76,8 +88,11 @@ def bases(client):  # type: ignore[no-untyped-def]
     runtime = f"{repo}:runtime"
     subprocess.run(["docker", "buildx", "imagetools", "create", "-t", runtime, single],
                    check=True, capture_output=True)
+    types = {"devel_type": _media_type(devel), "runtime_type": _media_type(runtime)}
+    assert types["devel_type"] in SINGLE and types["runtime_type"] in INDEX, types
     return {"repo": repo, "devel": devel, "devel_digest": devel_digest, "runtime": runtime,
-            "runtime_index": _imagetools_digest(runtime), "runtime_platform": platform_digest}
+            "runtime_index": _imagetools_digest(runtime), "runtime_platform": platform_digest,
+            **types}
 
 
 def _profile(tmp_path: Path, devel: str, runtime: str) -> Path:
@@ -106,13 +121,11 @@ def test_lock_pins_check_detects_drift_and_update_moves_the_pin(
     assert json.loads(lock_file.read_text()) == {"lockfile": 1, "images": {
         bases["devel"]: {
             "digest": d1, "index_digest": None, "platform": "linux/amd64",
-            "platform_digest": d1, "media_type":
-                "application/vnd.docker.distribution.manifest.v2+json",
+            "platform_digest": d1, "media_type": bases["devel_type"],
             "mirror": None, "locked_at": STAMP},
         bases["runtime"]: {
             "digest": idx, "index_digest": idx, "platform": "linux/amd64",
-            "platform_digest": bases["runtime_platform"], "media_type":
-                "application/vnd.docker.distribution.manifest.list.v2+json",
+            "platform_digest": bases["runtime_platform"], "media_type": bases["runtime_type"],
             "mirror": None, "locked_at": STAMP}}}
 
     rendered = run_cli("render", "-q", str(profile))

@@ -2,16 +2,17 @@
 
 Shared by tests/daemon/test_fleet_build.py and benchmarks/bake_cache_bench.py.
 
-Two things the generated bake file cannot do with this machine's builder (buildx 0.13.1,
-the default `docker` driver on dockerd 20.10) are overridden at bake time, the way a CI
-job would, without touching the generated file:
+What the generated bake file cannot say for this machine is given at bake time, the way a
+CI job would, without touching the generated file:
 
-- `--set *.cache-to=`: the docker driver refuses cache export ("Cache export is not
-  supported for the docker driver"); `type=registry` export needs a docker-container,
-  remote or kubernetes builder (the moby/buildkit image, which is not reachable here).
 - build network `host` (the stand-in package index listens on the host's loopback): bake
-  0.13 takes `network` only from a compose file (`build.network`), not from HCL, so a tiny
-  compose file is merged in front of docker-bake.hcl (later files win for the other fields).
+  takes `network` from a compose file (`build.network`), so a tiny compose file is merged in
+  front of docker-bake.hcl (later files win for the other fields), and buildx (0.29) runs
+  it only with the entitlement granted: `--allow network.host`.
+- `--set *.cache-to=` (:data:`NO_CACHE_EXPORT`) drops the registry cache export where a
+  builder refuses it: the `docker` driver on an engine with the classic image store ("Cache
+  export is not supported for the docker driver"). CI's engine (Docker 28 with the
+  containerd image store) exports it.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def host_network_compose(folder: Path, targets: list[str]) -> Path:
 def bake(folder: Path, *args: str, compose: Path | None = None,
          timeout: float = 1800) -> subprocess.CompletedProcess[str]:
     """`docker buildx bake` in ``folder`` with plain progress (stdout+stderr in .stdout)."""
-    files = (["-f", str(compose)] if compose else []) + ["-f", "docker-bake.hcl"]
+    files = (["-f", str(compose), "--allow", "network.host"] if compose else []) + [
+        "-f", "docker-bake.hcl"]
     return subprocess.run(["docker", "buildx", "bake", *files, "--progress", "plain", *args],
                           cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=timeout, check=False)

@@ -22,7 +22,9 @@ from tests.conftest import ROOT, run_cli
 from tests.support.registries import ANON
 
 PROFILE = ROOT / "tests" / "profiles" / "standin.yaml"
-MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+# a single-platform image: Docker schema 2 (gzip layers) or OCI (zstd layers, the default)
+MANIFEST = ("application/vnd.oci.image.manifest.v1+json, "
+            "application/vnd.docker.distribution.manifest.v2+json")
 
 
 def _runtime(profile: str, *options: str) -> str:
