@@ -9,6 +9,7 @@ this run created.
 May import: :mod:`dockergen.api`, :mod:`dockergen.pipeline` (the one resolution it builds),
 :mod:`dockergen.daemon` (never docker-py itself),
 :mod:`dockergen.buildrecord`, :mod:`dockergen.errors`, :mod:`dockergen.loader`,
+:mod:`dockergen.layers` (what each layer compression needs),
 :mod:`dockergen.model` (the certificates a build is given),
 :mod:`dockergen.progress`,
 :mod:`dockergen.refs`, :mod:`dockergen.render`, :mod:`dockergen.smoke`, the serving-engine
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from dockergen import layers
 from dockergen import refs as image_refs  # `refs` names the tags of a build below
 from dockergen.buildid import content_tag
 from dockergen.buildrecord import BuildRecord, Status, StepCounts
@@ -112,9 +114,11 @@ class BuildPlan:
     pulls: list[str]
     tags: list[str]
     build_args: dict[str, str]
+    compression: str = "gzip"  # image.compression: the layers BuildKit writes
 
     def lines(self) -> list[str]:
-        out = [f"profile: {self.name}", f"builder: {self.builder}", "context:"]
+        out = [f"profile: {self.name}", f"builder: {self.builder}",
+               f"layers: {layers.summary(self.compression)}", "context:"]
         out += [f"  {f}" for f in self.context_files]
         out += ["base images to pull (with your docker credentials):"]
         out += [f"  {p}" for p in self.pulls] or ["  (none)"]
@@ -283,7 +287,9 @@ def run_build(daemon: ContainerDaemon, files: dict[str, bytes], plan: BuildPlan,
         stream = daemon.build(context_tar(files), buildkit=plan.builder == "buildkit",
                               tag=plan.tags[0], buildargs=plan.build_args, target=options.stage,
                               nocache=options.no_cache, platform=options.platform,
-                              network=options.network)
+                              network=options.network,
+                              exporter=layers.EXPORTER_ATTRS[plan.compression]
+                              if plan.builder == "buildkit" else None)
         image_id = _follow(stream, plan.builder == "buildkit", dockerfile, tracker, renderer,
                            log)
     except KeyboardInterrupt:
@@ -494,6 +500,10 @@ def build(res: Resolution, options: BuildOptions, *, output: Path | None = None,
         daemon = _connect()
         if builder == "buildkit" and not daemon.has_buildkit():
             raise DaemonError("this Docker engine has no BuildKit; use --builder classic")
+    problem = layers.engine_problem(plan.compression, builder, daemon.image_store(),
+                                    res.at("image", "compression"))
+    if problem is not None:  # before anything is written or built
+        raise layers.EngineCannotWrite([problem])
     return _build_and_record(daemon, ctx, plan, options, stage, immutable,
                              output or Path("build") / ctx.name, echo, out)
 
@@ -535,7 +545,8 @@ def _plan_of(ctx: RenderedContext, options: BuildOptions, builder: str
     refs = [] if stage else [f"{image}:{t}" for t in ctx.resolved.tags]
     refs += [immutable, *options.tags]
     plan = BuildPlan(ctx.name, builder, sorted(ctx.files),
-                     base_images(dockerfile, options.build_args), refs, options.build_args)
+                     base_images(dockerfile, options.build_args), refs, options.build_args,
+                     ctx.resolved.profile.image.compression)
     return plan, stage, immutable
 
 

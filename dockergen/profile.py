@@ -501,6 +501,12 @@ class Image(_Section):
     attest: tuple[Literal["provenance", "sbom"], ...] = Field(
         (), description="Build attestations the bake target asks for (opt-in): provenance "
                         "(mode=max) and/or sbom.")
+    compression: Literal["zstd", "gzip"] = Field(
+        "zstd", description="Layer compression of the pushed image. zstd (default): nodes "
+                            "decompress it about 6x faster (vLLM's venv: 8.4 s vs 52.6 s) and "
+                            "need containerd >= 1.5 or Docker Engine >= 23; building it needs "
+                            "BuildKit with the containerd image store. gzip: any node and any "
+                            "engine.")
 
 
 class Build(_Section):

@@ -22,10 +22,10 @@ target "_common" {
 target "a100-bf16" {
   inherits = ["_common"]
   context = "a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-e0440daafa12"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-a9aa5a57890c"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:8a20aed11b1675d52f3c62497c64fc9f9e1dfc0ba560f6e647bb172f7dfc2e34"
+    "dockergen.profile.hash" = "sha256:19cc9975b2edafc65e9110ff6dad78d971d75cde5006eaef307885bdad038979"
     "dockergen.profile.name" = "a100-bf16"
     "org.opencontainers.image.description" = "BF16 serving on A100 80GB"
     "org.opencontainers.image.title" = "a100-bf16"
@@ -33,15 +33,16 @@ target "a100-bf16" {
   }
   cache-from = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-a100-bf16"]
   cache-to = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-a100-bf16,mode=max"]
+  output = ["type=image,compression=zstd,force-compression=true,oci-mediatypes=true"]
 }
 
 target "a100-h100" {
   inherits = ["_common"]
   context = "a100-h100"
-  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-24dbdcbc0aa4"]
+  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-530d87d4852f"]
   labels = {
     "dockergen.engine" = "vllm==0.32.0"
-    "dockergen.profile.hash" = "sha256:2dd35ef62c206f7386876b32091cacdce8e8b66c4f4dcc6d0f359f1d046ee3e0"
+    "dockergen.profile.hash" = "sha256:a8a82763b89bf020a3d8caf1a246ba8422baf4b81b2f45d19b32b61437bc07cf"
     "dockergen.profile.name" = "a100-h100"
     "org.opencontainers.image.description" = "One BF16 image for mixed A100 and H100 fleets (flash-attn built for 80;90)"
     "org.opencontainers.image.title" = "a100-h100"
@@ -49,15 +50,16 @@ target "a100-h100" {
   }
   cache-from = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-a100-h100"]
   cache-to = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-a100-h100,mode=max"]
+  output = ["type=image,compression=zstd,force-compression=true,oci-mediatypes=true"]
 }
 
 target "fleet-a100-bf16" {
   inherits = ["_common"]
   context = "fleet-a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-cee138a7e403"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-def0df2bb593"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:ed493ab0af22720060b5e9c14c8208348964b8072434e8215217708cad9204e2"
+    "dockergen.profile.hash" = "sha256:ba6a768d054ea9901a0f039be14d89a713059ac1ec3c12ac4df0b46b3a9ab5f5"
     "dockergen.profile.name" = "fleet-a100-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-a100-bf16"
@@ -65,15 +67,16 @@ target "fleet-a100-bf16" {
   }
   cache-from = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-fleet-a100-bf16"]
   cache-to = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-fleet-a100-bf16,mode=max"]
+  output = ["type=image,compression=zstd,force-compression=true,oci-mediatypes=true"]
 }
 
 target "fleet-h100-bf16" {
   inherits = ["_common"]
   context = "fleet-h100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-fa8b378aff83"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-a69f9b83254b"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:d887b6b987021bd7d92d8fddc1445c7580be7df0ebf9cb4c94645394dd212f0b"
+    "dockergen.profile.hash" = "sha256:edb3dde71ddacfb0ff4c3abcffb7af9318a3a6104778ca7b56cb1d869856af06"
     "dockergen.profile.name" = "fleet-h100-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-h100-bf16"
@@ -81,15 +84,16 @@ target "fleet-h100-bf16" {
   }
   cache-from = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-fleet-h100-bf16"]
   cache-to = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-fleet-h100-bf16,mode=max"]
+  output = ["type=image,compression=zstd,force-compression=true,oci-mediatypes=true"]
 }
 
 target "fleet-h100-fp8" {
   inherits = ["_common"]
   context = "fleet-h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-83648b3d84b9"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-813a3c4bd44e"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:4b1d75d0129da3a6c221159ad677ad33772e5b3d78e79872bbf65f91dc2cffee"
+    "dockergen.profile.hash" = "sha256:d7ffb6449ea1ddd1f39ed3ffe84e862ab6e6c94850bad47167a74a14f4aaff9d"
     "dockergen.profile.name" = "fleet-h100-fp8"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-h100-fp8"
@@ -97,15 +101,16 @@ target "fleet-h100-fp8" {
   }
   cache-from = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-fleet-h100-fp8"]
   cache-to = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-fleet-h100-fp8,mode=max"]
+  output = ["type=image,compression=zstd,force-compression=true,oci-mediatypes=true"]
 }
 
 target "fleet-l40s-bf16" {
   inherits = ["_common"]
   context = "fleet-l40s-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-677d5d3297a9"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-941e59e7eaa6"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:66bc75b205c0d4d551477047c4e48552b3fc7bcc31920307eaea52133b7fac32"
+    "dockergen.profile.hash" = "sha256:875b53936609290b2bb8ecc0a60725cf70e9b009993d9ca4d69644b1a561d4e9"
     "dockergen.profile.name" = "fleet-l40s-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-l40s-bf16"
@@ -113,15 +118,16 @@ target "fleet-l40s-bf16" {
   }
   cache-from = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-fleet-l40s-bf16"]
   cache-to = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-fleet-l40s-bf16,mode=max"]
+  output = ["type=image,compression=zstd,force-compression=true,oci-mediatypes=true"]
 }
 
 target "fleet-l40s-fp8" {
   inherits = ["_common"]
   context = "fleet-l40s-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-e91932aee671"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-45572fa834d0"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:236ddfeb0e4f8babde9d22f658637f863466f85cb67362a39314e70a6680dfaa"
+    "dockergen.profile.hash" = "sha256:785ba7a2b47a38a0da8f865d8027f49f422b9aa9157e3efbee1bf79d5f76e995"
     "dockergen.profile.name" = "fleet-l40s-fp8"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-l40s-fp8"
@@ -129,15 +135,16 @@ target "fleet-l40s-fp8" {
   }
   cache-from = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-fleet-l40s-fp8"]
   cache-to = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-fleet-l40s-fp8,mode=max"]
+  output = ["type=image,compression=zstd,force-compression=true,oci-mediatypes=true"]
 }
 
 target "h100-fp8" {
   inherits = ["_common"]
   context = "h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-620c87184c2f"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-4d4d27e23593"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:24ace1e803952d59e8f58c38c28758e67e6a3fa8631ecbd70612fd0cc150483a"
+    "dockergen.profile.hash" = "sha256:2f5e65e5e5bd6093e95ba64537f54bb7d76eb0325783d0c9fc37e02534db2033"
     "dockergen.profile.name" = "h100-fp8"
     "org.opencontainers.image.description" = "Llama-3-8B-class serving on H100 with FP8 weights and FP8 KV cache"
     "org.opencontainers.image.title" = "h100-fp8"
@@ -145,15 +152,16 @@ target "h100-fp8" {
   }
   cache-from = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-h100-fp8"]
   cache-to = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-h100-fp8,mode=max"]
+  output = ["type=image,compression=zstd,force-compression=true,oci-mediatypes=true"]
 }
 
 target "h100-sglang-fp8" {
   inherits = ["_common"]
   context = "h100-sglang-fp8"
-  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-1623c8182a71"]
+  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-a539599aedfc"]
   labels = {
     "dockergen.engine" = "sglang==0.5.23"
-    "dockergen.profile.hash" = "sha256:f1e6de65cb0962aa486caf86f33be2d1584cc996b55f8dc5dbadad3258fd1958"
+    "dockergen.profile.hash" = "sha256:dfc1d291054159b9143897e1ae360d80efb6e99c5d5e1b5044071c9ad56f24bd"
     "dockergen.profile.name" = "h100-sglang-fp8"
     "org.opencontainers.image.description" = "SGLang on H100 with FP8 weights (online FP8 quantization)"
     "org.opencontainers.image.title" = "h100-sglang-fp8"
@@ -161,15 +169,16 @@ target "h100-sglang-fp8" {
   }
   cache-from = ["type=registry,ref=registry.example.com/llm/sglang:buildcache-h100-sglang-fp8"]
   cache-to = ["type=registry,ref=registry.example.com/llm/sglang:buildcache-h100-sglang-fp8,mode=max"]
+  output = ["type=image,compression=zstd,force-compression=true,oci-mediatypes=true"]
 }
 
 target "h100-standalone" {
   inherits = ["_common"]
   context = "h100-standalone"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-standalone", "registry.example.com/llm/vllm:dg-0f772799ce35"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-standalone", "registry.example.com/llm/vllm:dg-7524daddce80"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:82f702a94dfe7e53d97be2a40bff3a9f1ba58f1f017f7d7e3d51cf349892cf6b"
+    "dockergen.profile.hash" = "sha256:db7dd90ac51b268610132b8aa4ea47ac6757e9cc7167e01220f63ef670d69e25"
     "dockergen.profile.name" = "h100-standalone"
     "org.opencontainers.image.description" = "vLLM 0.33.0 serving on H100, BF16, from a profile that extends nothing"
     "org.opencontainers.image.title" = "h100-standalone"
@@ -177,15 +186,16 @@ target "h100-standalone" {
   }
   cache-from = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-h100-standalone"]
   cache-to = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-h100-standalone,mode=max"]
+  output = ["type=image,compression=zstd,force-compression=true,oci-mediatypes=true"]
 }
 
 target "h100-trtllm-fp8" {
   inherits = ["_common"]
   context = "h100-trtllm-fp8"
-  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-38d84591d568"]
+  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-6d7bece79331"]
   labels = {
     "dockergen.engine" = "tensorrt-llm==1.1.0"
-    "dockergen.profile.hash" = "sha256:ea00f68ddc37e341771fe530201b090d85b92997ea20baf88f85c72edef0af7e"
+    "dockergen.profile.hash" = "sha256:3661b5ee40c89866cb00392b00a3ef81d1843c5fe3bc057322b81cafbacaca75"
     "dockergen.profile.name" = "h100-trtllm-fp8"
     "org.opencontainers.image.description" = "TensorRT-LLM (PyTorch backend) on H100 with an FP8 ModelOpt checkpoint and FP8 KV cache"
     "org.opencontainers.image.title" = "h100-trtllm-fp8"
@@ -193,15 +203,16 @@ target "h100-trtllm-fp8" {
   }
   cache-from = ["type=registry,ref=registry.example.com/llm/tensorrt-llm:buildcache-h100-trtllm-fp8"]
   cache-to = ["type=registry,ref=registry.example.com/llm/tensorrt-llm:buildcache-h100-trtllm-fp8,mode=max"]
+  output = ["type=image,compression=zstd,force-compression=true,oci-mediatypes=true"]
 }
 
 target "l40s-awq" {
   inherits = ["_common"]
   context = "l40s-awq"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-11f702187f89"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-a41a87c0e86e"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:91c0794be090ae34c043eeb46e3a7970d87ad48d2b2b9f9a645940fb01492ce6"
+    "dockergen.profile.hash" = "sha256:ac0905dfaa2a62e5b6820c1c2bd35dec2f0b4e99485cece58f29766a66b1bb67"
     "dockergen.profile.name" = "l40s-awq"
     "org.opencontainers.image.description" = "INT4 AWQ checkpoint on L40S (sm_89; flash-attn runs its sm_80 kernels)"
     "org.opencontainers.image.title" = "l40s-awq"
@@ -209,4 +220,5 @@ target "l40s-awq" {
   }
   cache-from = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-l40s-awq"]
   cache-to = ["type=registry,ref=registry.example.com/llm/vllm:buildcache-l40s-awq,mode=max"]
+  output = ["type=image,compression=zstd,force-compression=true,oci-mediatypes=true"]
 }

@@ -20,6 +20,7 @@ from dockergen.cli.app import mode_option, set_option
 @mode_option
 def explain(profile: str, overrides: tuple[str, ...], mode: str) -> None:
     """Show each derived setting of PROFILE and the rule and source that chose it."""
+    from dockergen import layers
     from dockergen.api import resolve_profile
 
     resolved = resolve_profile(Path(profile), overrides, mode)  # type: ignore[arg-type]
@@ -35,5 +36,10 @@ def explain(profile: str, overrides: tuple[str, ...], mode: str) -> None:
     click.echo("  tags: " + ", ".join([*resolved.tags, "dg-<hash of the build's inputs: context, "
                                        "build args, target, platform, mode, dockergen version> "
                                        "(added by build)"]))
+    compression = resolved.profile.image.compression
+    click.echo(f"  layers: {compression} (image.compression)")
+    click.echo(f"      why: {layers.WHY[compression]}")
+    click.echo(f"      nodes need: {layers.NODE_REQUIREMENT[compression]}")
+    click.echo(f"      building needs: {layers.BUILD_REQUIREMENT[compression]}")
     for w in resolved.warnings:
         click.echo(f"warning: {w}")

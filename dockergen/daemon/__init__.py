@@ -98,8 +98,14 @@ class ContainerDaemon(Protocol):
     def build(self, context: bytes, *, buildkit: bool, tag: str | None,
               buildargs: dict[str, str], target: str | None, nocache: bool,
               platform: str | None, labels: dict[str, str] | None = None,
-              network: str | None = None) -> Iterator[dict[str, Any]]:
-        """Start a build; yield the decoded messages of its stream."""
+              network: str | None = None,
+              exporter: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
+        """Start a build; yield the decoded messages of its stream. ``exporter``: BuildKit
+        image-exporter attributes (layer compression), BuildKit builds only."""
+
+    def image_store(self) -> str:
+        """Where the engine keeps images: ``containerd`` (its exporter writes zstd layers)
+        or ``classic`` (graph drivers such as overlay2: gzip only)."""
 
     def cancel(self) -> None:
         """Cancel the running build (may be called from another thread)."""

@@ -50,6 +50,16 @@ class DockerDaemon:
         api = tuple(int(x) for x in str(self.version.get("ApiVersion", "0.0")).split("."))
         return self.version.get("Os") == "linux" and api >= (1, 39)
 
+    def image_store(self) -> str:
+        """``containerd`` when the engine keeps images in containerd, else ``classic``."""
+        try:
+            status = self.api.info().get("DriverStatus") or []
+        except (docker.errors.APIError, requests.RequestException) as exc:
+            raise DaemonError("cannot ask the engine about its image store: "
+                              + redact(str(exc).splitlines()[0])) from None
+        driver_type = {str(k): str(v) for k, v in status}.get("driver-type", "")
+        return "containerd" if driver_type.startswith("io.containerd.snapshotter") else "classic"
+
     def auth_for(self, ref: str) -> dict[str, Any] | None:
         """Credentials for an image's registry from the user's docker config, if any."""
         found = docker.auth.resolve_authconfig(self._config, registry_of(ref))
@@ -111,7 +121,8 @@ class DockerDaemon:
     def build(self, context: bytes, *, buildkit: bool, tag: str | None,
               buildargs: dict[str, str], target: str | None, nocache: bool,
               platform: str | None, labels: dict[str, str] | None = None,
-              network: str | None = None) -> Iterator[dict[str, Any]]:
+              network: str | None = None,
+              exporter: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
         """Start a build and yield the decoded JSON messages of its stream."""
         params: dict[str, Any] = {
             "t": tag, "q": False, "nocache": nocache, "rm": True, "forcerm": True,
@@ -127,6 +138,8 @@ class DockerDaemon:
             params["labels"] = json.dumps(labels, sort_keys=True)
         if network:
             params["networkmode"] = network
+        if exporter and buildkit:  # the engine's own image exporter, with these attributes
+            params["outputs"] = json.dumps([{"type": "moby", "attrs": exporter}])
         headers = {"Content-Type": "application/x-tar"}
         auths = {reg: cfg for reg in self._config.get("auths", {})
                  if (cfg := docker.auth.resolve_authconfig(self._config, reg))}

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dockergen import inputs, refs
+from dockergen import inputs, layers, refs
 from dockergen.buildrecord import BuildRecord, RecordProblem, read_record
 from dockergen.components.serving.run import CacheDir, EngineRun
 from dockergen.deploy.facts import OPT_INS, shm_gib
@@ -164,6 +164,8 @@ class DeployFacts:
     # the image compiles and loads code at run time (Triton's launcher, inductor, JIT
     # kernels): its cache mounts must allow exec (see deploy/facts.py CacheDir.loads_code)
     jit: bool = False
+    # the image's layer compression and what pulling it needs (dockergen/layers.py)
+    layers: str = ""
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -262,7 +264,8 @@ def facts_of(res: Resolution, options: DeployOptions) -> DeployFacts:
         health_path=engine.probe_path(),
         ccs=tuple(sorted({t.cc for t in resolved.gpus})),
         min_driver=resolved.min_driver, health_cmd=rt.health_cmd,
-        jit=rt.jit_c_compiler or rt.jit_toolchain, warnings=warnings)
+        jit=rt.jit_c_compiler or rt.jit_toolchain,
+        layers=layers.summary(p.image.compression), warnings=warnings)
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,7 @@ def _header(f: DeployFacts, o: DeployOptions) -> str:
         f"# ulimits stack=67108864; memlock=-1 only with --opt-in memlock-unlimited "
         f"(src: {ULIMITS_SRC}).",
         f"# health: {f.health_path} (src: {f.run.health_src})",
+        f"# pull: {f.layers}.",
         "# Writable tmpfs mounts (everything else is read-only):",
     ]
     for c, path in f.caches():

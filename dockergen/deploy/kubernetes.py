@@ -197,6 +197,7 @@ def _header(f: DeployFacts, o: DeployOptions) -> str:
         f"{f.min_driver.split('.')[0]} (CUDA floor {f.min_driver}).",
         f"# /dev/shm: {f.shm_gib}Gi memory emptyDir (src: {SHM_SRC}).",
         f"# health: {f.health_path} (src: {f.run.health_src})",
+        f"# pull: {f.layers}.",
         "# Writable emptyDir mounts (the root filesystem is read-only):",
     ]
     for c, path in f.caches():

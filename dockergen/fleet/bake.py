@@ -5,10 +5,13 @@ target (Dockerfile name, final stage, platform); groups ``default`` (every targe
 one per matrix (its variants). Each target carries its context folder, the full image
 tags (the content-hash ``dg-...`` tag included), identifying labels, a registry build
 cache (``cache-from`` / ``cache-to`` with ``mode=max``: every stage's layers, so an
-engine bump on another builder still finds the flash-attn stage) and, opt-in, provenance
-and SBOM attestations.
+engine bump on another builder still finds the flash-attn stage), the image output with
+the profile's layer compression (``image.compression``: dockergen/layers.py) and, opt-in,
+provenance and SBOM attestations.
 src: docs.docker.com/build/bake/reference (target, group, inherits, cache-from/-to,
-attest); docs.docker.com/build/cache/backends/registry (mode=max).
+attest, output); docs.docker.com/build/cache/backends/registry (mode=max);
+docs.docker.com/build/exporters/image-registry (compression, force-compression,
+oci-mediatypes).
 
 Cache refs: ``image.cache_ref`` (placeholders as in ``image.tags``), by default
 ``<image.name>:buildcache-{name}``: the cache lives in the image's own repository, so the
@@ -19,7 +22,8 @@ export (each ``mode=max`` export replaces the whole ref), so a shared ref is an 
 HCL strings are written with JSON escapes plus HCL's template escapes (``$${`` and
 ``%%{``), so no value can start an interpolation.
 
-May import: errors, refs (the reference grammar), fleet.adapter (VariantView).
+May import: errors, layers (the exporter attributes of each compression), refs (the
+reference grammar), fleet.adapter (VariantView).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dockergen import __version__
+from dockergen import __version__, layers
 from dockergen.errors import Location, Problem, ProfileError
 from dockergen.fleet.adapter import VariantView
 from dockergen.refs import is_reference
@@ -55,6 +59,7 @@ class BakeTarget:
     labels: dict[str, str]
     cache_ref: str
     attest: tuple[str, ...]
+    compression: str = "zstd"  # image.compression
     group: str | None = None  # the matrix it comes from
     where: Location = field(default=Location("?"), compare=False)
 
@@ -97,7 +102,7 @@ def bake_target_from(v: VariantView, context: str, group: str | None = None,
                       tags=v.tags if content_tag else v.release_tags,
                       labels=dict(sorted(labels.items())), cache_ref=ref,
                       attest=tuple(_ATTEST[a] for a in sorted(set(v.attest))),
-                      group=group, where=v.cache_ref_at)
+                      compression=v.compression, group=group, where=v.cache_ref_at)
 
 
 def check_bake_targets(targets: Iterable[BakeTarget]) -> None:
@@ -153,6 +158,8 @@ def _target_body(t: BakeTarget) -> dict[str, Any]:
         "labels": dict(t.labels),
         "cache-from": [f"type=registry,ref={t.cache_ref}"],
         "cache-to": [f"type=registry,ref={t.cache_ref},mode=max"],
+        # `bake --push` adds push=true to it; --load keeps the type (the engine's store)
+        "output": [f"type=image,{layers.exporter_attrs(t.compression)}"],
     }
     if t.attest:
         body["attest"] = list(t.attest)

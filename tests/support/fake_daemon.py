@@ -34,9 +34,14 @@ class FakeDaemon:
     cancelled: threading.Event = field(default_factory=threading.Event)
     registry: dict[str, str] = field(default_factory=dict)  # ref -> digest already pushed
     repo_digests: list[str] = field(default_factory=list)  # the image's RepoDigests
+    store: str = "containerd"  # the image store: containerd (writes zstd) or classic
+    exporters: list[dict[str, str] | None] = field(default_factory=list)  # per build
 
     def has_buildkit(self) -> bool:
         return True
+
+    def image_store(self) -> str:
+        return self.store
 
     def image_id(self, ref: str) -> str | None:
         return "sha256:" + "00" * 32  # every base image is present
@@ -53,7 +58,9 @@ class FakeDaemon:
     def build(self, context: bytes, *, buildkit: bool, tag: str | None,
               buildargs: dict[str, str], target: str | None, nocache: bool,
               platform: str | None, labels: dict[str, str] | None = None,
-              network: str | None = None) -> Iterator[dict[str, Any]]:
+              network: str | None = None,
+              exporter: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
+        self.exporters.append(exporter)
         if self.silent_build:
             # like a RUN step that prints nothing: no message until the build is cancelled,
             # then the connection drops

@@ -43,6 +43,7 @@ def test_every_build_input_changes_the_tag(tmp_path: Path,
         "an intermediate --target": _tag(stage="flash-attn"),
         "a platform": _tag(platform="linux/arm64"),
         "a CA certificate": _tag(overrides=(f'build.ca_certificates=["{cert}"]',)),
+        "gzip layers": _tag(overrides=("image.compression=gzip",)),
     }
     monkeypatch.setattr(dockergen.buildid, "__version__", "0.1.1")
     variants["another dockergen version"] = _tag()
