@@ -31,6 +31,11 @@ APP_HOME = "/home/app"
 # The main index when build.pip_index_url is unset.
 MAIN_INDEX = "https://pypi.org/simple"
 AUDIT_SCRIPT = "arch_audit.py"
+# FlashInfer's ahead-of-time build (components/flashinfer.py): the stage's script, the driver
+# stub it links against, and where the stage leaves the built modules
+FLASHINFER_AOT_SCRIPT = "flashinfer_aot.py"
+DRIVER_STUB = "driver_stub.py"
+FLASHINFER_AOT_OUT = "/flashinfer-aot"
 CERT_DIR = "certs"
 
 
@@ -164,6 +169,38 @@ class FlashAttnStage:
     source_kind: str = "pypi"  # pypi | archive | git
 
 
+# --- FlashInfer ahead of time ----------------------------------------------------------------
+@dataclass(frozen=True)
+class FlashInferModule:
+    """One FlashInfer kernel module the engine loads at start-up or first request: its name
+    (``flashinfer/data/aot/<name>/<name>.so``) and the JIT spec that builds it
+    (``package.module:function``)."""
+
+    name: str
+    spec: str
+
+
+@dataclass(frozen=True)
+class FlashInferAotStage:
+    """FlashInfer's start-up kernels compiled in the build for the GPU targets, with CUDA's
+    compiler wheels (no GPU needed; the runtime loads them before any JIT)."""
+
+    version: str  # flashinfer-python
+    modules: tuple[FlashInferModule, ...]
+    arch_list: str  # FLASHINFER_CUDA_ARCH_LIST, e.g. "9.0a 10.0a"
+    sass: tuple[str, ...]  # the cubins each module carries, e.g. ("sm_90a",)
+    # the compiler wheels: cuda-toolkit[nvcc,cccl,cudart,curand,cublas]==13.0.2 and the
+    # nvvm/crt wheels pinned to its nvcc
+    nvcc: tuple[str, ...]
+    ninja: str  # the build driver FlashInfer's JIT specs use, e.g. ninja==1.13.2
+    cuda_home: str  # CUDA home inside the compiler wheels' target folder
+    target: str  # the folder the compiler wheels are installed into
+    max_jobs: int
+    venv: str
+    mode: Mode
+    aot_dir: str  # the installed flashinfer's data/aot folder in the venv
+
+
 # --- engine stage -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class EngineStage:
@@ -188,6 +225,9 @@ class EngineStage:
     # uv --constraint file in the image (its lines in the context's constraints.txt): what
     # the install may not pick freely, e.g. the CUDA Python bindings of another CUDA major
     constraints: str = ""
+    # compileall --invalidation-mode of the venv's bytecode (python.yaml bytecode); empty:
+    # none is compiled
+    bytecode: str = ""
 
     @property
     def requirement(self) -> str:
@@ -251,6 +291,8 @@ class RuntimeStage:
     jit_c_compiler: bool = False  # the serving engine compiles C at run time (Triton)
     # the venv in layers (BuildKit); empty: one COPY of the venv among ``copies``
     venv_layers: tuple[VenvLayer, ...] = ()
+    # copies into the venv, after it (FlashInfer's modules built ahead of time)
+    after_venv: tuple[RuntimeCopy, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -276,6 +318,8 @@ class Resolved:
     flash_attn: FlashAttnStage | None
     engine: EngineStage
     runtime: RuntimeStage
+    # FlashInfer's start-up kernels built ahead of time (None: the engine has no known set)
+    flashinfer_aot: FlashInferAotStage | None
     context_files: Mapping[str, bytes]  # extra files of the build context
     tags: tuple[str, ...]
     # the resolution record (dockergen.resolved.json): the profile's image inputs and every
@@ -292,6 +336,8 @@ class Resolved:
     # the engine's own server parser, run on ENTRYPOINT + CMD: the script's text (a file of
     # the engine's folder); empty: the engine has none
     serve_parser: str = ""
+    # the module the server imports first (the bytecode check imports it); empty: none
+    startup_import: str = ""
     derivations: tuple[Derivation, ...] = ()
     warnings: tuple[Problem, ...] = ()
 

@@ -104,6 +104,7 @@ def render_dockerfile(r: Resolved, syntax: str | None = None) -> str:
         version=__version__, chain=r.chain, source_name=r.source_name, name=r.profile.name,
         profile_hash=r.profile_hash, mode=r.mode, syntax=syntax if r.mode == "buildkit" else None,
         base=r.base, fa=r.flash_attn, engine=r.engine, runtime=r.runtime,
+        aot=r.flashinfer_aot,
     )
     # collapse runs of blank lines left by optional blocks; keeps output stable
     text = re.sub(r"\n{3,}", "\n\n", text)

@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from dockergen import __version__, knowledge
-from dockergen.components import cuda, flash_attn, image, python, torch
+from dockergen.components import cuda, flash_attn, flashinfer, image, python, torch
 from dockergen.components.base import Context
 from dockergen.components.serving import engine_for
 from dockergen.components.serving.base import ServingEngine, ServingPart
@@ -40,7 +40,9 @@ from dockergen.model import (
     Inputs,
     Mode,
     Resolved,
+    RuntimeCopy,
     RuntimeStage,
+    TorchInstall,
 )
 from dockergen.pins import read_pins
 from dockergen.profile import Profile
@@ -262,7 +264,8 @@ def _record_core(p: Profile, ctx: Context, cuda_part: cuda.CudaPart,
 
 def _runtime_stage(p: Profile, cuda_part: cuda.CudaPart, python_part: python.PythonPart,
                    fa: FlashAttnStage | None, serving: ServingPart, env: dict[str, str],
-                   labels: dict[str, str], mode: Mode) -> RuntimeStage:
+                   labels: dict[str, str], mode: Mode, after_venv: tuple[RuntimeCopy, ...]
+                   ) -> RuntimeStage:
     """The runtime stage: the CUDA runtime image with the venv, the server and its checks."""
     uid, start_period = p.runtime.uid, p.serving.health_start_period_s
     layers = python.venv_layers(p.python, p.cuda.version.split(".")[0], mode,
@@ -279,8 +282,20 @@ def _runtime_stage(p: Profile, cuda_part: cuda.CudaPart, python_part: python.Pyt
         health_start_period=start_period,
         entrypoint=tuple(serving.serve.entrypoint), cmd=tuple(serving.serve.args),
         jit_toolchain=p.runtime.jit_toolchain, jit_c_compiler=serving.c_compiler,
-        venv_layers=layers,
+        venv_layers=layers, after_venv=after_venv,
     )
+
+
+def _build_base(ctx: Context, cuda_part: cuda.CudaPart, python_part: python.PythonPart,
+                torch_install: TorchInstall) -> BuildBase:
+    """The build-base stage: the devel image with every build stage's packages, Python, torch."""
+    return BuildBase(
+        cuda=CudaBase(image=cuda_part.base.image,
+                      apt=tuple(sorted(cuda_part.base.apt + python_part.build_apt
+                                        + flash_attn.build_apt(ctx))),
+                      ca_certificates=cuda_part.base.ca_certificates,
+                      cert_dir=cuda_part.base.cert_dir),
+        python=python_part.setup, torch=torch_install)
 
 
 def _resolve(loaded: LoadedProfile, mode: Mode, inputs: Inputs) -> Resolved:
@@ -296,15 +311,10 @@ def _resolve(loaded: LoadedProfile, mode: Mode, inputs: Inputs) -> Resolved:
     torch_install = torch.derive(ctx, d, mode)
     fa = flash_attn.derive(ctx, d, cuda_part.arch_list, mode)
     serving = engine.derive(ctx, d, torch_install, fa is not None, mode)
+    aot = flashinfer.derive(ctx, d, engine.facts(), (engine.flashinfer_row(ctx) or {}).get(
+        "python"), mode)
 
-    base = BuildBase(
-        cuda=CudaBase(image=cuda_part.base.image,
-                      apt=tuple(sorted(cuda_part.base.apt + python_part.build_apt
-                                        + flash_attn.build_apt(ctx))),
-                      ca_certificates=cuda_part.base.ca_certificates,
-                      cert_dir=cuda_part.base.cert_dir),
-        python=python_part.setup, torch=torch_install)
-
+    base = _build_base(ctx, cuda_part, python_part, torch_install)
     env = _runtime_env(loaded, {**cuda_part.env, **python_part.env, **serving.env}, d)
     release_tags = image.tags(p)
     stage = serving.stage
@@ -323,7 +333,8 @@ def _resolve(loaded: LoadedProfile, mode: Mode, inputs: Inputs) -> Resolved:
     d.append(Derivation("HEALTHCHECK --start-period", f"{p.serving.health_start_period_s}s",
                         "from serving.health_start_period_s: time for model loading before "
                         "failed health checks count", ""))
-    runtime = _runtime_stage(p, cuda_part, python_part, fa, serving, env, labels, mode)
+    runtime = _runtime_stage(p, cuda_part, python_part, fa, serving, env, labels, mode,
+                             flashinfer.runtime_copies(aot))
     smoke = [torch.smoke_import(torch_install), *serving.smoke,
              *([flash_attn.smoke_import(fa)] if fa is not None else [])]
     record = {"dockergen": __version__, "mode": mode, "profile_hash": profile_hash, **record_core}
@@ -331,7 +342,8 @@ def _resolve(loaded: LoadedProfile, mode: Mode, inputs: Inputs) -> Resolved:
         profile=p, mode=mode, source_name=loaded.path.name,
         chain=tuple(c.rsplit("/", 1)[-1] for c in loaded.chain),
         gpus=tuple(ctx.gpus), base=base, flash_attn=fa, engine=stage, runtime=runtime,
-        context_files=MappingProxyType({
+        flashinfer_aot=aot, context_files=MappingProxyType({
+            **flashinfer.context_files(aot),
             **python_part.context_files, **serving.serve.context_files, **serving.context_files,
             **{f"{CERT_DIR}/extra-{i}.crt": pem for i, pem in enumerate(ctx.certificates)}}),
         tags=tuple(release_tags),  # the dg-<hash> tag of the inputs: `build` adds it
@@ -340,6 +352,6 @@ def _resolve(loaded: LoadedProfile, mode: Mode, inputs: Inputs) -> Resolved:
         main_index=python_part.setup.pip_index_url or MAIN_INDEX,
         python_lock_inputs=engine.lock_inputs(ctx), smoke_imports=tuple(smoke),
         arch_scopes=serving.arch_scopes, serve_parser=serving.serve_parser,
-        derivations=tuple(d),
+        startup_import=serving.startup_import, derivations=tuple(d),
         warnings=tuple(pr for pr in ctx.problems if pr.severity is Severity.WARNING),
     )

@@ -6,7 +6,7 @@ built-in checks every dockergen image must pass (versions, arch audit, non-root 
 labels, no compilers, no secrets) and each component's own checks (the imports and
 versions of :attr:`~dockergen.model.Resolved.smoke_imports`, flash-attn's arch audit).
 GPU checks run only when asked for (``--gpus``).
-May import: :mod:`dockergen.components` (flash_attn, python, torch, serving.base),
+May import: :mod:`dockergen.components` (flash_attn, flashinfer, python, torch, serving.base),
 :mod:`dockergen.daemon` (the protocol only), :mod:`dockergen.resources`,
 :mod:`dockergen.buildrecord` (a check's outcome, as recorded),
 :mod:`dockergen.errors`, :mod:`dockergen.model`, :mod:`dockergen.profile`.
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dockergen.buildrecord import SmokeCheck
-from dockergen.components import flash_attn, python, torch
+from dockergen.components import flash_attn, flashinfer, python, torch
 from dockergen.daemon import ContainerDaemon, DaemonError
 from dockergen.errors import SECRET_NAME, SECRET_VALUE, DockergenError, ExitCode
 from dockergen.model import CommandCheck, Resolved, cc_tuple
@@ -157,6 +157,10 @@ def _component_image_checks(r: Resolved) -> list[tuple[str, list[str], Any]]:
                          python.triton_check(r.runtime.venv, stub)]
     if r.serve_parser:
         image_checks.append(serve_parser_check(r, stub))
+    if r.flashinfer_aot is not None:
+        image_checks.append(flashinfer.load_check(r.flashinfer_aot, stub))
+    if r.startup_import:
+        image_checks.append(python.bytecode_check(r.runtime.venv, r.startup_import))
     return [(c.name, list(c.command), c.verify) for c in image_checks]
 
 

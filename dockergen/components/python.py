@@ -172,6 +172,18 @@ def derive(c: Context, d: list[Derivation], mode: Mode) -> PythonPart:
     )
 
 
+def bytecode_mode(d: list[Derivation]) -> str:
+    """How the venv's bytecode is compiled in the engine stage (compileall's
+    ``--invalidation-mode``, ``python.yaml`` ``bytecode``), with its derivation."""
+    row = facts()["bytecode"]
+    mode = str(row["invalidation_mode"])
+    d.append(Derivation("bytecode", f"compiled in the build ({mode})", "the runtime user "
+                        "cannot write the venv, so each start would compile every module it "
+                        "imports; mtime-0 layers would invalidate timestamp-based caches",
+                        str(row["src"])))
+    return mode
+
+
 def venv_layers(python_version: str, cuda_major: str, mode: Mode,
                 engine_names: tuple[str, ...]) -> tuple[VenvLayer, ...]:
     """The runtime venv in layers of balanced size.
@@ -327,3 +339,42 @@ def triton_check(venv: str, driver_stub: str) -> CommandCheck:
                         "headers", (f"{venv}/bin/python", "-c", driver_stub + TRITON_LAUNCHER),
                         verify)
 
+
+
+# What a container start compiles: ``python -v`` logs "code object from <file>.py" for each
+# module it compiles from source (and "code object from '<file>.pyc'" for each it loads from
+# the bytecode cache), importlib/_bootstrap_external.py SourceLoader.get_code. Run as the
+# image's user, on the module the server imports first.
+BYTECODE_PROBE = """
+import json, re, subprocess, sys
+proc = subprocess.run([sys.executable, "-v", "-c", "import " + sys.argv[1]],
+                      capture_output=True, text=True)
+compiled = re.findall(r"^# code object from (/.*[.]py)$", proc.stderr, re.M)
+cached = re.findall(r"^# code object from '(/.*[.]pyc)'$", proc.stderr, re.M)
+wrote = re.findall(r"^# (?:created|could not create) '?([^' ]+)", proc.stderr, re.M)
+err = [line for line in proc.stderr.splitlines() if not line.startswith(("#", "import "))]
+print(json.dumps({"code": proc.returncode, "compiled": compiled, "cached": len(cached),
+                  "wrote": wrote, "error": err[-3:]}))
+"""
+
+
+def bytecode_check(venv: str, module: str) -> CommandCheck:
+    """Importing the server's module compiles nothing and writes nothing: every module's
+    bytecode was compiled in the build and is still valid in the image's layers."""
+
+    def verify(code: int, out: str) -> tuple[bool, str]:
+        try:
+            got = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return False, out.strip()[-500:] or f"exit {code}"
+        if got["code"] != 0:
+            return False, f"import {module} failed: " + " | ".join(got["error"])[-500:]
+        if got["compiled"] or got["wrote"]:
+            shown = ", ".join(got["compiled"][:3]) + (" ..." if len(got["compiled"]) > 3
+                                                      else "")
+            return False, (f"{len(got['compiled'])} module(s) compiled at import ({shown}); "
+                           f"{len(got['wrote'])} bytecode file(s) written or tried")
+        return True, f"import {module}: {got['cached']} modules from bytecode, 0 compiled"
+
+    return CommandCheck(f"importing {module} compiles no module (bytecode shipped)",
+                        (f"{venv}/bin/python", "-c", BYTECODE_PROBE, module), verify)

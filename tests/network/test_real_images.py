@@ -41,7 +41,7 @@ import docker.errors
 import pytest
 
 from dockergen.api import resolve_profile
-from dockergen.components import python, torch
+from dockergen.components import flashinfer, python, torch
 from dockergen.daemon import connect
 from dockergen.model import Resolved
 from dockergen.resources import templates_dir
@@ -58,7 +58,10 @@ REAL = ("python=3.11", "build.python_from=image", f"cuda.devel_image={BASE}",
         f"cuda.runtime_image={BASE}", "build.torch_from=main-index")
 CHECKS = ("whole-image audit", "no file of the image is owned by two Python distributions",
           "own parser accepts the image's command", "Triton's launcher compiles",
-          "torch reports the profile's CUDA and code for every target GPU")
+          "torch reports the profile's CUDA and code for every target GPU",
+          "compiles no module (bytecode shipped)")
+# the vLLM image only: FlashInfer's start-up kernels, built ahead of time
+VLLM_CHECKS = ("FlashInfer's start-up kernels load without JIT",)
 
 
 @dataclass
@@ -129,6 +132,14 @@ def _assert_checks_passed(real: RealImage) -> None:
 def test_the_vllm_image_builds_from_pypi_and_passes_every_check(vllm_image: RealImage) -> None:
     _assert_checks_passed(vllm_image)
     checks = _checks(vllm_image.record)
+    for want in VLLM_CHECKS:
+        hits = [c for name, c in checks.items() if want in name]
+        assert len(hits) == 1 and hits[0]["ok"] is True, (want, hits)
+    kernels = next(c for n, c in checks.items() if n.startswith(VLLM_CHECKS[0]))
+    assert kernels["detail"] == ("1 module(s) (sampling) loaded with "
+                                 "FLASHINFER_DISABLE_JIT=1"), kernels
+    bytecode = next(c for n, c in checks.items() if "compiles no module" in n)
+    assert bytecode["detail"].endswith("modules from bytecode, 0 compiled"), bytecode
     torch_check = next(c for n, c in checks.items() if n.startswith("torch reports"))
     assert torch_check["detail"].startswith("CUDA 13.0, "), torch_check
     assert "sm_90" in torch_check["detail"].split()
@@ -214,3 +225,26 @@ def test_the_torch_check_fails_for_a_gpu_torch_has_no_code_for(vllm_image: RealI
     ok, detail = _run(check, vllm_image.image)
     assert not ok
     assert detail.startswith("no code for v100 (7.0)"), detail
+
+
+def test_the_kernel_check_fails_when_a_start_up_module_is_left_out(vllm_image: RealImage,
+                                                                  docker_client) -> None:  # type: ignore[no-untyped-def]
+    # the image without the ahead-of-time sampling module: with JIT disabled FlashInfer's own
+    # loader refuses to build it, as a start on a GPU host without nvcc would fail
+    aot = vllm_image.resolved.flashinfer_aot
+    assert aot is not None
+    broken = _derive(docker_client, vllm_image.image, f"rm -r {aot.aot_dir}/sampling")
+    stub = (templates_dir() / "context" / "driver_stub.py").read_text(encoding="utf-8")
+    ok, detail = _run(flashinfer.load_check(aot, stub), broken)
+    assert not ok
+    assert detail.startswith("sampling: MissingJITCacheError"), detail
+
+
+def test_the_bytecode_check_fails_on_the_real_image_without_bytecode(vllm_image: RealImage,
+                                                                    docker_client) -> None:  # type: ignore[no-untyped-def]
+    broken = _derive(docker_client, vllm_image.image,
+                     f"find {_site(vllm_image)}/vllm -name __pycache__ -prune -exec rm -r {{}} +")
+    module = vllm_image.resolved.startup_import
+    ok, detail = _run(python.bytecode_check(vllm_image.resolved.runtime.venv, module), broken)
+    assert not ok
+    assert "module(s) compiled at import (/opt/venv/lib/" in detail, detail

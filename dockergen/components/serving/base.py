@@ -76,6 +76,8 @@ class ServingPart:
     # the script that runs the release's own server parser (facts serve_parser, a file of the
     # engine's folder): its text; empty: the engine has none
     serve_parser: str = ""
+    # the module the server imports first (facts startup_import): the bytecode check's
+    startup_import: str = ""
     # top-level site-packages entries of the engine and its kernels: one venv layer
     layer_packages: tuple[str, ...] = ()
 
@@ -774,7 +776,8 @@ class ServingEngine:
                             lock=LOCK_IN_IMAGE if lock_args else "", lock_args=lock_args,
                             index_strategy=strategy, torch_cuda=torch.cuda,
                             torch_cuda_major_only=torch.from_main_index,
-                            constraints=CONSTRAINTS_IN_IMAGE if constraints else "")
+                            constraints=CONSTRAINTS_IN_IMAGE if constraints else "",
+                            bytecode=python.bytecode_mode(d))
         serve = self.serve(c, d)
         env = {"HF_HOME": f"{APP_HOME}/.cache/huggingface", "HOME": APP_HOME,
                **self.extra_env(c)}
@@ -794,6 +797,7 @@ class ServingEngine:
             arch_scopes=tuple((glob, tuple(ccs)) for glob, ccs in sorted(
                 facts.get("arch_scoped_libraries", {}).items())),
             context_files=files, serve_parser=self._serve_parser(),
+            startup_import=str(facts.get("startup_import", "")),
             layer_packages=tuple((facts.get("layer_packages") or {}).get("names", ())),
         )
 

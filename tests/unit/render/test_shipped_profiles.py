@@ -13,7 +13,7 @@ from dockergen.api import render_profile
 from tests.conftest import EXAMPLES, PROFILES, ROOT, lint, run_cli, shipped_names
 
 NAMES = shipped_names()
-STAGES = ["build-base", "flash-attn", "engine", "runtime"]
+STAGES = ["build-base", "flash-attn", "engine", "flashinfer-aot", "runtime"]
 
 
 def test_required_profiles_are_shipped() -> None:
@@ -46,7 +46,8 @@ def test_renders_parses_and_lints_clean(name: str, mode: str, hadolint: str) -> 
     resolved, text = render_profile(PROFILES / f"{name}.yaml", mode=mode)  # type: ignore[arg-type]
     commands = dockerfile.parse_string(text)
     stages = [c.value[-1] for c in commands if c.cmd == "FROM"]
-    expected = STAGES if resolved.flash_attn else [s for s in STAGES if s != "flash-attn"]
+    expected = [s for s in STAGES if (s != "flash-attn" or resolved.flash_attn)
+                and (s != "flashinfer-aot" or resolved.flashinfer_aot)]
     assert stages == expected
     assert all(c.cmd == c.cmd.upper() for c in commands)
     result = lint(hadolint, text)
