@@ -22,7 +22,7 @@ target "_common" {
 target "a100-bf16" {
   inherits = ["_common"]
   context = "a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-a9aa5a57890c"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-7118fc4d48b8"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:19cc9975b2edafc65e9110ff6dad78d971d75cde5006eaef307885bdad038979"
@@ -39,7 +39,7 @@ target "a100-bf16" {
 target "a100-h100" {
   inherits = ["_common"]
   context = "a100-h100"
-  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-530d87d4852f"]
+  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-dbb0d026563f"]
   labels = {
     "dockergen.engine" = "vllm==0.32.0"
     "dockergen.profile.hash" = "sha256:a8a82763b89bf020a3d8caf1a246ba8422baf4b81b2f45d19b32b61437bc07cf"
@@ -56,7 +56,7 @@ target "a100-h100" {
 target "fleet-a100-bf16" {
   inherits = ["_common"]
   context = "fleet-a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-def0df2bb593"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-ee58b7b66726"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:ba6a768d054ea9901a0f039be14d89a713059ac1ec3c12ac4df0b46b3a9ab5f5"
@@ -73,7 +73,7 @@ target "fleet-a100-bf16" {
 target "fleet-h100-bf16" {
   inherits = ["_common"]
   context = "fleet-h100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-a69f9b83254b"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-dd238935e5c4"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:edb3dde71ddacfb0ff4c3abcffb7af9318a3a6104778ca7b56cb1d869856af06"
@@ -90,7 +90,7 @@ target "fleet-h100-bf16" {
 target "fleet-h100-fp8" {
   inherits = ["_common"]
   context = "fleet-h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-813a3c4bd44e"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-d4417af27d9b"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:d7ffb6449ea1ddd1f39ed3ffe84e862ab6e6c94850bad47167a74a14f4aaff9d"
@@ -107,7 +107,7 @@ target "fleet-h100-fp8" {
 target "fleet-l40s-bf16" {
   inherits = ["_common"]
   context = "fleet-l40s-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-941e59e7eaa6"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-6cda54cc1b7f"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:875b53936609290b2bb8ecc0a60725cf70e9b009993d9ca4d69644b1a561d4e9"
@@ -124,7 +124,7 @@ target "fleet-l40s-bf16" {
 target "fleet-l40s-fp8" {
   inherits = ["_common"]
   context = "fleet-l40s-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-45572fa834d0"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-4fd2fe15aa0b"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:785ba7a2b47a38a0da8f865d8027f49f422b9aa9157e3efbee1bf79d5f76e995"
@@ -141,7 +141,7 @@ target "fleet-l40s-fp8" {
 target "h100-fp8" {
   inherits = ["_common"]
   context = "h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-4d4d27e23593"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-0e156141933b"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:2f5e65e5e5bd6093e95ba64537f54bb7d76eb0325783d0c9fc37e02534db2033"
@@ -158,7 +158,7 @@ target "h100-fp8" {
 target "h100-sglang-fp8" {
   inherits = ["_common"]
   context = "h100-sglang-fp8"
-  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-a539599aedfc"]
+  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-a153273eb4dd"]
   labels = {
     "dockergen.engine" = "sglang==0.5.23"
     "dockergen.profile.hash" = "sha256:dfc1d291054159b9143897e1ae360d80efb6e99c5d5e1b5044071c9ad56f24bd"
@@ -175,7 +175,7 @@ target "h100-sglang-fp8" {
 target "h100-standalone" {
   inherits = ["_common"]
   context = "h100-standalone"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-standalone", "registry.example.com/llm/vllm:dg-7524daddce80"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-standalone", "registry.example.com/llm/vllm:dg-6eb6530f0127"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:db7dd90ac51b268610132b8aa4ea47ac6757e9cc7167e01220f63ef670d69e25"
@@ -192,7 +192,7 @@ target "h100-standalone" {
 target "h100-trtllm-fp8" {
   inherits = ["_common"]
   context = "h100-trtllm-fp8"
-  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-6d7bece79331"]
+  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-5b6a12337394"]
   labels = {
     "dockergen.engine" = "tensorrt-llm==1.1.0"
     "dockergen.profile.hash" = "sha256:3661b5ee40c89866cb00392b00a3ef81d1843c5fe3bc057322b81cafbacaca75"
@@ -209,7 +209,7 @@ target "h100-trtllm-fp8" {
 target "l40s-awq" {
   inherits = ["_common"]
   context = "l40s-awq"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-a41a87c0e86e"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-6c167826c79d"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:ac0905dfaa2a62e5b6820c1c2bd35dec2f0b4e99485cece58f29766a66b1bb67"
