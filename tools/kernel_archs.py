@@ -20,7 +20,6 @@ Prints the `kernels:` rows to paste into the facts file otherwise.
 
 from __future__ import annotations
 
-import io
 import re
 import sys
 import zipfile
@@ -83,7 +82,7 @@ def read(engine: str, version: str) -> dict[str, Any]:
     f = sorted(files, key=lambda w: w.filename)[-1]
     reader = pypi.range_reader(f.url, f.size)
     reader.prefetch(max(0, f.size - 4 * BLOCK), f.size)  # the central directory
-    with zipfile.ZipFile(io.BufferedReader(reader, BLOCK)) as zf:
+    with zipfile.ZipFile(reader) as zf:
         return row_of(zf, f.filename, wanted(engine))
 
 

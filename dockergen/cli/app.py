@@ -192,6 +192,26 @@ def cli() -> None:
     """
 
 
+def _start_network_budget(ctx: click.Context, param: click.Parameter, value: float | None
+                          ) -> float | None:
+    """--timeout of a command that reads the network: its whole deadline, from now."""
+    import math
+
+    if value is not None and not (math.isfinite(value) and 0 < value <= 7 * 24 * 3600):
+        raise click.BadParameter(f"{value}: expected seconds, more than 0 and at most a week")
+    from dockergen import net
+
+    net.begin(value)
+    return value
+
+
+network_timeout_option = click.option(
+    "--timeout", "network_timeout", type=float, default=None, metavar="SECONDS",
+    callback=_start_network_budget, expose_value=False, is_eager=True,
+    help="Give up the command's network reads after this many seconds in all (default 600, "
+         "or DOCKERGEN_NET_TIMEOUT); exit 124.")
+
+
 strict_option = click.option(
     "--strict", is_flag=True, help="A matrix point that does not validate is an error "
                                    "(default: it is dropped with its problems printed).")
