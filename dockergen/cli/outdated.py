@@ -75,8 +75,8 @@ def upgrade(profile: str, overrides: tuple[str, ...], to: str | None, driver: st
         try:
             if value is not None:
                 Version(value)
-        except InvalidVersion:
-            raise click.BadParameter(f"{value!r} is not a version like 1.2.3",
+        except (InvalidVersion, ValueError):  # ValueError: a number past int's digit limit
+            raise click.BadParameter(f"{value[:40]!r} is not a version like 1.2.3",
                                      param_hint=name) from None
     result = up.plan(Path(profile), overrides, index, to, driver)
     click.echo(up.to_json(result) if as_json else up.to_text(result), nl=False)

@@ -213,3 +213,8 @@ def test_an_oversized_manifest_is_cut(servers: Hostile, tmp_path: Path) -> None:
     servers.routes["v2"] = lambda h, rest: h.stream(400 << 20, "application/json")
     code, out, _ = _lock(tmp_path, registry, "x", {"DOCKER_CONFIG": str(tmp_path)})
     assert code == 3 and "larger than" in out, out
+
+
+def test_a_version_past_the_integer_digit_limit_is_a_usage_error() -> None:
+    code, out, _ = run("upgrade", H100, "--to", "1." + "9" * 4301)
+    assert code == 64 and "is not a version like 1.2.3" in out, out
