@@ -308,7 +308,13 @@ def derive_kernels(index: str, engine: str, version: str, row: dict[str, Any]
     found = outdated.wheel_members(url, wanted, name)
     if not found:
         return None
-    code = {m: list(kernels.code_of(data)) for m, data in sorted(found.items())}
+    code = {}
+    for member, data in sorted(found.items()):
+        try:
+            code[member] = list(kernels.code_of(data))
+        except kernels.KernelCodeError as exc:
+            raise UpgradeError(f"{name} {member}: cannot be read as a shared object ({exc}), "
+                               "so the GPUs its kernels run on are unknown") from None
     return kernel_version, {"code": code, "src": _observed(index, f"{name} .nv_fatbin")}
 
 

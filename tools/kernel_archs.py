@@ -63,7 +63,10 @@ def row_of(zf: zipfile.ZipFile, filename: str, members: list[str]) -> dict[str, 
     names = set(zf.namelist())
     code: dict[str, list[str]] = {}
     for member in (m for m in members if m in names):
-        found = kernels.code_of(zf.read(member))
+        try:
+            found = kernels.code_of(zf.read(member))
+        except kernels.KernelCodeError as exc:
+            raise SystemExit(f"{filename} {member}: {exc}") from None
         if not found:
             raise SystemExit(f"{filename} {member}: no fatbin code")
         code[member] = list(found)

@@ -72,9 +72,10 @@ def upgrade(profile: str, overrides: tuple[str, ...], to: str | None, driver: st
                                  f"{out.USER_ENV}/{out.PASSWORD_ENV} or netrc)",
                                  param_hint="--index")
     for name, value in (("--to", to), ("--driver", driver)):
+        if value is None:
+            continue
         try:
-            if value is not None:
-                Version(value)
+            Version(value)
         except (InvalidVersion, ValueError):  # ValueError: a number past int's digit limit
             raise click.BadParameter(f"{value[:40]!r} is not a version like 1.2.3",
                                      param_hint=name) from None
