@@ -248,14 +248,7 @@ class RegistryClient:
                 + f" ({response.status}); log in first: docker login {ref.registry}"
                 + ("" if credential or not creds else
                    " (your credentials were not sent: the token service is on another host)"))
-        try:
-            body = inputs.loads_json(response.body)
-            token = body.get("token") or body["access_token"]
-        except (ValueError, KeyError, AttributeError, TypeError):
-            raise RegistryError(f"{shown}: the token service sent no token") from None
-        if not isinstance(token, str) or not token:
-            raise RegistryError(f"{shown}: the token service sent no token")
-        return token
+        return token_of(response.body, shown)
 
     def resolve(self, image: str, platform: str = "linux/amd64") -> Resolution:
         """The digests ``image`` (a tag reference) points to now."""
@@ -287,6 +280,16 @@ class RegistryClient:
         if found != platform:
             raise RegistryError(f"{image}: is a {redact(found)[:80]} image, not {platform}")
         return Resolution(digest, None, platform, digest, media_type)
+
+
+def token_of(body: bytes, shown: str) -> str:
+    """The token of a token service's answer (``token``, else ``access_token``: the spec
+    allows either); :class:`RegistryError` for any other answer."""
+    found = _json_object(body, f"{shown}: the token service sent no token")
+    token = found.get("token") or found.get("access_token")
+    if not isinstance(token, str) or not token:
+        raise RegistryError(f"{shown}: the token service sent no token")
+    return token
 
 
 def _json_object(body: bytes, refusal: str) -> dict[str, Any]:

@@ -167,7 +167,7 @@ ALLOWED: dict[str, set[str]] = {
                                  "dockergen.pylockfile"},
     # the Python lock's file format: the lock command, resolution's check and the engine
     # stage's install read and write it here (leaf)
-    "dockergen.pylockfile": set(),
+    "dockergen.pylockfile": {"dockergen.inputs"},
     # maintainer tools: read the knowledge files and PyPI, never the rendering pipeline
     "dockergen.maint": set(),
     "dockergen.maint.": _BASE | {"dockergen.knowledge", "dockergen.maint", "dockergen.net",

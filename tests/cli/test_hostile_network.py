@@ -218,3 +218,22 @@ def test_an_oversized_manifest_is_cut(servers: Hostile, tmp_path: Path) -> None:
 def test_a_version_past_the_integer_digit_limit_is_a_usage_error() -> None:
     code, out, _ = run("upgrade", H100, "--to", "1." + "9" * 4301)
     assert code == 64 and "is not a version like 1.2.3" in out, out
+
+
+def test_metadata_the_parsers_choke_on_is_judged_without_a_traceback(servers: Hostile) -> None:
+    """A torch pin of ``==2.*`` (InvalidVersion), a version past int's digit limit
+    (ValueError) and a marker nested past the parser's stack (RecursionError) escaped as
+    tracebacks from the METADATA reader."""
+    o = servers.origins
+    served = {"0.35.0": wheel("0.35.0", ["torch==2.*"]),
+              "0.36.0": wheel("0.36.0", ["torch==2.14.0", "cuda-toolkit==1" + "9" * 4301]),
+              "0.37.0": wheel("0.37.0", ["torch==2.14.0", "x; " + "(" * 5000
+                                         + 'python_version > "3"' + ")" * 5000])}
+    servers.routes["meta"] = _page([(VLLM.format(v=v), f"{o.home}/f/{v}") for v in served])
+    servers.routes["f"] = lambda h, rest: h.send_range(served[rest[0]])
+    code, out, _ = run("upgrade", H100, "--index", f"{o.home}/meta/simple", "--json")
+    assert code == 0, out
+    moves = {m["version"]: m for m in json.loads(out[out.index("{"):])["moves"]}
+    assert "torch pin: '2.*' is not a version" in moves["0.35.0"]["reasons"][0]
+    # lines no requirement parser reads are skipped, as invalid ones are: judged on the rest
+    assert moves["0.36.0"]["ok"] is moves["0.37.0"]["ok"] is True
