@@ -289,12 +289,32 @@ def _stage_all(parent: Path, folders: dict[str, dict[str, bytes]], top: dict[str
                           ) from None
 
 
+# the longest file name most file systems take (NAME_MAX of ext4, XFS, btrfs, tmpfs)
+NAME_MAX = 255
+# a staging sibling adds "." + "." + 12 hex digits to the name it stages (_staging_name)
+_STAGING_EXTRA = 14
+
+
 def _check_shows_no_secret(path: Path) -> None:
     """Refuse an output path shaped like a credential: it is printed ("wrote PATH"), and
-    the folder names of a build context reach its bake file."""
-    if path_holds_secret(str(path)):
-        raise OutputError(f"{redact_path(str(path))}: looks like it holds a credential; it "
+    the folder names of a build context reach its bake file. Refuse as well a name that is
+    not UTF-8 (it is printed and written into manifests and bake files, which are UTF-8)
+    or one too long to stage beside itself."""
+    text = str(path)
+    if path_holds_secret(text):
+        raise OutputError(f"{redact_path(text)}: looks like it holds a credential; it "
                           "is left as it is; choose an -o path without a token in it")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are no UTF-8, kept by the OS as surrogates
+        shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise OutputError(f"{shown}: the name is not UTF-8; it is left as it is; choose an "
+                          "-o path in UTF-8") from None
+    if len(path.name.encode()) + _STAGING_EXTRA > NAME_MAX:
+        raise OutputError(f"{path.name[:40]}...: a name of {len(path.name.encode())} bytes, "
+                          f"over the {NAME_MAX - _STAGING_EXTRA} an output may have (its "
+                          f"staging copy adds {_STAGING_EXTRA} within the file system's "
+                          f"{NAME_MAX}); choose a shorter -o name")
 
 
 def real_folder(path: Path) -> Path:

@@ -238,6 +238,7 @@ class ExitCode(IntEnum):
     OUTDATED = 9  # `outdated`: a newer release exists that the profile can move to as it is
     TIMEOUT = 124  # --timeout expired; the build was cancelled
     INTERRUPTED = 130  # Ctrl-C; the build was cancelled and our tags removed
+    TERMINATED = 143  # SIGTERM (128 + 15): as Ctrl-C, the command's own staging removed
     PIPE_CLOSED = 141  # `build`: the reader of its output went away (128 + SIGPIPE)
     USAGE = 64  # wrong command-line usage (click's own errors use 2; we remap)
 

@@ -20,7 +20,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from dockergen.errors import DockergenError, ExitCode, path_holds_secret, redact_path
 
@@ -41,6 +41,7 @@ LIMITS: dict[str, tuple[int, str]] = {
     "lock": (16 * _MIB, "a base-image lock (PROFILE.lock.json) or a Python lock "
                         "(PROFILE.python.lock)"),
     "docker-config": (4 * _MIB, "the docker config (~/.docker/config.json)"),
+    "netrc": (1 * _MIB, "the netrc file of index credentials ($NETRC or ~/.netrc)"),
     "own-output": (16 * _MIB, "a file dockergen wrote and reads back to recognise its own "
                               "output (manifest, bake file, lock, generated header)"),
 }
@@ -189,3 +190,14 @@ def read_head(path: Path, size: int, kind: str = "own-output") -> bytes | None:
             return fh.read(size)
     except (OSError, InputError):
         return None
+
+
+def loads_json(data: bytes | str) -> Any:
+    """``json.loads``, with nesting too deep for the parser a ValueError like any other
+    malformed JSON (it was a RecursionError that escaped every caller's handler)."""
+    import json
+
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deep") from None

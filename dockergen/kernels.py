@@ -36,11 +36,20 @@ def _audit() -> ModuleType:
     return module
 
 
+class KernelCodeError(ValueError):
+    """A file that starts as an ELF file whose headers or fatbin cannot be read: sizes that
+    run past its end, or that would not move the reader forward."""
+
+
 def code_of(elf: bytes) -> tuple[str, ...]:
     """The code a shared object carries, sorted (``("ptx_80", "sass_75", "sass_90a")``);
-    empty for a file that is no 64-bit ELF or has no fatbin."""
+    empty for a file that is no 64-bit ELF or has no fatbin; :class:`KernelCodeError` for
+    one whose headers lie (a wheel's member is bytes from the network)."""
     audit = _audit()
-    found = audit.fatbin_code(elf, audit.elf_sections(elf))
+    try:
+        found = audit.fatbin_code(elf, audit.elf_sections(elf))
+    except audit.ElfError as exc:
+        raise KernelCodeError(str(exc)) from None
     return tuple(f"{kind}_{arch}{suffix}" for kind, arch, suffix in sorted(found))
 
 

@@ -15,37 +15,34 @@ Credentials come from ``DOCKERGEN_INDEX_USERNAME``/``DOCKERGEN_INDEX_PASSWORD`` 
 written or printed. May import: :mod:`dockergen.pipeline` (the profile is read once),
 :mod:`dockergen.loader` (each release tried on what was read),
 :mod:`dockergen.components.serving`, :mod:`dockergen.errors`, :mod:`dockergen.knowledge`,
-:mod:`dockergen.model`, :mod:`dockergen.ranges`, :mod:`dockergen.retry`.
+:mod:`dockergen.model`, :mod:`dockergen.ranges`, :mod:`dockergen.net` (every read), and
+pypi-simple (the simple API's pages) inside :func:`files`.
 """
 
 from __future__ import annotations
 
-import base64
-import html.parser
 import io
 import json
 import netrc
 import os
 import re
-import urllib.error
+import struct
 import urllib.parse
-import urllib.request
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
     canonicalize_name,
     parse_sdist_filename,
     parse_wheel_filename,
 )
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
-from dockergen import retry
+from dockergen import inputs, net
 from dockergen.components.serving import engine_for
 from dockergen.errors import (
     DockergenError,
@@ -59,13 +56,10 @@ from dockergen.knowledge import load_facts
 from dockergen.loader import LoadedProfile, with_overrides
 from dockergen.model import MAIN_INDEX
 from dockergen.pipeline import resolution, resolution_of
-from dockergen.ranges import BLOCK, RangeReader
+from dockergen.ranges import BLOCK, RangeError, RangeReader
 
-# A simple-API page is read up to this size (PyPI's JSON page of torch is a few MiB).
-PAGE_LIMIT = 64 << 20
-# A wheel is read whole (an index without range requests) only up to this size: a mirror
-# that serves a 400 MB vLLM wheel that way gets a clear refusal, not a long download.
-WHEEL_LIMIT = 64 << 20
+# A wheel's METADATA or RECORD is read unpacked up to this size (vLLM's RECORD: 0.2 MiB).
+METADATA_LIMIT = 16 << 20
 # One library read out of a wheel (range requests: only its compressed bytes travel) to list
 # its GPU code: vLLM 0.9.1's _C.abi3.so is 287 MiB unpacked, newer ones under 100 MiB.
 MEMBER_LIMIT = 512 << 20
@@ -73,7 +67,6 @@ MEMBER_LIMIT = 512 << 20
 # reads, engine/arg_utils.py, is 0.1 MiB): a syntax tree takes tens of times its source in
 # memory, so a hostile index must not hand over the library limit's worth of "source".
 SOURCE_LIMIT = 4 << 20
-TIMEOUT_S = 30
 USER_ENV, PASSWORD_ENV = "DOCKERGEN_INDEX_USERNAME", "DOCKERGEN_INDEX_PASSWORD"
 _ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
 
@@ -143,75 +136,68 @@ def is_index_url(url: str) -> bool:
             and not holds_secret(url) and not any(ord(ch) < 33 for ch in url))
 
 
-class _Links(html.parser.HTMLParser):
-    """The links of a PEP 503 page: (file name, href)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[tuple[str, str]] = []
-        self._href: str | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self._href = (dict(attrs).get("href") or "") if tag == "a" else None
-
-    def handle_endtag(self, tag: str) -> None:
-        self._href = None
-
-    def handle_data(self, data: str) -> None:
-        if self._href is not None and data.strip():
-            self.links.append((data.strip(), self._href))
+# The credentials of each index a command reads, by its origin: set when its pages are read
+# (:func:`files`), and only ever attached to a request to that same origin (dockergen.net).
+_index_credentials: dict[net.Origin, net.Credential] = {}
 
 
-def _credentials(host: str) -> tuple[str, str] | None:
-    user, password = os.environ.get(USER_ENV), os.environ.get(PASSWORD_ENV)
-    if user and password:
-        return user, password
-    path = os.environ.get("NETRC") or str(Path.home() / ".netrc")
+def _netrc_entry(host: str) -> tuple[str, str] | None:
+    """(login, password) of ``host`` in netrc (``$NETRC`` or ``~/.netrc``), read only when it
+    is a regular file of bounded size (a FIFO or a device would block or never end)."""
+    path = Path(os.environ.get("NETRC") or Path.home() / ".netrc")
     try:
-        entry = netrc.netrc(path).authenticators(host)
-    except (OSError, netrc.NetrcParseError):
+        text = inputs.read_text(path, "netrc")
+    except FileNotFoundError:
         return None
-    if entry and entry[0] and entry[2]:
-        return entry[0], entry[2]
-    return None
+    except inputs.InputError as exc:
+        raise IndexReadError(f"netrc: {exc}") from None
+    parsed = netrc.netrc.__new__(netrc.netrc)
+    parsed.hosts, parsed.macros = {}, {}
+    try:
+        parsed._parse(str(path), io.StringIO(text), False)  # type: ignore[attr-defined]
+    except (netrc.NetrcParseError, ValueError):
+        raise IndexReadError(f"{path}: not a netrc file dockergen can read; fix it or point "
+                             "NETRC at another one") from None
+    entry = parsed.authenticators(host)
+    return (entry[0], entry[2]) if entry and entry[0] and entry[2] else None
 
 
-def _read(url: str, limit: int = PAGE_LIMIT, span: tuple[int, int] | None = None
+def _credentials(index: str) -> None:
+    """Bind the index's credentials (environment, else netrc for its host) to its origin."""
+    origin = net.origin_of(index)
+    if origin in _index_credentials:
+        return
+    user, password = os.environ.get(USER_ENV), os.environ.get(PASSWORD_ENV)
+    found = (user, password) if user and password else _netrc_entry(origin.host)
+    if found:
+        _index_credentials[origin] = net.Credential.basic(
+            origin, found[0], found[1], f"the credentials of {origin}")
+
+
+def _read(url: str, kind: str = "page", span: tuple[int, int] | None = None
           ) -> tuple[bytes, str]:
-    """(body, content type) of one simple-API page or file, bounded, credentials attached;
-    ``span`` asks for bytes ``[start, end)`` only (the content type is then the
-    Content-Range header, ``bytes a-b/total``)."""
-    headers = {"Accept": _ACCEPT, "User-Agent": "dockergen-outdated"}
+    """(body, content type) of one simple-API page or file, bounded, credentials attached
+    where they belong; ``span`` asks for bytes ``[start, end)`` only (the content type is
+    then the Content-Range header, ``bytes a-b/total``)."""
+    headers = {"Accept": _ACCEPT}
     if span is not None:
         headers["Range"] = f"bytes={span[0]}-{span[1] - 1}"
-    request = urllib.request.Request(url, headers=headers)
-    host = urllib.parse.urlsplit(url).hostname or ""
-    creds = _credentials(host)
-    if creds:
-        token = base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
-        # never sent on a redirect to another host
-        request.add_unredirected_header("Authorization", f"Basic {token}")
-    def fetch() -> tuple[bytes, str, int]:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as resp:  # noqa: S310
-            return (resp.read(limit + 1),
-                    resp.headers.get("Content-Range" if span else "Content-Type", ""),
-                    resp.status)
-
     try:
-        body, kind, status = retry.retried(fetch)
-        if span is not None and status != 206:
-            raise IndexReadError(f"{redact(url)}: the server ignores range requests")
-    except urllib.error.HTTPError as exc:
+        answer = net.get(url, kind, headers, tuple(_index_credentials.values()),
+                         None if span is None else max(span[1] - span[0], 1))
+    except (net.DeadlineError, net.BudgetError):
+        raise  # the command ends: no release is judged on a read cut short
+    except net.NetError as exc:
+        if span is not None and exc.status == 200:  # the whole file instead of the span
+            raise IndexReadError(f"{redact(url)}: the server ignores range requests") from None
+        raise IndexReadError(str(exc), exc.status) from None
+    if answer.status >= 300 or answer.status < 200:
         hint = (f"; give credentials in {USER_ENV}/{PASSWORD_ENV} or netrc"
-                if exc.code in (401, 403) else "")
-        raise IndexReadError(f"{redact(url)}: HTTP {exc.code}{hint}", exc.code) from None
-    except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise IndexReadError(f"{redact(url)}: cannot be read ({redact(str(reason))}); check "
-                          "the index URL and the network") from None
-    if len(body) > limit:
-        raise IndexReadError(f"{redact(url)}: larger than {limit >> 20} MiB")
-    return body, kind
+                if answer.status in (401, 403) else "")
+        raise IndexReadError(f"{redact(url)}: HTTP {answer.status}{hint}", answer.status)
+    if span is not None and answer.status != 206:
+        raise IndexReadError(f"{redact(url)}: the server ignores range requests")
+    return answer.body, answer.header("Content-Range" if span else "Content-Type")
 
 
 def _version_of(filename: str, name: str) -> Version | None:
@@ -222,7 +208,7 @@ def _version_of(filename: str, name: str) -> Version | None:
             dist, version = parse_sdist_filename(filename)
         else:
             return None
-    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+    except ValueError:  # InvalidVersion and the file-name errors, and an int too long
         return None
     return version if dist == canonicalize_name(name) else None
 
@@ -238,25 +224,38 @@ class IndexFile:
 
 
 def files(index: str, name: str) -> list[IndexFile]:
-    """Every file of ``name`` the index lists."""
+    """Every file of ``name`` the index lists (links to anything but http(s) left out: a
+    page never makes dockergen open a local file)."""
+    _credentials(index)
     url = f"{index.rstrip('/')}/{canonicalize_name(name)}/"
     body, kind = _read(url)
-    links: list[tuple[str, str, str]]  # (file name, href, sha256)
-    if "json" in kind:
-        try:
-            page = json.loads(body)
-            links = [(str(f["filename"]), str(f["url"]),
-                      str((f.get("hashes") or {}).get("sha256", "")))
-                     for f in page.get("files", [])]
-        except (ValueError, TypeError, KeyError, AttributeError):
-            raise IndexReadError(f"{redact(url)}: not a PEP 691 JSON page") from None
-    else:
-        parser = _Links()
-        parser.feed(body.decode("utf-8", "replace"))
-        links = [(n, href, href.split("#sha256=", 1)[1] if "#sha256=" in href else "")
-                 for n, href in parser.links]
-    return [IndexFile(n, v, urllib.parse.urljoin(url, href.split("#", 1)[0]), digest)
-            for n, href, digest in links if (v := _version_of(n, name)) is not None]
+    return parse_page(body, kind, url, name)
+
+
+def parse_page(body: bytes, kind: str, url: str, name: str) -> list[IndexFile]:
+    """The files of ``name`` on a simple-API page (``kind``: its Content-Type), or an
+    IndexReadError: pypi-simple reads PEP 691 JSON and PEP 503 HTML."""
+    from pypi_simple import ProjectPage
+
+    try:
+        if "json" in kind:
+            page = ProjectPage.from_json_data(inputs.loads_json(body), url)
+        else:
+            page = ProjectPage.from_html(name, body, url)
+    except Exception as exc:  # noqa: BLE001 - pypi-simple's parsers raise many kinds
+        if not isinstance(exc, (ValueError, TypeError, KeyError, AttributeError, LookupError,
+                                AssertionError)) and "pypi_simple" not in type(exc).__module__:
+            raise
+        raise IndexReadError(f"{redact(url)}: not a PEP 691 JSON or PEP 503 HTML page "
+                             f"({type(exc).__name__})") from None
+    out = []
+    for pkg in page.packages:
+        target = urllib.parse.urlsplit(pkg.url).scheme
+        version = _version_of(pkg.filename, name)
+        if version is not None and target in ("http", "https"):
+            out.append(IndexFile(pkg.filename, version, pkg.url.split("#", 1)[0],
+                                 str(pkg.digests.get("sha256", ""))))
+    return out
 
 
 def releases(index: str, name: str) -> list[Version]:
@@ -265,12 +264,18 @@ def releases(index: str, name: str) -> list[Version]:
 
 
 def read_range(url: str, start: int, end: int) -> tuple[bytes, int]:
-    """Bytes ``[start, end)`` of a file the index serves, and the file's whole size."""
-    body, content_range = _read(url, max(end - start, 1), (start, end))
-    try:
-        return body, int(content_range.rsplit("/", 1)[1])
-    except (IndexError, ValueError):
-        raise IndexReadError(f"{redact(url)}: no Content-Range in a range answer") from None
+    """Bytes ``[start, end)`` of a file the index serves, and the file's whole size; the
+    answer's Content-Range must be the span asked (or its part inside the file)."""
+    body, content_range = _read(url, "range", (start, end))
+    match = re.fullmatch(r"bytes (\d{1,15})-(\d{1,15})/(\d{1,15})", content_range.strip())
+    if match is None:
+        raise IndexReadError(f"{redact(url)}: no Content-Range like bytes A-B/SIZE in a "
+                             "range answer")
+    first, last, size = (int(g) for g in match.groups())
+    if first != start or last != min(end, size) - 1 or len(body) != last - first + 1:
+        raise IndexReadError(f"{redact(url)}: asked bytes {start}-{end - 1}, the server "
+                             f"answered {first}-{last} with {len(body)} bytes", 206)
+    return body, size
 
 
 def _ranges(url: str) -> RangeReader:
@@ -282,35 +287,76 @@ def _ranges(url: str) -> RangeReader:
     return reader
 
 
+# What zipfile raises on a malformed archive, besides its own BadZipFile.
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError,
+               NotImplementedError, RuntimeError, zlib.error, struct.error)
+
+
 def _wheel(url: str, shown: str) -> zipfile.ZipFile:
     """The wheel at ``url`` as a zip: through range requests, else (an index without them)
-    whole up to :data:`WHEEL_LIMIT`."""
+    whole up to the ``wheel`` limit."""
     try:
-        source: Any = io.BufferedReader(_ranges(url), BLOCK)
+        source: Any = _ranges(url)
     except IndexReadError as exc:
         if exc.status is not None and exc.status != 416:
             raise
-        whole = read_file(url, WHEEL_LIMIT)
+        whole = read_file(url, "wheel")
         if whole is None:
             raise IndexReadError(f"{shown}: the index lists it but does not serve it",
                                  404) from exc
         source = io.BytesIO(whole)
+    return open_zip(source, shown)
+
+
+def open_zip(source: Any, shown: str) -> zipfile.ZipFile:
+    """``source`` (a seekable file) as a zip, or an IndexReadError naming ``shown``."""
     try:
         return zipfile.ZipFile(source)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise IndexReadError(f"{shown}: not a readable wheel ({exc})") from None
+    except RangeError as exc:
+        raise IndexReadError(f"{shown}: {exc}") from None
+    except _ZIP_ERRORS as exc:
+        raise IndexReadError(f"{shown}: not a readable wheel ({type(exc).__name__})") from None
 
 
-def wheel_member(url: str, pattern: str, shown: str) -> str:
+def _member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, shown: str,
+            what: str) -> bytes:
+    """One member, inflated at most to ``limit`` bytes whatever its header claims (a zip
+    bomb stops at the limit, never in memory)."""
+    if info.file_size > limit:
+        raise IndexReadError(f"{shown}: {info.filename} is {info.file_size} bytes unpacked, "
+                             f"more than the {limit >> 20} MiB dockergen reads of {what}")
+    with zf.open(info) as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise IndexReadError(f"{shown}: {info.filename} unpacks to more than the "
+                             f"{limit >> 20} MiB dockergen reads of {what} (its header says "
+                             f"{info.file_size} bytes)")
+    return data
+
+
+def wheel_member(url: str, pattern: str, shown: str, limit: int = METADATA_LIMIT) -> str:
     """The text of the one member of the wheel at ``url`` whose name matches ``pattern``."""
     try:
-        with _wheel(url, shown) as zf:
-            names = [n for n in zf.namelist() if re.fullmatch(pattern, n)]
-            if len(names) != 1:
+        zf = _wheel(url, shown)
+    except RangeError as exc:
+        raise IndexReadError(f"{shown}: {exc}") from None
+    return member_text(zf, pattern, shown, limit)
+
+
+def member_text(zf: zipfile.ZipFile, pattern: str, shown: str,
+                limit: int = METADATA_LIMIT) -> str:
+    """The text of the one member of ``zf`` whose name matches ``pattern`` (closes it)."""
+    try:
+        with zf:
+            infos = [i for i in zf.infolist() if re.fullmatch(pattern, i.filename)]
+            if len(infos) != 1:
                 raise IndexReadError(f"{shown}: not one member like {pattern} in the wheel")
-            return zf.read(names[0]).decode("utf-8", "replace")
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise IndexReadError(f"{shown}: not a readable wheel ({exc})") from None
+            return _member(zf, infos[0], limit, shown, "a metadata file").decode(
+                "utf-8", "replace")
+    except RangeError as exc:
+        raise IndexReadError(f"{shown}: {exc}") from None
+    except _ZIP_ERRORS as exc:
+        raise IndexReadError(f"{shown}: not a readable wheel ({type(exc).__name__})") from None
 
 
 def wheel_members(url: str, names: list[str], shown: str, limit: int = MEMBER_LIMIT,
@@ -321,23 +367,20 @@ def wheel_members(url: str, names: list[str], shown: str, limit: int = MEMBER_LI
     try:
         with _wheel(url, shown) as zf:
             for info in zf.infolist():
-                if info.filename not in names:
-                    continue
-                if info.file_size > limit:
-                    raise IndexReadError(f"{shown}: {info.filename} is {info.file_size} bytes "
-                                         f"unpacked, more than the {limit >> 20} MiB "
-                                         f"dockergen reads of {what}")
-                out[info.filename] = zf.read(info)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise IndexReadError(f"{shown}: not a readable wheel ({exc})") from None
+                if info.filename in names:
+                    out[info.filename] = _member(zf, info, limit, shown, what)
+    except RangeError as exc:
+        raise IndexReadError(f"{shown}: {exc}") from None
+    except _ZIP_ERRORS as exc:
+        raise IndexReadError(f"{shown}: not a readable wheel ({type(exc).__name__})") from None
     return out
 
 
-def read_file(url: str, limit: int = PAGE_LIMIT) -> bytes | None:
+def read_file(url: str, kind: str = "metadata") -> bytes | None:
     """A file the index serves (a wheel's PEP 658 ``.metadata``, a small wheel), with the
-    index's credentials, up to ``limit`` bytes; None when the index has no such file."""
+    index's credentials, up to the limit of ``kind``; None when the index has no such file."""
     try:
-        body, _ = _read(url, limit)
+        body, _ = _read(url, kind)
     except IndexReadError as exc:
         if exc.status == 404:
             return None

@@ -50,8 +50,17 @@ def _record(name: str, version: str, hashes: set[str], index: str) -> list[str] 
     if not found:
         return None
     text = outdated.wheel_member(found[0].url, r"[^/]+\.dist-info/RECORD", found[0].name)
-    paths = [row[0] for row in csv.reader(io.StringIO(text)) if row]
-    # a distribution's own .dist-info folder is named after it: never shared
+    return record_paths(text, found[0].name)
+
+
+def record_paths(text: str, shown: str) -> list[str]:
+    """The paths a RECORD lists, less the wheel's own ``.dist-info`` folder (named after
+    its distribution: never shared); :class:`outdated.IndexReadError` for a RECORD that is
+    no CSV (a field past csv's limit, an unclosed quote at its end)."""
+    try:
+        paths = [row[0] for row in csv.reader(io.StringIO(text)) if row]
+    except csv.Error as exc:
+        raise outdated.IndexReadError(f"{shown}: its RECORD is not CSV ({exc})") from None
     return [p for p in paths if not p.split("/", 1)[0].endswith(".dist-info")]
 
 

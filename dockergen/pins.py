@@ -68,6 +68,16 @@ def read_lock(path: Path) -> dict[str, Any] | None:
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128}")
 
 
+# the fields `dockergen lock` writes beside the digest (dockergen/fleet/locks.py, _entry):
+# each may be absent (a lock written by hand) or null where the registry had none; when
+# present it is what `lock` writes, so `lock --check` and `lock --update` compare like with like
+_DIGEST_FIELDS = ("index_digest", "platform_digest")
+_TEXT_FIELDS = {"platform": re.compile(r"[a-z0-9_]+/[a-z0-9_]+(/[a-z0-9_.]+)?"),
+                "media_type": re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/"
+                                         r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"),
+                "locked_at": re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")}
+
+
 def _entry_problems(entry: object) -> list[str]:
     """What is wrong with one entry of a lock's ``images`` (each is pinned into a FROM)."""
     if not isinstance(entry, dict):
@@ -79,6 +89,14 @@ def _entry_problems(entry: object) -> list[str]:
                      "the digest is not sha256:<64 hex digits>")
     if mirror is not None and not isinstance(mirror, str):
         found.append("the mirror is not an image reference")
+    for key in _DIGEST_FIELDS:
+        value = entry.get(key)
+        if value is not None and not (isinstance(value, str) and _DIGEST.fullmatch(value)):
+            found.append(f"{key} is not sha256:<64 hex digits>")
+    for key, form in _TEXT_FIELDS.items():
+        value = entry.get(key)
+        if value is not None and not (isinstance(value, str) and form.fullmatch(value)):
+            found.append(f"{key} is not what `dockergen lock` writes there")
     return found
 
 

@@ -36,7 +36,15 @@ from typing import TYPE_CHECKING
 
 from dockergen import atomic, inputs
 from dockergen.errors import DockergenError, ExitCode, MissingToolError
-from dockergen.pylockfile import MARK, LockInputs, differences, header, path_of, read_inputs
+from dockergen.pylockfile import (
+    MARK,
+    LockHeaderError,
+    LockInputs,
+    differences,
+    header,
+    path_of,
+    read_inputs,
+)
 
 if TYPE_CHECKING:
     from dockergen.loader import Overrides
@@ -178,6 +186,8 @@ def check_matches(lock_path: Path, inp: LockInputs, profile: Path) -> None:
         raise LockError(f"{lock_path}: no Python lock; {fix}") from None
     except inputs.InputError as exc:  # a device, FIFO, link loop, huge file
         raise LockError(f"{exc.path}: {exc.problem}; {fix}") from None
+    except LockHeaderError as exc:
+        raise LockError(f"{lock_path}:1:1: {exc}; {fix}") from None
     if had is None:
         raise LockError(f"{lock_path}:1:1: not a dockergen Python lock; {fix}")
     changed = [f"{k}: lock {was!r}, profile {now!r}"

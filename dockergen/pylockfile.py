@@ -6,14 +6,20 @@ A lock is the text ``uv pip compile --generate-hashes`` writes, after one
 resolution checks it against the profile and the engine stage installs from it
 (:mod:`dockergen.components.serving.base`): all three read and write it here, so the
 lock that is checked is the lock that is installed, with the same arguments.
-May import: nothing of dockergen.
+The file is anyone's to edit: its first line is parsed by the bounded JSON reader and every
+field is checked against :class:`LockInputs`, so a bad header is a :class:`LockHeaderError`
+naming the field, never a traceback.
+May import: :mod:`dockergen.inputs` (the bounded JSON reader).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+
+from dockergen import inputs
 
 SUFFIX = ".python.lock"
 MARK = "# dockergen-python-lock: "
@@ -47,21 +53,53 @@ def header(inp: LockInputs) -> str:
     return MARK + json.dumps(asdict(inp), sort_keys=True)
 
 
+class LockHeaderError(ValueError):
+    """A first line that starts as a dockergen Python lock's but holds what dockergen never
+    writes there: ``field`` (None: the whole line) and ``problem``."""
+
+    def __init__(self, field: str | None, problem: str) -> None:
+        where = "its first line" if field is None else f"its first line's {field}"
+        super().__init__(f"{where}: {problem}")
+        self.field, self.problem = field, problem
+
+
+# each field's annotation -> (the JSON types it may hold, what that is in words)
+_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "str": ((str,), "text"),
+    "str | None": ((str, type(None)), "text or null"),
+    "tuple[str, ...]": ((list,), "a list of text"),
+}
+
+
 def read_inputs(text: str) -> LockInputs | None:
-    """The inputs a lock's first line holds; None: not a dockergen Python lock. Fields a
-    lock of an earlier release lacks take their defaults (``extra`` before packages.pip,
-    the FlashInfer fields before FlashInfer's kernels were locked)."""
+    """The inputs a lock's first line holds; None: not a dockergen Python lock;
+    :class:`LockHeaderError` for a header dockergen never writes. Fields a lock of an
+    earlier release lacks take their defaults (``extra`` before packages.pip, the
+    FlashInfer fields before FlashInfer's kernels were locked)."""
     first = text.splitlines()[0] if text else ""
     if not first.startswith(MARK):
         return None
     try:
-        data = json.loads(first[len(MARK):])
-        if not isinstance(data, dict):
-            return None
-        data["extra"] = tuple(data.get("extra") or ())  # JSON has lists
-        return LockInputs(**data)
-    except (ValueError, TypeError):
-        return None
+        data = inputs.loads_json(first[len(MARK):])
+    except ValueError as exc:  # malformed, or nested past the parser's depth
+        raise LockHeaderError(None, f"not JSON ({str(exc)[:80]})") from None
+    if not isinstance(data, dict):
+        raise LockHeaderError(None, f"a JSON {type(data).__name__}, not an object")
+    known = {f.name: f for f in fields(LockInputs)}
+    for key, value in data.items():
+        if key not in known:
+            raise LockHeaderError(json.dumps(key)[:60], "not an input dockergen locks with "
+                                  "(a lock of another dockergen release?)")
+        allowed, words = _TYPES[str(known[key].type)]
+        if not isinstance(value, allowed) or (
+                isinstance(value, list) and not all(isinstance(v, str) for v in value)):
+            raise LockHeaderError(key, f"a JSON {type(value).__name__}, not {words}")
+    missing = [name for name, f in known.items() if name not in data
+               and f.default is dataclasses.MISSING]
+    if missing:
+        raise LockHeaderError(missing[0], "missing (dockergen writes every input it locks "
+                              "with)")
+    return LockInputs(**{**data, "extra": tuple(data.get("extra") or ())})
 
 
 def differences(had: LockInputs, want: LockInputs, ignore: tuple[str, ...] = ()

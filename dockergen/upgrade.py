@@ -43,7 +43,14 @@ from packaging.version import Version
 from dockergen import atomic, kernels, knowledge, outdated
 from dockergen.components import cuda
 from dockergen.components.serving import engine_for
-from dockergen.errors import DockergenError, ExitCode, ProfileError, Severity, redact
+from dockergen.errors import (
+    DockergenError,
+    ExitCode,
+    ProfileError,
+    Severity,
+    redact,
+    shown_value,
+)
 from dockergen.loader import LoadedProfile, load_profile, with_overrides
 from dockergen.model import MAIN_INDEX, Inputs
 from dockergen.observe import families, metrics
@@ -120,7 +127,9 @@ def _requirements(text: str) -> list[Requirement]:
     for line in email.parser.HeaderParser().parsestr(text).get_all("Requires-Dist") or []:
         try:
             req = Requirement(line)
-        except InvalidRequirement:
+        # packaging's parser recurses into nested markers, and a version past int's digit
+        # limit is a plain ValueError: a line no installer reads, skipped as invalid ones are
+        except (InvalidRequirement, ValueError, RecursionError):
             continue
         if req.marker is None or "extra" not in str(req.marker):  # what a plain install gets
             out.append(req)
@@ -152,7 +161,7 @@ def _missing_pins(index: str, reqs: list[Requirement]) -> list[str]:
                 listed = set()
             else:
                 raise
-        if str(Version(exact[0])) not in listed:
+        if str(_version(exact[0], f"the pin of {req.name}")) not in listed:
             missing.append(f"{req.name}=={exact[0]}")
     return missing
 
@@ -174,33 +183,54 @@ def _observed(index: str, what: str) -> str:
 def derive_row(index: str, engine: str, package: str, version: str) -> dict[str, Any]:
     """The knowledge row of an engine release, read from its wheel's METADATA on ``index``."""
     name, url = _engine_wheel(index, package, version)
-    text = _metadata(url, name)
+    out, reqs, source = metadata_row(engine, name, _metadata(url, name))
+    missing = _missing_pins(index, reqs)
+    if missing:
+        raise UpgradeError(f"{name} pins {', '.join(missing)}, which {redact(index)} does not "
+                           "carry: the release cannot be installed from this index")
+    out["src"] = _observed(index, source)
+    return out
+
+
+def _version(text: str, where: str) -> Version:
+    """``text`` as a version, or :class:`UpgradeError` naming where it came from (a pin of
+    ``==2.*`` or a number past int's digit limit is no version)."""
+    try:
+        return Version(text)
+    except ValueError:  # InvalidVersion is one
+        raise UpgradeError(f"{where}: {shown_value(text[:40])} is not a version") from None
+
+
+def metadata_row(engine: str, name: str, text: str
+                 ) -> tuple[dict[str, Any], list[Requirement], str]:
+    """(the release's row without its source, the requirements a plain install gets, what
+    it was read from) of a wheel's METADATA; :class:`UpgradeError` for METADATA that does
+    not give the row (METADATA is bytes from the index: anything may be in it)."""
     head = email.parser.HeaderParser().parsestr(text)
     reqs = _requirements(text)
     torch_pin = _pin(reqs, "torch")
     python = head.get("Requires-Python")
     if torch_pin is None or not python:
         raise UpgradeError(f"{name}: METADATA pins no torch (==) or gives no Requires-Python")
-    torch = torch_pin[1]
+    torch = _version(torch_pin[1], f"{name}: METADATA's torch pin")
     source = f"{name} METADATA"
     majors = {int(m.group(1)) for r in reqs
-              if (m := re.fullmatch(r"nvidia-.*-cu(\d+)", r.name.lower()))}
+              if (m := re.fullmatch(r"nvidia-.*-cu(\d{1,3})", r.name.lower()))}
     majors |= {int(m.group(1)) for r in reqs for e in r.extras
-               if (m := re.fullmatch(r"cu(\d+)", e))}
+               if (m := re.fullmatch(r"cu(\d{1,3})", e))}
     toolkit = _pin(reqs, "cuda-toolkit")
     if toolkit:
-        majors.add(Version(toolkit[1]).major)
+        majors.add(_version(toolkit[1], f"{name}: METADATA's cuda-toolkit pin").major)
     if len(majors) > 1:
         raise UpgradeError(f"{name}: METADATA names CUDA {sorted(majors)}: not one CUDA major")
     if not majors:  # the engine's wheel is built for the CUDA of the torch wheel it pins
-        row = knowledge.load_facts("torch")["releases"].get(
-            f"{Version(torch).major}.{Version(torch).minor}") or {}
+        row = knowledge.load_facts("torch")["releases"].get(f"{torch.major}.{torch.minor}") or {}
         if row.get("pypi_cuda_major") is None:
-            raise UpgradeError(f"{name}: no CUDA library in METADATA, and torch {torch} is not "
-                               "in the knowledge (its CUDA cannot be derived)")
+            raise UpgradeError(f"{name}: no CUDA library in METADATA, and torch {torch_pin[1]} "
+                               "is not in the knowledge (its CUDA cannot be derived)")
         majors.add(int(row["pypi_cuda_major"]))
-        source += f"; CUDA: PyPI's torch {torch} wheel (torch.yaml pypi_cuda_major)"
-    out: dict[str, Any] = {"torch": torch, "python": python, "cuda_major": majors.pop()}
+        source += f"; CUDA: PyPI's torch {torch_pin[1]} wheel (torch.yaml pypi_cuda_major)"
+    out: dict[str, Any] = {"torch": torch_pin[1], "python": python, "cuda_major": majors.pop()}
     lockstep = engine_for(engine).lockstep_pins  # its release rows' own pins
     pins = {key: (package, _pin(reqs, package)) for key, package in lockstep.items()}
     if any(pin is None for _, pin in pins.values()):
@@ -208,12 +238,7 @@ def derive_row(index: str, engine: str, package: str, version: str) -> dict[str,
     for key, (package, pin) in pins.items():
         assert pin is not None
         out[key] = f"{package}{pin[0]}=={pin[1]}"
-    missing = _missing_pins(index, reqs)
-    if missing:
-        raise UpgradeError(f"{name} pins {', '.join(missing)}, which {redact(index)} does not "
-                           "carry: the release cannot be installed from this index")
-    out["src"] = _observed(index, source)
-    return out
+    return out, reqs, source
 
 
 def derive_source(index: str, engine: str, package: str, version: str
@@ -308,7 +333,13 @@ def derive_kernels(index: str, engine: str, version: str, row: dict[str, Any]
     found = outdated.wheel_members(url, wanted, name)
     if not found:
         return None
-    code = {m: list(kernels.code_of(data)) for m, data in sorted(found.items())}
+    code = {}
+    for member, data in sorted(found.items()):
+        try:
+            code[member] = list(kernels.code_of(data))
+        except kernels.KernelCodeError as exc:
+            raise UpgradeError(f"{name} {member}: cannot be read as a shared object ({exc}), "
+                               "so the GPUs its kernels run on are unknown") from None
     return kernel_version, {"code": code, "src": _observed(index, f"{name} .nv_fatbin")}
 
 

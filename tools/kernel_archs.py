@@ -20,7 +20,6 @@ Prints the `kernels:` rows to paste into the facts file otherwise.
 
 from __future__ import annotations
 
-import io
 import re
 import sys
 import zipfile
@@ -64,7 +63,10 @@ def row_of(zf: zipfile.ZipFile, filename: str, members: list[str]) -> dict[str, 
     names = set(zf.namelist())
     code: dict[str, list[str]] = {}
     for member in (m for m in members if m in names):
-        found = kernels.code_of(zf.read(member))
+        try:
+            found = kernels.code_of(zf.read(member))
+        except kernels.KernelCodeError as exc:
+            raise SystemExit(f"{filename} {member}: {exc}") from None
         if not found:
             raise SystemExit(f"{filename} {member}: no fatbin code")
         code[member] = list(found)
@@ -83,7 +85,7 @@ def read(engine: str, version: str) -> dict[str, Any]:
     f = sorted(files, key=lambda w: w.filename)[-1]
     reader = pypi.range_reader(f.url, f.size)
     reader.prefetch(max(0, f.size - 4 * BLOCK), f.size)  # the central directory
-    with zipfile.ZipFile(io.BufferedReader(reader, BLOCK)) as zf:
+    with zipfile.ZipFile(reader) as zf:
         return row_of(zf, f.filename, wanted(engine))
 
 

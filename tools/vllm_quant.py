@@ -19,7 +19,6 @@ Usage:
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import sys
@@ -70,7 +69,7 @@ def from_pypi(version: str) -> dict[str, Any]:
     f = wheels[0]
     reader = pypi.range_reader(f.url, f.size)
     reader.prefetch(max(0, f.size - 4 * BLOCK), f.size)  # the central directory
-    with zipfile.ZipFile(io.BufferedReader(reader, 1 << 20)) as zf:
+    with zipfile.ZipFile(reader) as zf:
         out = read_wheel(zf, version)
     out["src"] = f"VLLM-WHEEL {version} {f.filename} sha256:{f.sha256}"
     return out

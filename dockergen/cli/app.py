@@ -18,6 +18,7 @@ import io
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -73,6 +74,17 @@ class _RunState:
         self.build_prints_only = False
         # the command an interrupt stopped (its context is gone by the time main() sees it)
         self.interrupted_command: str | None = None
+        # SIGTERM, when it was that and not Ctrl-C that interrupted the command
+        self.terminated = False
+
+
+def _on_sigterm(_signum: int, _frame: object) -> None:
+    """SIGTERM (``kill``, a CI runner's cancel) ends the command as Ctrl-C does: as an
+    exception, so every ``finally`` runs and the command's own staging folders and partial
+    files go (the default action killed the process with them left behind); the exit code
+    is then 143 (128 + SIGTERM)."""
+    run_state.terminated = True
+    raise KeyboardInterrupt
 
 
 run_state = _RunState()
@@ -192,6 +204,26 @@ def cli() -> None:
     """
 
 
+def _start_network_budget(ctx: click.Context, param: click.Parameter, value: float | None
+                          ) -> float | None:
+    """--timeout of a command that reads the network: its whole deadline, from now."""
+    import math
+
+    if value is not None and not (math.isfinite(value) and 0 < value <= 7 * 24 * 3600):
+        raise click.BadParameter(f"{value}: expected seconds, more than 0 and at most a week")
+    from dockergen import net
+
+    net.begin(value)
+    return value
+
+
+network_timeout_option = click.option(
+    "--timeout", "network_timeout", type=float, default=None, metavar="SECONDS",
+    callback=_start_network_budget, expose_value=False, is_eager=True,
+    help="Give up the command's network reads after this many seconds in all (default 600, "
+         "or DOCKERGEN_NET_TIMEOUT); exit 124.")
+
+
 strict_option = click.option(
     "--strict", is_flag=True, help="A matrix point that does not validate is an error "
                                    "(default: it is dropped with its problems printed).")
@@ -214,6 +246,8 @@ def main(argv: list[str] | None = None) -> None:
     # of start-up on every command.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     sys.stdout = _GuardedStdout(sys.stdout)
+    if threading.current_thread() is threading.main_thread():  # where handlers can be set
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         cli.main(args=argv, prog_name="dockergen", standalone_mode=False)
     except DockergenError as exc:
@@ -259,16 +293,17 @@ def _interrupted() -> None:
     from dockergen import atomic
 
     written = [str(p) for p in atomic.committed()]
+    how = "terminated (SIGTERM)" if run_state.terminated else "interrupted"
     if written and run_state.interrupted_command in _ONE_WRITE:
-        click.echo(f"dockergen: interrupted after the output was complete; in place: "
+        click.echo(f"dockergen: {how} after the output was complete; in place: "
                    f"{', '.join(written)}", err=True)
         _exit(0)
     if written:
-        click.echo(f"dockergen: interrupted; written completely before it: "
+        click.echo(f"dockergen: {how}; written completely before it: "
                    f"{', '.join(written)}", err=True)
     else:
-        click.echo("dockergen: interrupted; nothing was written", err=True)
-    _exit(int(ExitCode.INTERRUPTED))
+        click.echo(f"dockergen: {how}; nothing was written", err=True)
+    _exit(int(ExitCode.TERMINATED if run_state.terminated else ExitCode.INTERRUPTED))
 
 
 def _exit(code: int) -> NoReturn:
@@ -276,6 +311,7 @@ def _exit(code: int) -> NoReturn:
     (during the interpreter's shut-down) must not turn it into a death by SIGINT, which
     reads as "interrupted" although the output is complete."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     sys.exit(code)
 
 

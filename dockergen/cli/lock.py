@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from dockergen.cli.app import set_option
+from dockergen.cli.app import network_timeout_option, set_option
 from dockergen.errors import OutputError
 
 # What uv's --python-platform accepts for a Linux GPU image: glibc targets only (the
@@ -86,6 +86,7 @@ def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
                    "x86_64-manylinux_2_35 for ubuntu22.04).")
 @click.option("--torch-index", metavar="URL",
               help="With --python: resolve the torch family from this index instead.")
+@network_timeout_option
 def lock(profiles: tuple[str, ...], overrides: tuple[str, ...], check: bool, remote: bool,
          update: bool, mirrors: tuple[str, ...], python_lock: bool,
          python_platform: str | None, torch_index: str | None) -> None:

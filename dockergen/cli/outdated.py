@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from dockergen.cli.app import set_option
+from dockergen.cli.app import network_timeout_option, set_option
 
 
 @click.command()
@@ -22,6 +22,7 @@ from dockergen.cli.app import set_option
                    "profile's build.pip_index_url, else PyPI. Credentials: "
                    "DOCKERGEN_INDEX_USERNAME/DOCKERGEN_INDEX_PASSWORD or netrc.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@network_timeout_option
 def outdated(profiles: tuple[str, ...], overrides: tuple[str, ...], index: str | None,
              as_json: bool) -> None:
     """Newer releases of each profile's engine and pinned packages, and the rules' verdict
@@ -56,6 +57,7 @@ def outdated(profiles: tuple[str, ...], overrides: tuple[str, ...], index: str |
                    "changed fields, and a knowledge file for a release dockergen lacks. "
                    "PROFILE itself is never rewritten.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@network_timeout_option
 def upgrade(profile: str, overrides: tuple[str, ...], to: str | None, driver: str | None,
             index: str | None, write: bool, as_json: bool) -> None:
     """Propose the newest release of PROFILE's engine that passes every rule on its GPUs,
@@ -70,11 +72,12 @@ def upgrade(profile: str, overrides: tuple[str, ...], to: str | None, driver: st
                                  f"{out.USER_ENV}/{out.PASSWORD_ENV} or netrc)",
                                  param_hint="--index")
     for name, value in (("--to", to), ("--driver", driver)):
+        if value is None:
+            continue
         try:
-            if value is not None:
-                Version(value)
-        except InvalidVersion:
-            raise click.BadParameter(f"{value!r} is not a version like 1.2.3",
+            Version(value)
+        except (InvalidVersion, ValueError):  # ValueError: a number past int's digit limit
+            raise click.BadParameter(f"{value[:40]!r} is not a version like 1.2.3",
                                      param_hint=name) from None
     result = up.plan(Path(profile), overrides, index, to, driver)
     click.echo(up.to_json(result) if as_json else up.to_text(result), nl=False)

@@ -14,7 +14,6 @@ grammar) and the modules of this package.
 from __future__ import annotations
 
 import ipaddress
-import json
 import posixpath
 import re
 from dataclasses import dataclass, field
@@ -189,14 +188,15 @@ def _read_record(path: Path, profile_hash: str) -> BuildRecord:
     this profile and the image got past its smoke tests."""
     again = "pass the build-record.json that `dockergen build` wrote"
     try:
-        data = json.loads(inputs.read_bytes(path, "record"))
+        data = inputs.loads_json(inputs.read_bytes(path, "record"))
     except FileNotFoundError:
         raise DeployError(f"{path}: no such build record; run `dockergen build PROFILE "
                           "--push` (it writes build-record.json) or leave out --record") from None
     except inputs.InputError as exc:  # a device, FIFO, link loop, huge file
         raise DeployError(f"{exc.path}: {exc.problem}; {again}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DeployError(f"{path}: not a dockergen build record ({exc}); {again}") from None
+    except (OSError, ValueError) as exc:  # ValueError: bad UTF-8, malformed or deep JSON
+        raise DeployError(f"{path}: not a dockergen build record ({str(exc)[:120]}); "
+                          f"{again}") from None
     if isinstance(data, dict) and data.get("profile_hash") != profile_hash:
         raise DeployError(f"{path}: built from another profile (hash "
                           f"{shown_value(str(data.get('profile_hash')))}, this profile "

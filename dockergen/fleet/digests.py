@@ -12,11 +12,13 @@ Authentication follows what ``docker pull`` does with the user's docker config
 credentials if there are any, anonymously otherwise).
 src: distribution/distribution docs/spec/auth/token.md.
 
-Credentials never appear in messages or return values. HTTP goes through the standard
-library (urllib): the architecture rule gives ``requests`` one owner, the daemon adapter.
+Credentials never appear in messages or return values. HTTP goes through dockergen's one
+HTTP layer (:mod:`dockergen.net`): the docker config's credentials and the tokens they buy
+are bound to the registry's origin; a Bearer realm on another host gets them only when it is
+the registry's known https token service (:data:`TRUSTED_REALMS`), else it is asked
+anonymously; manifests, configs and tokens are read up to their limits and validated.
 
-May import: errors, inputs (the bounded reader), refs (the reference grammar); the
-standard library's urllib for HTTP.
+May import: errors, inputs (the bounded reader), net (HTTP), refs (the reference grammar).
 """
 
 from __future__ import annotations
@@ -30,18 +32,11 @@ import subprocess
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from dockergen import inputs, refs
-from dockergen.errors import DockergenError, ExitCode
+from dockergen import inputs, net, refs
+from dockergen.errors import DockergenError, ExitCode, redact
 from dockergen.refs import DOCKER_HUB, Reference
-
-# urllib.request (with http.client, email and ssl) loads only when a registry is contacted:
-# every render reads locks through this module, and that import was 7 ms of
-# `dockergen render`'s start-up (python -X importtime).
-if TYPE_CHECKING:
-    import urllib.request
-    from email.message import Message
 
 INDEX_TYPES = ("application/vnd.oci.image.index.v1+json",
                "application/vnd.docker.distribution.manifest.list.v2+json")
@@ -148,62 +143,41 @@ def _challenge(header: str) -> tuple[str, dict[str, str]]:
     return scheme.lower(), dict(re.findall(r'(\w+)="([^"]*)"', params))
 
 
-@dataclass(frozen=True)
-class _Response:
-    status: int
-    headers: Message
-    content: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.content)
+# Token services on another host than their registry that may receive the registry's
+# credentials (https only): Docker Hub's (docs.docker.com/registry/spec/auth/token) and
+# NGC's (nvcr.io answers with realm="https://authn.nvidia.com/token"). Any other realm on
+# another origin is asked for an anonymous token: credentials never follow a realm there.
+TRUSTED_REALMS = {DOCKER_HUB_API: "auth.docker.io", "nvcr.io": "authn.nvidia.com"}
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
-def _opener() -> urllib.request.OpenerDirector:
-    """An opener that follows redirects (blob storage) but never carries our
-    Authorization header along."""
-    import urllib.request
-
-    class NoRedirectAuth(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
-            new = super().redirect_request(req, fp, code, msg, headers, newurl)
-            if new is not None:
-                new.remove_header("Authorization")
-            return new
-
-    return urllib.request.build_opener(NoRedirectAuth())
+def _realm_gets_credentials(realm: str, registry: net.Origin) -> bool:
+    """Whether the registry's credentials may go to its token service at ``realm``."""
+    origin = net.origin_of(realm)
+    if origin == registry:
+        return True
+    return origin.scheme == "https" and TRUSTED_REALMS.get(registry.host) == origin.host
 
 
 class RegistryClient:
     """A small registry API v2 client: manifests and blobs, basic and bearer auth."""
 
-    def __init__(self, timeout: float = 30.0) -> None:
-        self.timeout = timeout
-        self._opener = _opener()
-        self._auth: dict[str, dict[str, str]] = {}  # host -> headers that worked
+    def __init__(self) -> None:
+        self._auth: dict[str, net.Credential] = {}  # registry -> the credential that worked
 
     def _url(self, ref: Reference, path: str) -> str:
         scheme = "http" if _is_loopback(ref.registry) else "https"
         return f"{scheme}://{_api_host(ref)}/v2/{ref.repository}/{path}"
 
-    def _get(self, ref: Reference, path: str, accept: str) -> _Response:
+    def _get(self, ref: Reference, path: str, accept: str, kind: str = "manifest"
+             ) -> net.Response:
         url = self._url(ref, path)
         shown = f"{ref.registry}/{ref.repository}"
-        headers = {"Accept": accept, **self._auth.get(ref.registry, {})}
-        response = self._send(url, headers, shown)
+        known = self._auth.get(ref.registry)
+        response = self._send(url, {"Accept": accept}, shown, kind, known)
         if response.status == 401:
-            scheme, params = _challenge(response.headers.get("WWW-Authenticate", ""))
-            creds = _credentials(ref.registry)
-            if scheme == "bearer" and params.get("realm"):
-                token = self._token(params, ref, creds, shown)
-                auth = {"Authorization": f"Bearer {token}"}
-            elif scheme == "basic" and creds:
-                raw = base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
-                auth = {"Authorization": f"Basic {raw}"}
-            else:
-                raise RegistryError(
-                    f"{shown}: the registry needs credentials and the docker config has "
-                    f"none for {ref.registry}; log in first: docker login {ref.registry}")
-            response = self._send(url, {**headers, **auth}, shown)
+            auth = self._answer(response, ref, net.origin_of(url), shown)
+            response = self._send(url, {"Accept": accept}, shown, kind, auth)
             if response.status == 401:
                 raise RegistryError(
                     f"{shown}: the registry refused the credentials for {ref.registry} "
@@ -222,75 +196,126 @@ class RegistryClient:
                                 "try again later")
         return response
 
-    def _send(self, url: str, headers: dict[str, str], shown: str,
-              what: str = "the registry") -> _Response:
-        import urllib.error
-        import urllib.request
-
-        request = urllib.request.Request(url, headers=headers)
+    def _answer(self, response: net.Response, ref: Reference, origin: net.Origin,
+                shown: str) -> net.Credential:
+        """The credential a 401's challenge asks for: a Bearer token, or Basic."""
+        scheme, params = _challenge(response.header("WWW-Authenticate"))
+        creds = _credentials(ref.registry)
+        what = f"the docker config's credentials for {ref.registry}"
         try:
-            with self._opener.open(request, timeout=self.timeout) as reply:
-                return _Response(reply.status, reply.headers, reply.read())
-        except urllib.error.HTTPError as exc:  # 4xx/5xx: a response, not a failure to talk
-            with exc:
-                return _Response(exc.code, exc.headers, exc.read())
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise RegistryError(f"{shown}: cannot reach {what} "
-                                f"({type(reason).__name__}); check the network or the "
-                                "registry address") from None
+            if scheme == "bearer" and params.get("realm"):
+                token = self._token(params, ref, creds, shown, origin)
+                return net.Credential.bearer(origin, token, f"the token for {ref.registry}")
+            if scheme == "basic" and creds:
+                return net.Credential.basic(origin, creds[0], creds[1], what)
+        except net.NetError as exc:
+            raise RegistryError(f"{shown}: {exc}") from None
+        raise RegistryError(
+            f"{shown}: the registry needs credentials and the docker config has "
+            f"none for {ref.registry}; log in first: docker login {ref.registry}")
+
+    def _send(self, url: str, headers: dict[str, str], shown: str, kind: str,
+              credential: net.Credential | None = None, what: str = "the registry"
+              ) -> net.Response:
+        try:
+            return net.get(url, kind, headers, (credential,) if credential else ())
+        except (net.DeadlineError, net.BudgetError):
+            raise
+        except net.NetError as exc:
+            raise RegistryError(f"{shown}: cannot read {what}: {exc}; check the network or "
+                                "the registry address") from None
 
     def _token(self, params: dict[str, str], ref: Reference,
-               creds: tuple[str, str] | None, shown: str) -> str:
+               creds: tuple[str, str] | None, shown: str, registry: net.Origin) -> str:
         query = urllib.parse.urlencode(
             {"service": params.get("service", ""),
              "scope": params.get("scope", f"repository:{ref.repository}:pull")})
-        headers = {}
-        if creds:
-            raw = base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
-            headers["Authorization"] = f"Basic {raw}"
-        response = self._send(f"{params['realm']}?{query}", headers, shown,
-                              "the token service")
+        realm = params["realm"]
+        try:
+            send = creds is not None and _realm_gets_credentials(realm, registry)
+        except net.NetError as exc:
+            raise RegistryError(f"{shown}: the registry's token service is not one dockergen "
+                                f"asks: {exc}") from None
+        credential = (net.Credential.basic(net.origin_of(realm), creds[0], creds[1],
+                                           f"the credentials for {ref.registry}")
+                      if send and creds else None)
+        url = f"{realm}{'&' if '?' in realm else '?'}{query}"
+        response = self._send(url, {}, shown, "token", credential, "the token service")
         if response.status in (401, 403):
             raise RegistryError(
                 f"{shown}: the token service refused "
-                + ("the credentials" if creds else "anonymous access")
-                + f" ({response.status}); log in first: docker login {ref.registry}")
-        try:
-            body = response.json()
-            return str(body.get("token") or body["access_token"])
-        except (ValueError, KeyError, AttributeError):
-            raise RegistryError(f"{shown}: the token service sent no token") from None
+                + ("the credentials" if credential else "anonymous access")
+                + f" ({response.status}); log in first: docker login {ref.registry}"
+                + ("" if credential or not creds else
+                   " (your credentials were not sent: the token service is on another host)"))
+        return token_of(response.body, shown)
 
     def resolve(self, image: str, platform: str = "linux/amd64") -> Resolution:
         """The digests ``image`` (a tag reference) points to now."""
         ref = parse_reference(image)
         response = self._get(ref, f"manifests/{_manifest_key(ref)}", ACCEPT)
-        body = response.content
+        body = response.body
         digest = "sha256:" + hashlib.sha256(body).hexdigest()
-        announced = response.headers.get("Docker-Content-Digest")
+        announced = response.header("Docker-Content-Digest")
         if announced and announced != digest:
-            raise RegistryError(f"{image}: the registry announced {announced} but sent "
-                                f"bytes hashing to {digest}; not trusting it")
-        try:
-            manifest: dict[str, Any] = json.loads(body)
-        except ValueError:
-            raise RegistryError(f"{image}: the registry sent a manifest that is not "
-                                "JSON") from None
-        media_type = manifest.get("mediaType") or (
-            response.headers.get("Content-Type") or "").split(";")[0]
-        os_name, _, arch = platform.partition("/")
+            raise RegistryError(f"{image}: the registry announced a digest that is not the "
+                                f"sha256 of what it sent ({digest}); not trusting it")
+        manifest = _json_object(body, f"{image}: the registry sent a manifest that is not a "
+                                      "JSON object")
+        media_type = manifest.get("mediaType") or response.header("Content-Type").split(";")[0]
+        if not isinstance(media_type, str):
+            raise RegistryError(f"{image}: the manifest's mediaType is not text")
         if media_type in INDEX_TYPES or "manifests" in manifest:
-            for entry in manifest.get("manifests", []):
-                plat = entry.get("platform") or {}
-                if plat.get("os") == os_name and plat.get("architecture") == arch:
-                    return Resolution(digest, digest, platform, entry["digest"], media_type)
-            raise RegistryError(f"{image}: the index has no {platform} image")
-        config_digest = (manifest.get("config") or {}).get("digest")
-        if not config_digest:
+            entry = _platform_entry(manifest, image, platform)
+            return Resolution(digest, digest, platform, entry, media_type)
+        config = manifest.get("config")
+        config_digest = config.get("digest") if isinstance(config, dict) else None
+        if not isinstance(config_digest, str) or not _DIGEST.fullmatch(config_digest):
             raise RegistryError(f"{image}: unsupported manifest ({media_type or 'unknown'})")
-        config = self._get(ref, f"blobs/{config_digest}", "*/*").json()
-        found = f"{config.get('os')}/{config.get('architecture')}"
+        blob = self._get(ref, f"blobs/{config_digest}", "*/*", "blob").body
+        if "sha256:" + hashlib.sha256(blob).hexdigest() != config_digest:
+            raise RegistryError(f"{image}: the image config is not the blob its manifest names")
+        found_config = _json_object(blob, f"{image}: the image config is not a JSON object")
+        found = f"{found_config.get('os')}/{found_config.get('architecture')}"
         if found != platform:
-            raise RegistryError(f"{image}: is a {found} image, not {platform}")
+            raise RegistryError(f"{image}: is a {redact(found)[:80]} image, not {platform}")
         return Resolution(digest, None, platform, digest, media_type)
+
+
+def token_of(body: bytes, shown: str) -> str:
+    """The token of a token service's answer (``token``, else ``access_token``: the spec
+    allows either); :class:`RegistryError` for any other answer."""
+    found = _json_object(body, f"{shown}: the token service sent no token")
+    token = found.get("token") or found.get("access_token")
+    if not isinstance(token, str) or not token:
+        raise RegistryError(f"{shown}: the token service sent no token")
+    return token
+
+
+def _json_object(body: bytes, refusal: str) -> dict[str, Any]:
+    """``body`` as a JSON object, or a RegistryError (deep nesting included)."""
+    try:
+        value = inputs.loads_json(body)
+    except ValueError:
+        raise RegistryError(refusal) from None
+    if not isinstance(value, dict):
+        raise RegistryError(refusal)
+    return value
+
+
+def _platform_entry(index: dict[str, Any], image: str, platform: str) -> str:
+    """The digest of the index's manifest for ``platform``."""
+    os_name, _, arch = platform.partition("/")
+    entries = index.get("manifests")
+    if not isinstance(entries, list):
+        raise RegistryError(f"{image}: the image index has no list of manifests")
+    for entry in entries:
+        plat = entry.get("platform") if isinstance(entry, dict) else None
+        if isinstance(plat, dict) and (plat.get("os"), plat.get("architecture")) == (
+                os_name, arch):
+            digest = entry.get("digest")
+            if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+                raise RegistryError(f"{image}: the index's {platform} entry has no sha256 "
+                                    "digest")
+            return digest
+    raise RegistryError(f"{image}: the index has no {platform} image")

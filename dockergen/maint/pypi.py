@@ -9,30 +9,26 @@
 Everything downloaded is kept under the cache folder (``DOCKERGEN_CACHE_DIR``, default
 ``~/.cache/dockergen``), keyed by the file's sha256 from the index, and verified against it
 where the whole file is read.
-May import: :mod:`dockergen.errors`, :mod:`dockergen.ranges`, :mod:`dockergen.retry`.
+May import: :mod:`dockergen.errors`, :mod:`dockergen.inputs`, :mod:`dockergen.net`,
+:mod:`dockergen.ranges`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
-import json
 import os
 import re
 import tarfile
-import urllib.error
-import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dockergen import retry
+from dockergen import inputs, net
 from dockergen.errors import DockergenError, ExitCode
 from dockergen.ranges import BLOCK, RangeReader
 
 PYPI_SIMPLE = "https://pypi.org/simple"
-_TIMEOUT_S = 120
 
 
 class PyPIError(DockergenError):
@@ -47,19 +43,16 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "dockergen"
 
 
-def _get(url: str, headers: dict[str, str] | None = None) -> bytes:
-    req = urllib.request.Request(url, headers={"User-Agent": "dockergen-knowledge-check",
-                                               **(headers or {})})
-    def fetch() -> bytes:
-        with urllib.request.urlopen(req, timeout=_TIMEOUT_S) as resp:  # noqa: S310 - https
-            return bytes(resp.read())
-
+def _get(url: str, kind: str = "page", headers: dict[str, str] | None = None,
+         limit: int | None = None) -> bytes:
+    """One read through dockergen's HTTP layer (bounded, retried when it passes)."""
     try:
-        return retry.retried(fetch)
-    except urllib.error.HTTPError as exc:
-        raise PyPIError(f"{url}: HTTP {exc.code}") from exc
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        raise PyPIError(f"{url}: {exc}") from exc
+        answer = net.get(url, kind, headers, (), limit)
+    except net.NetError as exc:
+        raise PyPIError(str(exc)) from None
+    if answer.status not in (200, 206):
+        raise PyPIError(f"{url}: HTTP {answer.status}")
+    return answer.body
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -84,12 +77,14 @@ class DistFile:
 
 def project(name: str, index: str = PYPI_SIMPLE) -> dict[str, Any]:
     """The PEP 691 JSON page of a project (``versions`` and ``files``)."""
-    raw = _get(f"{index.rstrip('/')}/{name}/",
+    raw = _get(f"{index.rstrip('/')}/{name}/", "page",
                {"Accept": "application/vnd.pypi.simple.v1+json"})
     try:
-        data: dict[str, Any] = json.loads(raw)
+        data = inputs.loads_json(raw)
     except ValueError as exc:
         raise PyPIError(f"{index}/{name}/: not a PEP 691 JSON answer") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+        raise PyPIError(f"{index}/{name}/: not a PEP 691 JSON answer")
     return data
 
 
@@ -113,7 +108,7 @@ def files_of(page: dict[str, Any], version: str) -> list[DistFile]:
 def range_reader(url: str, size: int) -> RangeReader:
     """``url`` (``size`` bytes) read through range requests to PyPI."""
     def fetch(lo: int, hi: int) -> bytes:
-        data = _get(url, {"Range": f"bytes={lo}-{hi - 1}"})
+        data = _get(url, "range", {"Range": f"bytes={lo}-{hi - 1}"}, hi - lo)
         if len(data) != hi - lo:
             raise PyPIError(f"{url}: the server ignored a range request")
         return data
@@ -128,17 +123,18 @@ def wheel_metadata(f: DistFile) -> str:
         return cached.read_text(encoding="utf-8")
     text: str | None = None
     if f.has_metadata:
-        text = _get(f.url + ".metadata").decode("utf-8")
+        text = _get(f.url + ".metadata", "metadata").decode("utf-8", "replace")
     else:
         reader = range_reader(f.url, f.size)
         # The central directory sits at the end; one request for the last 4 MiB usually
         # holds all of it (a torch wheel lists ~15k members).
         reader.prefetch(max(0, f.size - 4 * BLOCK), f.size)
-        with zipfile.ZipFile(io.BufferedReader(reader, BLOCK)) as zf:
+        with zipfile.ZipFile(reader) as zf:
             names = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
             if len(names) != 1:
                 raise PyPIError(f"{f.filename}: no single .dist-info/METADATA member")
-            text = zf.read(names[0]).decode("utf-8")
+            with zf.open(names[0]) as handle:
+                text = handle.read(net.LIMITS["metadata"]).decode("utf-8", "replace")
     _atomic_write(cached, text.encode("utf-8"))
     return text
 
@@ -148,7 +144,7 @@ def download(f: DistFile) -> Path:
     path = cache_dir() / "pypi" / "files" / f.sha256[:2] / f.filename
     if path.is_file():
         return path
-    data = _get(f.url)
+    data = _get(f.url, "file")
     if hashlib.sha256(data).hexdigest() != f.sha256:
         raise PyPIError(f"{f.filename}: sha256 does not match the index")
     _atomic_write(path, data)
@@ -174,7 +170,7 @@ def extract_prefix(f: DistFile, prefix: str, dest: Path) -> int:
     """
     reader = range_reader(f.url, f.size)
     reader.prefetch(max(0, f.size - 4 * BLOCK), f.size)
-    with zipfile.ZipFile(io.BufferedReader(reader, BLOCK)) as zf:
+    with zipfile.ZipFile(reader) as zf:
         infos = [i for i in zf.infolist() if i.filename.startswith(prefix) and not i.is_dir()]
         if not infos:
             raise PyPIError(f"{f.filename}: nothing under {prefix}")

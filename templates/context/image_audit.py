@@ -43,39 +43,79 @@ DRIVER_LIBS = re.compile(r"^(libcuda\.so|libnvidia-|libnvcuvid\.so|libnvoptix\.s
 CUDART = re.compile(r"^libcudart\.so\.(\d+)")
 
 
+class ElfError(ValueError):
+    """A file that starts as an ELF file but whose headers point past its end, or a fatbin
+    whose sizes would not move the reader forward: the file cannot be loaded as it is."""
+
+
+def _unpack(fmt: str, data: bytes, offset: int, limit: int | None = None) -> tuple[int, ...]:
+    """``struct.unpack_from`` that refuses to read past ``limit`` (the file's end)."""
+    limit = len(data) if limit is None else limit
+    size = struct.calcsize(fmt)
+    if offset < 0 or offset + size > limit:
+        raise ElfError(f"{size} bytes at offset {offset} run past the end ({limit} bytes)")
+    return struct.unpack_from(fmt, data, offset)
+
+
+def _string(data: bytes, start: int, table: tuple[int, int]) -> str:
+    """The NUL-terminated name at ``start`` inside a string table (offset, size)."""
+    end = data.find(b"\0", start, table[0] + table[1]) if start >= table[0] else -1
+    if end < 0:
+        raise ElfError(f"a name at offset {start} runs past its string table")
+    return data[start:end].decode("ascii", "replace")
+
+
+def _section(data: bytes, sections: dict[str, tuple[int, int]], name: str) -> tuple[int, int]:
+    """(offset, size) of a section this reader reads, checked to lie inside the file."""
+    offset, size = sections[name]
+    if offset + size > len(data):
+        raise ElfError(f"section {name} ({size} bytes at offset {offset}) runs past the "
+                       f"file's end ({len(data)} bytes)")
+    return offset, size
+
+
 def elf_sections(data: bytes) -> dict[str, tuple[int, int]]:
-    """Section name -> (offset, size) of a 64-bit little-endian ELF file."""
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+    """Section name -> (offset, size) of a 64-bit little-endian ELF file; empty for any
+    other file. :class:`ElfError` when its section headers lie outside it."""
+    if data[:4] != b"\x7fELF":
         return {}
-    shoff, = struct.unpack_from("<Q", data, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    if len(data) < 64:
+        raise ElfError(f"the file is cut short: {len(data)} bytes, under an ELF header's 64")
+    if data[4:6] != b"\x02\x01":
+        return {}
+    shoff, = _unpack("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = _unpack("<HHH", data, 0x3A)
     if not shoff or shstrndx >= shnum:
         return {}
-    headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
-               for i in range(shnum)]
-    str_off = headers[shstrndx][4]
-    out = {}
-    for name_off, _type, _flags, _addr, offset, size, *_rest in headers:
-        end = data.find(b"\0", str_off + name_off)
-        out[data[str_off + name_off:end].decode("ascii", "replace")] = (offset, size)
-    return out
+    if shentsize < 64:
+        raise ElfError(f"section header entries of {shentsize} bytes, under ELF64's 64")
+    headers = [_unpack("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    strtab = (headers[shstrndx][4], headers[shstrndx][5])
+    if sum(strtab) > len(data):
+        raise ElfError("the section name table runs past the file's end")
+    return {_string(data, strtab[0] + name_off, strtab): (offset, size)
+            for name_off, _type, _flags, _addr, offset, size, *_rest in headers}
+
+
+def _dynamic(data: bytes, sections: dict[str, tuple[int, int]], wanted: int) -> list[str]:
+    """The names of the ``.dynamic`` entries tagged ``wanted``, up to its DT_NULL."""
+    if ".dynamic" not in sections or ".dynstr" not in sections:
+        return []
+    dyn_off, dyn_size = _section(data, sections, ".dynamic")
+    strtab = _section(data, sections, ".dynstr")
+    names = []
+    for i in range(dyn_size // 16):
+        tag, value = _unpack("<qQ", data, dyn_off + i * 16)
+        if tag == 0:
+            break
+        if tag == wanted:
+            names.append(_string(data, strtab[0] + value, strtab))
+    return names
 
 
 def needed(data: bytes, sections: dict[str, tuple[int, int]]) -> list[str]:
     """The DT_NEEDED entries of a shared object."""
-    if ".dynamic" not in sections or ".dynstr" not in sections:
-        return []
-    dyn_off, dyn_size = sections[".dynamic"]
-    str_off, _ = sections[".dynstr"]
-    names = []
-    for i in range(dyn_size // 16):
-        tag, value = struct.unpack_from("<qQ", data, dyn_off + i * 16)
-        if tag == 0:
-            break
-        if tag == 1:  # DT_NEEDED
-            end = data.find(b"\0", str_off + value)
-            names.append(data[str_off + value:end].decode("ascii", "replace"))
-    return names
+    return _dynamic(data, sections, 1)
 
 
 def fatbin_code(data: bytes, sections: dict[str, tuple[int, int]]
@@ -86,32 +126,52 @@ def fatbin_code(data: bytes, sections: dict[str, tuple[int, int]]
     per embedded fatbin, then entries, each a header (kind 1 = PTX, 2 = ELF; its own header
     size; payload size; arch at offset 28; flags at offset 40, where 0x100000 marks
     arch-specific ``a`` code) followed by its payload. cuobjdump lists the same entries.
+    Every step moves forward (a header is at least its own 16 bytes) and stays inside the
+    section, or :class:`ElfError` says where it would not.
     """
     if ".nv_fatbin" not in sections:
         return set()
-    start, size = sections[".nv_fatbin"]
+    start, size = _section(data, sections, ".nv_fatbin")
     end = start + size
     found: set[tuple[str, int, str]] = set()
     pos = start
     while pos + 16 <= end:
-        magic, _version, header_size, fat_size = struct.unpack_from("<IHHQ", data, pos)
+        magic, _version, header_size, fat_size = _unpack("<IHHQ", data, pos, end)
         if magic != FATBIN_MAGIC:
             pos += 8  # fatbins are 8-byte aligned; skip padding
             continue
-        entry = pos + header_size
-        stop = min(entry + fat_size, end)
-        while entry + 48 <= stop:
-            kind, _unknown, entry_header, payload = struct.unpack_from("<HHIQ", data, entry)
-            arch, = struct.unpack_from("<I", data, entry + 28)
-            flags, = struct.unpack_from("<Q", data, entry + 40)
-            # family "f" code (0x200000) runs like plain code within its major
-            suffix = "a" if flags & 0x100000 else ""
-            if kind in (1, 2):
-                found.add(("ptx" if kind == 1 else "sass", arch, suffix))
-            if entry_header == 0:
-                break
-            entry += entry_header + payload
+        if header_size < 16:
+            raise ElfError(f"fatbin at offset {pos}: a header size of {header_size}, under "
+                           "the header's own 16 bytes")
+        stop = pos + header_size + fat_size
+        if stop > end:
+            raise ElfError(f"fatbin at offset {pos}: {fat_size} bytes of entries run past "
+                           f"the .nv_fatbin section's end ({end})")
+        found |= _fatbin_entries(data, pos + header_size, stop)
         pos = stop
+    return found
+
+
+def _fatbin_entries(data: bytes, entry: int, stop: int) -> set[tuple[str, int, str]]:
+    """The code of the entries of one fatbin, from ``entry`` up to ``stop``."""
+    found: set[tuple[str, int, str]] = set()
+    while entry + 48 <= stop:
+        kind, _unknown, entry_header, payload = _unpack("<HHIQ", data, entry, stop)
+        arch, = _unpack("<I", data, entry + 28, stop)
+        flags, = _unpack("<Q", data, entry + 40, stop)
+        # family "f" code (0x200000) runs like plain code within its major
+        suffix = "a" if flags & 0x100000 else ""
+        if kind in (1, 2):
+            found.add(("ptx" if kind == 1 else "sass", arch, suffix))
+        if entry_header == 0:
+            break
+        if entry_header < 48:
+            raise ElfError(f"fatbin entry at offset {entry}: a header size of "
+                           f"{entry_header}, under the 48 bytes read from it")
+        if entry + entry_header + payload > stop:
+            raise ElfError(f"fatbin entry at offset {entry}: {payload} bytes of payload run "
+                           "past its fatbin's end")
+        entry += entry_header + payload
     return found
 
 
@@ -169,18 +229,17 @@ def _elf_files(roots: list[str]) -> list[str]:
 
 
 def _soname(data: bytes, sections: dict[str, tuple[int, int]]) -> str | None:
-    if ".dynamic" not in sections or ".dynstr" not in sections:
-        return None
-    dyn_off, dyn_size = sections[".dynamic"]
-    str_off, _ = sections[".dynstr"]
-    for i in range(dyn_size // 16):
-        tag, value = struct.unpack_from("<qQ", data, dyn_off + i * 16)
-        if tag == 0:
-            break
-        if tag == 14:  # DT_SONAME
-            end = data.find(b"\0", str_off + value)
-            return data[str_off + value:end].decode("ascii", "replace")
-    return None
+    names = _dynamic(data, sections, 14)  # DT_SONAME
+    return names[0] if names else None
+
+
+def _read(path: str) -> tuple[bool, str | None, list[str], set[tuple[str, int, str]]]:
+    """(whether it loads libraries, its soname, its DT_NEEDED, its fatbin code)."""
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        data: bytes = m  # type: ignore[assignment]  # mmap reads as bytes do
+        sections = elf_sections(data)
+        return (".dynamic" in sections, _soname(data, sections), needed(data, sections),
+                fatbin_code(data, sections))
 
 
 def audit(roots: list[str], cuda_major: int, targets: list[tuple[int, int]],
@@ -190,30 +249,29 @@ def audit(roots: list[str], cuda_major: int, targets: list[tuple[int, int]],
     problems: list[str] = []
     elves = cuda_libs = 0
     paths = _elf_files(roots)
-    provided = {os.path.basename(p) for p in paths}
-    for path in paths:  # names a library is loaded by, besides its file name
-        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            soname = _soname(m, elf_sections(m))  # type: ignore[arg-type]
-            if soname:
-                provided.add(soname)
+    read = {}
     for path in paths:
-        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            sections = elf_sections(data)  # type: ignore[arg-type]
-            if ".dynamic" not in sections:
-                continue  # static executables and objects load nothing
-            elves += 1
-            excused = [lib for glob, libs in optional if fnmatch.fnmatch(path, glob)
-                       for lib in libs]
-            problems += [f"{path}: needs {lib}, which is not in the image"
-                         for lib in unresolved(path, provided, excused)]
-            for lib in needed(data, sections):  # type: ignore[arg-type]
-                m = CUDART.match(lib)
-                # a build for another CUDA major that its package never loads here
-                other_build = any(fnmatch.fnmatch(lib, glob) for glob in excused)
-                if m and int(m.group(1)) != cuda_major and not other_build:
-                    problems.append(f"{path}: links {lib}, but the image has CUDA "
-                                    f"{cuda_major}")
-            code = fatbin_code(data, sections)  # type: ignore[arg-type]
+        try:
+            read[path] = _read(path)
+        except ElfError as exc:  # the loader cannot load it either: a problem, not a crash
+            problems.append(f"{path}: starts as an ELF file but cannot be read as one: {exc}")
+    # names a library is loaded by: its file name and its soname
+    provided = {os.path.basename(p) for p in paths} | {
+        soname for _, soname, _, _ in read.values() if soname}
+    for path, (dynamic, _, needs, code) in read.items():
+        if not dynamic:
+            continue  # static executables and objects load nothing
+        elves += 1
+        excused = [lib for glob, libs in optional if fnmatch.fnmatch(path, glob)
+                   for lib in libs]
+        problems += [f"{path}: needs {lib}, which is not in the image"
+                     for lib in unresolved(path, provided, excused)]
+        for lib in needs:
+            m = CUDART.match(lib)
+            # a build for another CUDA major that its package never loads here
+            other_build = any(fnmatch.fnmatch(lib, glob) for glob in excused)
+            if m and int(m.group(1)) != cuda_major and not other_build:
+                problems.append(f"{path}: links {lib}, but the image has CUDA {cuda_major}")
         if not code or any(fnmatch.fnmatch(path, glob) for glob in elsewhere):
             continue
         cuda_libs += 1

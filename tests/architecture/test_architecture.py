@@ -27,8 +27,9 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.inputs": {"dockergen.errors"},
     "dockergen.atomic": {"dockergen.errors", "dockergen.inputs"},
     "dockergen.refs": set(),  # the image-reference grammar: a leaf every layer may read
-    "dockergen.ranges": set(),  # a remote file through range requests (leaf)
-    "dockergen.retry": set(),  # an HTTP read tried again when it failed transiently (leaf)
+    "dockergen.ranges": {"dockergen.errors"},  # a remote file through range requests
+    # the one HTTP layer: every network read of the product and its maintainer tools
+    "dockergen.net": {"dockergen.errors"},
     # which GPUs compiled code runs on: the image audit's reader, loaded from the templates
     "dockergen.kernels": {"dockergen.resources"},
     # the base-image lock read as the typed pins resolution applies
@@ -116,7 +117,7 @@ ALLOWED: dict[str, set[str]] = {
     # what each layer compression asks of the builder and the nodes (leaf)
     "dockergen.layers": {"dockergen.errors"},
     "dockergen.fleet.": _BASE | {"dockergen.fleet", "dockergen.fleet.*", "dockergen.layers",
-                                 "dockergen.loader",
+                                 "dockergen.loader", "dockergen.net",
                                  "dockergen.model", "dockergen.pins", "dockergen.pipeline",
                                  "dockergen.profile"},
     "dockergen.fleet": set(),
@@ -152,7 +153,7 @@ ALLOWED: dict[str, set[str]] = {
     # newer releases on an index, judged by resolving the profile moved to each
     "dockergen.outdated": _BASE | {"dockergen.components.serving", "dockergen.knowledge",
                                    "dockergen.loader", "dockergen.model", "dockergen.pipeline",
-                                   "dockergen.ranges", "dockergen.retry"},
+                                   "dockergen.net", "dockergen.ranges"},
     # who writes which file of a locked closure (RECORDs read from the index)
     "dockergen.owners": _BASE | {"dockergen.components.python", "dockergen.outdated"},
     # a profile moved to newer releases: resolution with facts derived from the index
@@ -173,14 +174,16 @@ ALLOWED: dict[str, set[str]] = {
                                  "dockergen.pylockfile"},
     # the Python lock's file format: the lock command, resolution's check and the engine
     # stage's install read and write it here (leaf)
-    "dockergen.pylockfile": set(),
+    "dockergen.pylockfile": {"dockergen.inputs"},
     # maintainer tools: read the knowledge files and PyPI, never the rendering pipeline
     "dockergen.maint": set(),
-    "dockergen.maint.": _BASE | {"dockergen.knowledge", "dockergen.maint", "dockergen.ranges",
-                                 "dockergen.retry", "dockergen.maint.*"},
+    "dockergen.maint.": _BASE | {"dockergen.knowledge", "dockergen.maint", "dockergen.net",
+                                 "dockergen.ranges", "dockergen.maint.*"},
 }
 # Third-party packages with one owner (a module, or a package and its modules).
 ONLY_IMPORTER = {"docker": "dockergen.daemon.docker", "requests": "dockergen.daemon.docker",
+                 "urllib3": "dockergen.net", "truststore": "dockergen.net",
+                 "pypi_simple": "dockergen.outdated",
                  "click": "dockergen.cli", "jinja2": "dockergen.render",
                  "grafana_foundation_sdk": "dockergen.observe.dashboard"}
 

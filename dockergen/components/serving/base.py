@@ -525,7 +525,11 @@ class ServingEngine:
             what = exc.problem if isinstance(exc, inputs.InputError) else "vanished"
             c.error(("engine", "version"), f"{path.name} {what}", fix)
             return
-        had = pylockfile.read_inputs(text)
+        try:
+            had = pylockfile.read_inputs(text)
+        except pylockfile.LockHeaderError as exc:
+            c.error(("engine", "version"), f"{path.name}: {exc}", fix)
+            return
         if had is None:
             c.error(("engine", "version"), f"{path.name} is not a dockergen Python lock", fix)
             return

@@ -1,70 +1,52 @@
-"""Index reads are tried again when they failed for a reason that passes, and only then."""
+"""Index reads are tried again when they failed for a reason that passes, and only then
+(dockergen.net's urllib3 Retry)."""
 
 from __future__ import annotations
 
 import socket
 import threading
-import urllib.error
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from urllib3 import exceptions as x
 
-from dockergen import outdated, retry
-
-
-def _failing(excs: list[BaseException], result: str = "ok"):  # type: ignore[no-untyped-def]
-    calls: list[int] = []
-
-    def read() -> str:
-        calls.append(1)
-        if excs:
-            raise excs.pop(0)
-        return result
-    return read, calls
+from dockergen import net, outdated
 
 
-def _again() -> urllib.error.URLError:
-    return urllib.error.URLError(socket.gaierror(socket.EAI_AGAIN,
-                                                 "Temporary failure in name resolution"))
+def _name_error(errno: int) -> x.NameResolutionError:
+    """As urllib3 raises it: ``raise NameResolutionError(...) from gaierror``."""
+    reason = socket.gaierror(errno, "name")
+    exc = x.NameResolutionError("h", None, reason)  # type: ignore[arg-type]
+    exc.__cause__ = reason
+    return exc
 
 
 @pytest.mark.parametrize("exc", [
-    _again(), urllib.error.URLError(TimeoutError("timed out")), ConnectionResetError(),
-    urllib.error.HTTPError("u", 503, "Service Unavailable", None, None),  # type: ignore[arg-type]
+    _name_error(socket.EAI_AGAIN), x.ReadTimeoutError(None, "u", "timed out"),  # type: ignore[arg-type]
+    x.ConnectTimeoutError("timed out"),
+    x.ProtocolError("Connection aborted.", ConnectionResetError(104, "reset")),
 ])
 def test_a_passing_failure_is_tried_again(exc: BaseException) -> None:
-    read, calls = _failing([exc, exc])
-    slept: list[float] = []
-    assert retry.retried(read, slept.append) == "ok"
-    assert len(calls) == 3 and slept == list(retry.DELAYS_S)
+    assert net._transient(exc)
 
 
 @pytest.mark.parametrize("exc", [
-    urllib.error.URLError(ConnectionRefusedError(111, "Connection refused")),
-    urllib.error.URLError(socket.gaierror(socket.EAI_NONAME, "Name or service not known")),
-    urllib.error.HTTPError("u", 404, "Not Found", None, None),  # type: ignore[arg-type]
-    urllib.error.HTTPError("u", 401, "Unauthorized", None, None),  # type: ignore[arg-type]
+    x.NewConnectionError(None, "Connection refused"),  # type: ignore[arg-type]
+    _name_error(socket.EAI_NONAME), x.SSLError("certificate verify failed"),
+    x.LocationParseError("bad"),
 ])
 def test_a_lasting_failure_fails_at_once(exc: BaseException) -> None:
-    read, calls = _failing([exc])
-    with pytest.raises(type(exc)):
-        retry.retried(read, lambda _: pytest.fail("slept"))
-    assert len(calls) == 1
-
-
-def test_three_passing_failures_are_the_last_ones_error() -> None:
-    read, calls = _failing([_again(), _again(), _again()])
-    with pytest.raises(urllib.error.URLError):
-        retry.retried(read, lambda _: None)
-    assert len(calls) == 3
+    assert not net._transient(exc)
 
 
 class _Flaky(BaseHTTPRequestHandler):
     answers = [503, 200]
+    seen: list[int] = []
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         status = _Flaky.answers.pop(0) if _Flaky.answers else 200
+        _Flaky.seen.append(status)
         body = b'{"meta": {"api-version": "1.1"}, "name": "x", "files": []}'
         self.send_response(status)
         self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
@@ -88,6 +70,21 @@ def flaky_index() -> Iterator[str]:
 
 def test_the_index_reader_gets_past_one_503(flaky_index: str) -> None:
     """A real HTTP server answering 503 once: the product's reader reads the page."""
-    _Flaky.answers = [503, 200]
+    _Flaky.answers, _Flaky.seen = [503, 200], []
     assert outdated.files(flaky_index, "x") == []
-    assert _Flaky.answers == []  # both answers were asked for
+    assert _Flaky.seen == [503, 200]
+
+
+def test_a_404_is_asked_once(flaky_index: str) -> None:
+    _Flaky.answers, _Flaky.seen = [404], []
+    with pytest.raises(outdated.IndexReadError, match="HTTP 404"):
+        outdated.files(flaky_index, "x")
+    assert _Flaky.seen == [404]
+
+
+def test_a_refused_connection_is_not_tried_again() -> None:
+    with socket.socket() as sock:  # a port nobody listens on: bound, never listening
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        with pytest.raises(net.NetError, match="cannot be read"):
+            net.get(f"http://127.0.0.1:{port}/simple/x/", "page")

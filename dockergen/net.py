@@ -1,0 +1,399 @@
+"""The one HTTP layer: every network read of dockergen and its maintainer tools goes here.
+
+Package indexes (simple-API pages, wheels read by range requests, ``.metadata`` files),
+registries (manifests, blobs, Bearer tokens) and PyPI for the knowledge checker are read
+through :func:`get`, which enforces one set of rules, whoever calls it:
+
+* **http and https only**, for the first URL and every redirect; a ``file://``, ``ftp://`` or
+  any other scheme a page, a redirect or a realm names is refused, never opened. URLs with
+  user information (``user:pass@host``) or control characters are refused.
+* **Credentials are bound to an origin** (scheme, host, port: :class:`Credential`): each
+  request carries only the credential made for its own origin, so a redirect or a link to
+  another host (or from https to http) goes without it; what the caller attaches cannot
+  follow a URL elsewhere. Header values with CR, LF or another control character are
+  refused before anything is sent, and the message never repeats them.
+* **At most** :data:`MAX_REDIRECTS` **redirects**, each one checked as above.
+* **Every body is bounded**: a limit per kind (:data:`LIMITS`), checked against
+  ``Content-Length`` before reading and again while streaming; a body is never read whole
+  first. Content is asked for uncompressed (``Accept-Encoding: identity``) and never
+  decompressed here, so no compressed answer can inflate past its limit.
+* **A total deadline and a request bound per command** (:func:`begin`, called by each
+  command with its ``--timeout``): when the deadline passes, the read in flight is cut off
+  (a server that trickles one byte a second cannot hold a command), and a command that
+  would send more than its bound of requests stops with a clear error.
+* **Retries with backoff only on what passes** (urllib3's ``Retry``): 429 and 5xx answers,
+  timeouts, resets, a name that did not resolve this once (``EAI_AGAIN``); a refused
+  connection, a name that does not exist, 4xx fail at once.
+* **The OS trust store** for https (``truststore``, as pip does), so private indexes signed
+  by a company CA work as they do for the system's own tools.
+
+Built on urllib3 2.x (installed with docker-py) rather than requests or httpx: requests'
+session defaults (netrc read for any host, the Authorization header rebuilt from netrc on
+redirects, certifi instead of the system store) are each one of the rules above to turn
+off, and httpx would be a new dependency tree for the same connection pool.
+May import: :mod:`dockergen.errors`; urllib3 and truststore (lazily: start-up time).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dockergen.errors import DockergenError, ExitCode, redact
+
+if TYPE_CHECKING:
+    import urllib3
+
+_KIB, _MIB = 1 << 10, 1 << 20
+# kind -> the most bytes of one body (docs: README "Security").
+LIMITS: dict[str, int] = {
+    "page": 64 * _MIB,  # a simple-API page: PyPI's JSON page of torch is a few MiB
+    "metadata": 16 * _MIB,  # a PEP 658 .metadata file (vLLM's is 10 KiB)
+    "wheel": 64 * _MIB,  # a whole wheel, from an index that ignores range requests
+    "range": 512 * _MIB,  # one range answer: its size is what was asked, up to this
+    "manifest": 4 * _MIB,  # distribution-spec's own limit for a manifest
+    "blob": 4 * _MIB,  # an image config blob
+    "token": 1 * _MIB,  # a Bearer token answer
+    "file": 512 * _MIB,  # the knowledge checker's whole downloads (small sdists)
+    "error": 64 * _KIB,  # the body of an error answer (never shown; read to reuse the socket)
+}
+MAX_REDIRECTS = 5
+DEFAULT_TIMEOUT_S = 600.0  # a command's network deadline unless --timeout says otherwise
+DEFAULT_MAX_REQUESTS = 2000  # lock --python's RECORD check of vLLM's closure sends ~600
+TIMEOUT_ENV, REQUESTS_ENV = "DOCKERGEN_NET_TIMEOUT", "DOCKERGEN_NET_MAX_REQUESTS"
+CONNECT_TIMEOUT_S, READ_TIMEOUT_S = 15.0, 60.0  # one connect, one silent read
+_CHUNK = 64 * _KIB
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+class NetError(DockergenError):
+    """A network read failed or was refused: unreachable, an error answer, a rule above."""
+
+    exit_code = ExitCode.MISSING_TOOL
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status  # the HTTP status, when the server answered with one
+
+
+class DeadlineError(NetError):
+    """The command's network deadline passed (``--timeout``)."""
+
+    exit_code = ExitCode.TIMEOUT
+
+
+class BudgetError(NetError):
+    """The command reached its bound of requests: it ends, whatever it was reading."""
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a credential may go: scheme, host and port (the default port filled in)."""
+
+    scheme: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.scheme}://{self.host}:{self.port}"
+
+
+def origin_of(url: str) -> Origin:
+    """The origin of an http(s) URL, or a NetError (no echo of what could be a secret)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+        host = (parts.hostname or "").lower()
+    except ValueError:
+        raise NetError(f"{redact(url)}: not a URL dockergen reads") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise NetError(f"a {parts.scheme or 'relative'} URL is not read (dockergen reads http "
+                       f"and https only): {redact(url)}")
+    if parts.username is not None or parts.password is not None:
+        raise NetError(f"{redact(url)}: a URL with user information is not followed; "
+                       "credentials come from the environment, netrc or the docker config")
+    if any(ord(ch) < 33 or ord(ch) == 127 for ch in url):
+        raise NetError("a URL with spaces or control characters is not read")
+    return Origin(parts.scheme, host, port or (443 if parts.scheme == "https" else 80))
+
+
+def checked_value(value: str, what: str) -> str:
+    """``value`` for an HTTP header, or a NetError that names ``what`` and never the value
+    (a token with a line break would otherwise split the request, or show in a trace)."""
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise NetError(f"{what} holds a line break or another control character; it was not "
+                       "sent: fix the credential where it is configured")
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        raise NetError(f"{what} holds characters HTTP headers cannot carry; it was not "
+                       "sent") from None
+    return value
+
+
+@dataclass(frozen=True)
+class Credential:
+    """An Authorization header value for one origin, and only for it."""
+
+    origin: Origin
+    authorization: str = field(repr=False)
+
+    @classmethod
+    def basic(cls, origin: Origin, user: str, password: str, what: str) -> Credential:
+        """Basic credentials (``what`` names their source in a refusal)."""
+        import base64
+
+        checked_value(user, f"the user name of {what}")
+        checked_value(password, f"the password of {what}")
+        raw = base64.b64encode(f"{user}:{password}".encode()).decode()
+        return cls(origin, f"Basic {raw}")
+
+    @classmethod
+    def bearer(cls, origin: Origin, token: str, what: str) -> Credential:
+        """A Bearer token for ``origin`` (``what`` names its source in a refusal)."""
+        return cls(origin, f"Bearer {checked_value(token, what)}")
+
+
+@dataclass(frozen=True)
+class Response:
+    """One answer: the URL that gave it (after redirects), status, headers, bounded body."""
+
+    url: str
+    status: int
+    headers: dict[str, str]  # lower-case names
+    body: bytes
+
+    def header(self, name: str) -> str:
+        return self.headers.get(name.lower(), "")
+
+
+class _Budget:
+    """The command's deadline (monotonic seconds) and the requests it may still send."""
+
+    def __init__(self, timeout_s: float, max_requests: int) -> None:
+        self.timeout_s, self.deadline = timeout_s, time.monotonic() + timeout_s
+        self.left = max_requests
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+_budget: _Budget | None = None
+
+
+def _env_number(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, "") or default)
+    except ValueError:
+        return default
+    return value if 0 < value < float("inf") else default
+
+
+def begin(timeout_s: float | None = None, max_requests: int | None = None) -> None:
+    """Start a command's budget: its deadline from now and its bound of requests (defaults:
+    :data:`DEFAULT_TIMEOUT_S`, :data:`DEFAULT_MAX_REQUESTS`, or the environment)."""
+    global _budget
+    _budget = _Budget(timeout_s or _env_number(TIMEOUT_ENV, DEFAULT_TIMEOUT_S),
+                      max_requests or int(_env_number(REQUESTS_ENV, DEFAULT_MAX_REQUESTS)))
+
+
+def _spend(url: str) -> _Budget:
+    """The budget for one more request (a fresh one per request where no command began)."""
+    budget = _budget or _Budget(_env_number(TIMEOUT_ENV, DEFAULT_TIMEOUT_S),
+                                int(_env_number(REQUESTS_ENV, DEFAULT_MAX_REQUESTS)))
+    if budget.remaining() <= 0:
+        raise DeadlineError(f"{redact(url)}: the network deadline of {budget.timeout_s:g} s "
+                            "passed; give more with --timeout (or "
+                            f"{TIMEOUT_ENV})")
+    if budget.left <= 0:
+        raise BudgetError(f"{redact(url)}: the command reached its bound of requests; an index "
+                       f"or registry asking for that many is refused (raise it with "
+                       f"{REQUESTS_ENV} if the closure really is that large)")
+    budget.left -= 1
+    return budget
+
+
+class _Expired(BaseException):
+    """Raised by the alarm inside a blocked read (a BaseException: no library catches it)."""
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float) -> Iterator[None]:
+    """Interrupt whatever blocks the main thread after ``seconds`` (per-read timeouts alone
+    let a server that sends a byte before each timeout hold a read for ever)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # the per-operation timeouts still bound each socket read
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise _Expired
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def get(url: str, kind: str, headers: dict[str, str] | None = None,
+        credentials: tuple[Credential, ...] = (), limit: int | None = None) -> Response:
+    """GET ``url`` by the rules above; ``kind`` (a key of :data:`LIMITS`) bounds the body
+    unless ``limit`` is smaller. Any status comes back as a :class:`Response` (an error
+    answer's body bounded by the ``error`` limit); only failures to talk raise."""
+    cap = min(limit if limit is not None else LIMITS[kind], LIMITS[kind])
+    sent = {k: checked_value(v, f"the {k} header") for k, v in (headers or {}).items()}
+    current = url
+    for _hop in range(MAX_REDIRECTS + 1):
+        origin = origin_of(current)
+        auth = [c.authorization for c in credentials if c.origin == origin]
+        budget = _spend(current)
+        hop_headers = {**sent, **({"Authorization": auth[0]} if auth else {})}
+        try:
+            with _alarm(budget.remaining()):
+                response = _fetch(current, hop_headers, cap, budget.remaining())
+        except _Expired:
+            raise DeadlineError(f"{redact(current)}: the network deadline of "
+                                f"{budget.timeout_s:g} s passed; give more with --timeout "
+                                f"(or {TIMEOUT_ENV})") from None
+        if response.status not in _REDIRECTS:
+            return response
+        location = response.header("location")
+        if not location:
+            raise NetError(f"{redact(current)}: a redirect without a Location", response.status)
+        current = urllib.parse.urljoin(current, location)
+    raise NetError(f"{redact(url)}: more than {MAX_REDIRECTS} redirects")
+
+
+
+
+# --- urllib3 ------------------------------------------------------------------------------
+
+_pools: dict[str, urllib3.PoolManager] = {}
+
+
+def _transient(error: BaseException) -> bool:
+    """Whether a urllib3 failure passes: a timeout, a reset, ``EAI_AGAIN``."""
+    import socket
+
+    from urllib3 import exceptions as x
+
+    timeout = isinstance(error, (x.ConnectTimeoutError, x.ReadTimeoutError, TimeoutError))
+    if timeout and not isinstance(error, x.NewConnectionError):  # urllib3 derives one
+        return True
+    seen: list[BaseException] = []
+    todo: list[Any] = [error]
+    while todo and len(seen) < 16:  # the cause chain and the args, bounded
+        exc = todo.pop()
+        if not isinstance(exc, BaseException) or exc in seen:
+            continue
+        seen.append(exc)
+        if isinstance(exc, socket.gaierror):
+            return exc.errno == socket.EAI_AGAIN
+        if isinstance(exc, (ConnectionResetError, ConnectionAbortedError, TimeoutError)):
+            return True
+        todo += [exc.__cause__, exc.__context__, *exc.args]
+    return False
+
+
+def _retry() -> Any:
+    """urllib3's Retry, trying again only what :func:`_transient` says passes."""
+    from urllib3.util.retry import Retry
+
+    class Passing(Retry):
+        def increment(self, method: str | None = None, url: str | None = None,
+                      response: Any = None, error: Exception | None = None,
+                      _pool: Any = None, _stacktrace: Any = None) -> Any:
+            if error is not None and not _transient(error):
+                raise error
+            return super().increment(method, url, response, error, _pool, _stacktrace)
+
+    return Passing(total=2, connect=2, read=2, status=2, other=0, redirect=False,
+                   status_forcelist=_RETRY_STATUS, backoff_factor=1.0, backoff_max=8.0,
+                   respect_retry_after_header=False, raise_on_status=False,
+                   allowed_methods=frozenset({"GET"}))
+
+
+def _pool_for(url: str) -> urllib3.PoolManager:
+    """The pool for ``url``: direct, or through the proxy the environment names for it
+    (``https_proxy``/``http_proxy``/``no_proxy``, as every other client on the machine)."""
+    import urllib.request
+
+    import urllib3
+
+    scheme = urllib.parse.urlsplit(url).scheme
+    proxy = urllib.request.getproxies().get(scheme)
+    host = urllib.parse.urlsplit(url).hostname or ""
+    key = "" if not proxy or urllib.request.proxy_bypass(host) else proxy
+    if key not in _pools:
+        import ssl
+
+        import truststore
+
+        context = truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        _pools[key] = (urllib3.ProxyManager(key, ssl_context=context, num_pools=8) if key
+                       else urllib3.PoolManager(ssl_context=context, num_pools=8))
+    return _pools[key]
+
+
+def _fetch(url: str, headers: dict[str, str], cap: int, remaining: float) -> Response:
+    """One GET, no redirect followed, body bounded by ``cap`` (errors: by their limit)."""
+    import http.client
+
+    import urllib3
+
+    timeout = urllib3.Timeout(connect=max(min(CONNECT_TIMEOUT_S, remaining), 0.001),
+                              read=max(min(READ_TIMEOUT_S, remaining), 0.001))
+    sent = {"User-Agent": "dockergen", "Accept-Encoding": "identity", **headers}
+    try:
+        reply = _pool_for(url).urlopen("GET", url, headers=sent, redirect=False,
+                                       retries=_retry(), timeout=timeout,
+                                       preload_content=False, decode_content=False)
+        try:
+            status = reply.status
+            names = {k.lower(): v for k, v in reply.headers.items()}
+            body, whole = _body(reply, url, cap if 200 <= status < 300 else LIMITS["error"],
+                                names.get("content-length", ""), status)
+        except BaseException:
+            reply.close()  # cut off mid-body: the connection cannot be reused
+            raise
+        reply.release_conn() if whole else reply.close()
+    except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError,
+            ValueError) as exc:
+        raise NetError(f"{redact(url)}: cannot be read ({_reason(exc)}); check the address "
+                       "and the network") from None
+    return Response(url, status, names, body)
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong, by kind (the exception's text may quote a header or a URL)."""
+    inner = getattr(exc, "reason", None) or exc.__cause__ or exc
+    return type(inner).__name__
+
+
+def _body(reply: Any, url: str, cap: int, length: str, status: int) -> tuple[bytes, bool]:
+    """The body, streamed and cut at ``cap`` (never more than ``cap`` + one chunk in
+    memory), and whether it was read to its end."""
+    if length.isdigit() and int(length) > cap and 200 <= status < 300:
+        raise NetError(f"{redact(url)}: the answer is {int(length)} bytes, more than the "
+                       f"{cap} dockergen reads of it", status)
+    out = bytearray()
+    while True:
+        chunk = reply.read1(_CHUNK)
+        if not chunk:
+            return bytes(out), True
+        out += chunk
+        if len(out) > cap:
+            if not 200 <= status < 300:  # an error's text is never shown: its head is enough
+                return bytes(out[:cap]), False
+            raise NetError(f"{redact(url)}: the answer is larger than the {cap} bytes "
+                           "dockergen reads of it", status)
