@@ -151,6 +151,12 @@ TRUSTED_REALMS = {DOCKER_HUB_API: "auth.docker.io", "nvcr.io": "authn.nvidia.com
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
+def _config_key(origin: net.Origin) -> str:
+    """The docker config key of an origin: ``host``, or ``host:port`` off the default port."""
+    default = 443 if origin.scheme == "https" else 80
+    return origin.host if origin.port == default else f"{origin.host}:{origin.port}"
+
+
 def _realm_gets_credentials(realm: str, registry: net.Origin) -> bool:
     """Whether the registry's credentials may go to its token service at ``realm``."""
     origin = net.origin_of(realm)
@@ -164,6 +170,8 @@ class RegistryClient:
 
     def __init__(self) -> None:
         self._auth: dict[str, net.Credential] = {}  # registry -> the credential that worked
+        # registry -> the token service's own origin, where its credentials were not sent
+        self._withheld: dict[str, str] = {}
 
     def _url(self, ref: Reference, path: str) -> str:
         scheme = "http" if _is_loopback(ref.registry) else "https"
@@ -178,6 +186,13 @@ class RegistryClient:
         if response.status == 401:
             auth = self._answer(response, ref, net.origin_of(url), shown)
             response = self._send(url, {"Accept": accept}, shown, kind, auth)
+            if response.status == 401 and ref.registry in self._withheld:
+                realm = self._withheld[ref.registry]
+                raise RegistryError(
+                    f"{shown}: the registry refused the token its token service gave without "
+                    f"credentials (401): that service is on another origin ({realm}), where "
+                    f"dockergen does not send the credentials for {ref.registry}; to send it "
+                    f"credentials, log in there: docker login {realm}")
             if response.status == 401:
                 raise RegistryError(
                     f"{shown}: the registry refused the credentials for {ref.registry} "
@@ -221,9 +236,8 @@ class RegistryClient:
             return net.get(url, kind, headers, (credential,) if credential else ())
         except (net.DeadlineError, net.BudgetError):
             raise
-        except net.NetError as exc:
-            raise RegistryError(f"{shown}: cannot read {what}: {exc}; check the network or "
-                                "the registry address") from None
+        except net.NetError as exc:  # it says what to check
+            raise RegistryError(f"{shown}: cannot read {what}: {exc}") from None
 
     def _token(self, params: dict[str, str], ref: Reference,
                creds: tuple[str, str] | None, shown: str, registry: net.Origin) -> str:
@@ -233,12 +247,21 @@ class RegistryClient:
         realm = params["realm"]
         try:
             send = creds is not None and _realm_gets_credentials(realm, registry)
+            origin = net.origin_of(realm)
         except net.NetError as exc:
             raise RegistryError(f"{shown}: the registry's token service is not one dockergen "
                                 f"asks: {exc}") from None
-        credential = (net.Credential.basic(net.origin_of(realm), creds[0], creds[1],
-                                           f"the credentials for {ref.registry}")
-                      if send and creds else None)
+        if send and creds:
+            credential: net.Credential | None = net.Credential.basic(
+                origin, creds[0], creds[1], f"the credentials for {ref.registry}")
+        else:
+            # a token service on another origin gets the credentials configured for that
+            # origin itself (docker login HOST), never the registry's
+            own = _credentials(_config_key(origin))
+            credential = net.Credential.basic(origin, own[0], own[1], "the credentials for "
+                                              f"{_config_key(origin)}") if own else None
+            if creds and not own:
+                self._withheld[ref.registry] = _config_key(origin)
         url = f"{realm}{'&' if '?' in realm else '?'}{query}"
         response = self._send(url, {}, shown, "token", credential, "the token service")
         if response.status in (401, 403):
@@ -247,7 +270,9 @@ class RegistryClient:
                 + ("the credentials" if credential else "anonymous access")
                 + f" ({response.status}); log in first: docker login {ref.registry}"
                 + ("" if credential or not creds else
-                   " (your credentials were not sent: the token service is on another host)"))
+                   f" (the credentials for {ref.registry} were not sent: its token service is "
+                   f"on another origin, {origin}; to send it credentials, log in there: "
+                   f"docker login {_config_key(origin)})"))
         return token_of(response.body, shown)
 
     def resolve(self, image: str, platform: str = "linux/amd64") -> Resolution:

@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -109,7 +110,7 @@ class _Issuer(BaseHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def token_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def token_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenRegistry]:
     if shutil.which("docker-registry") is None or shutil.which("openssl") is None:
         pytest.fail("docker-registry and openssl are needed: run tests/infra/provision.sh")
     tmp = tmp_path_factory.mktemp("token-registry")
@@ -141,7 +142,8 @@ def token_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             assert time.monotonic() < deadline, "token registry did not start"
             time.sleep(0.2)
     try:
-        yield f"localhost:{port}"
+        yield TokenRegistry(f"localhost:{port}", f"127.0.0.1:{issuer.server_address[1]}",
+                            handler.requests)
     finally:
         registry.terminate()
         registry.wait(timeout=20)
@@ -149,19 +151,29 @@ def token_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         issuer.server_close()
 
 
-def _config(tmp_path: Path, registry: str, password: str | None) -> dict[str, str]:
+@dataclass
+class TokenRegistry:
+    """The registry, its token service on another origin, and what that service was sent."""
+
+    registry: str
+    issuer: str
+    requests: list[tuple[str | None, str]]
+
+
+def _config(tmp_path: Path, password: str | None, *origins: str) -> dict[str, str]:
     folder = tmp_path / f"cfg-{uuid.uuid4().hex[:6]}"
     folder.mkdir()
-    auths = {registry: {"auth": base64.b64encode(f"{USER}:{password}".encode()).decode()}
-             } if password else {}
+    auth = base64.b64encode(f"{USER}:{password}".encode()).decode()
+    auths = {origin: {"auth": auth} for origin in origins} if password else {}
     (folder / "config.json").write_text(json.dumps({"auths": auths}))
     return {"DOCKER_CONFIG": str(folder), "SOURCE_DATE_EPOCH": "1764543600"}
 
 
-def test_lock_through_a_token_service(docker_client, token_registry: str,  # type: ignore[no-untyped-def]
+def test_lock_through_a_token_service(docker_client, token_registry: TokenRegistry,  # type: ignore[no-untyped-def]
                                       tmp_path: Path) -> None:
     # docker_client (conftest) skips without an engine, before the registry starts
-    ref = f"{token_registry}/private/cuda:runtime"
+    registry, issuer = token_registry.registry, token_registry.issuer
+    ref = f"{registry}/private/cuda:runtime"
     client = docker_client
     client.api.tag(BASE, *ref.rsplit(":", 1))
     for chunk in client.api.push(ref.rsplit(":", 1)[0], tag="runtime", stream=True,
@@ -169,22 +181,33 @@ def test_lock_through_a_token_service(docker_client, token_registry: str,  # typ
                                                            "password": PASSWORD}):
         assert "error" not in chunk, chunk
     digest = next(d.split("@")[1] for d in client.api.inspect_image(ref)["RepoDigests"]
-                  if d.startswith(token_registry))
+                  if d.startswith(registry))
     profile = tmp_path / "tok.yaml"
     profile.write_text(f"extends: h100-fp8\nname: tok\ncuda:\n  devel_image: {ref}\n"
                        f"  runtime_image: {ref}\n")
 
-    anonymous = run_cli("lock", str(profile), env=_config(tmp_path, token_registry, None))
+    anonymous = run_cli("lock", str(profile), env=_config(tmp_path, None))
     assert anonymous.rc == 3  # the token grants nothing: the registry answers 401 again
     assert anonymous.err.splitlines()[-1] == (
-        f"{token_registry}/private/cuda: the registry refused the credentials for "
-        f"{token_registry} (401); log in again: docker login {token_registry}")
-    wrong = run_cli("lock", str(profile), env=_config(tmp_path, token_registry, "nope"))
+        f"{registry}/private/cuda: the registry refused the credentials for "
+        f"{registry} (401); log in again: docker login {registry}")
+    # the token service is on another origin (another host and port): the registry's own
+    # credentials never go there, and the error says where to log in instead
+    sent_before = len(token_registry.requests)
+    withheld = run_cli("lock", str(profile), env=_config(tmp_path, PASSWORD, registry))
+    assert withheld.rc == 3
+    assert withheld.err.splitlines()[-1] == (
+        f"{registry}/private/cuda: the registry refused the token its token service gave "
+        f"without credentials (401): that service is on another origin ({issuer}), where "
+        f"dockergen does not send the credentials for {registry}; to send it credentials, "
+        f"log in there: docker login {issuer}")
+    assert [user for user, _ in token_registry.requests[sent_before:]] == [None]
+    wrong = run_cli("lock", str(profile), env=_config(tmp_path, "nope", registry, issuer))
     assert wrong.rc == 3
     assert wrong.err.splitlines()[-1] == (
-        f"{token_registry}/private/cuda: the token service refused the credentials (401); "
-        f"log in first: docker login {token_registry}")
-    ok = run_cli("lock", str(profile), env=_config(tmp_path, token_registry, PASSWORD))
+        f"{registry}/private/cuda: the token service refused the credentials (401); "
+        f"log in first: docker login {registry}")
+    ok = run_cli("lock", str(profile), env=_config(tmp_path, PASSWORD, registry, issuer))
     assert ok.rc == 0, ok.err
     assert ok.out.splitlines() == [f"locked {ref} {digest}"]
     assert PASSWORD not in ok.out + ok.err + (tmp_path / "tok.lock.json").read_text()

@@ -132,7 +132,8 @@ def test_lock_pins_check_detects_drift_and_update_moves_the_pin(
     assert rendered.rc == 0, rendered.err
     assert _from_lines(rendered.out) == [
         f"FROM {bases['devel']}@{d1} AS build-base",  # h100-fp8 builds no flash-attn
-        "FROM build-base AS engine", f"FROM {bases['runtime']}@{idx} AS runtime"]
+        "FROM build-base AS engine", "FROM engine AS flashinfer-aot",
+        f"FROM {bases['runtime']}@{idx} AS runtime"]
     assert run_cli("lock", "--check", str(profile)).out == f"{lock_file}: ok (2 images)\n"
     plan = run_cli("build", str(profile), "--dry-run", "-q",
                    env={"DOCKER_HOST": "tcp://127.0.0.1:9"})  # build pulls the same pins
@@ -247,8 +248,9 @@ def test_unreachable_registry_and_unknown_tag(bases, tmp_path: Path) -> None:  #
     result = run_cli("lock", str(closed))
     assert result.rc == 3
     assert result.err.splitlines()[-1] == (
-        "localhost:5999/x/cuda: cannot reach the registry (ConnectionRefusedError); check the "
-        "network or the registry address")
+        "localhost:5999/x/cuda: cannot read the registry: http://localhost:5999/v2/x/cuda/"
+        "manifests/devel: cannot be read (ConnectionRefusedError); check the address and the "
+        "network")
     missing = _profile(tmp_path, f"{bases['repo']}:no-such-tag", bases["runtime"])
     result = run_cli("lock", str(missing))
     assert result.rc == 3
