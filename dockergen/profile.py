@@ -549,6 +549,12 @@ class Build(_Section):
                           "for vLLM releases that leave them out and whose version PyPI lacks "
                           "(vLLM >= 0.27.1: https://flashinfer.ai/whl, or a mirror). Unset: "
                           "those images carry no precompiled kernels (explain says so).")
+    flashinfer_aot: bool = Field(
+        True, description="Build the FlashInfer kernels the engine release runs at start-up "
+                          "(e.g. vLLM 0.33.0's sampler) for gpu.targets in the build, with "
+                          "CUDA's compiler wheels from the index (no GPU needed). false: none "
+                          "are built and the engine JIT-compiles them at its first start, "
+                          "which needs nvcc on the node (runtime.jit_toolchain).")
 
 
 class Packages(_Section):

@@ -22,10 +22,10 @@ target "_common" {
 target "a100-bf16" {
   inherits = ["_common"]
   context = "a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-7118fc4d48b8"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-72d02915d61c"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:19cc9975b2edafc65e9110ff6dad78d971d75cde5006eaef307885bdad038979"
+    "dockergen.profile.hash" = "sha256:f9b3e2a05949e3a4614e0d2952b73ed6801e42d3a62d051c61e436921d43f512"
     "dockergen.profile.name" = "a100-bf16"
     "org.opencontainers.image.description" = "BF16 serving on A100 80GB"
     "org.opencontainers.image.title" = "a100-bf16"
@@ -39,10 +39,10 @@ target "a100-bf16" {
 target "a100-h100" {
   inherits = ["_common"]
   context = "a100-h100"
-  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-dbb0d026563f"]
+  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-b03cf2e84907"]
   labels = {
     "dockergen.engine" = "vllm==0.32.0"
-    "dockergen.profile.hash" = "sha256:a8a82763b89bf020a3d8caf1a246ba8422baf4b81b2f45d19b32b61437bc07cf"
+    "dockergen.profile.hash" = "sha256:bda3274c70941bb5d5c465f37319f798b951cbd1c89be1558e4268d6e08519a0"
     "dockergen.profile.name" = "a100-h100"
     "org.opencontainers.image.description" = "One BF16 image for mixed A100 and H100 fleets (flash-attn built for 80;90)"
     "org.opencontainers.image.title" = "a100-h100"
@@ -56,10 +56,10 @@ target "a100-h100" {
 target "fleet-a100-bf16" {
   inherits = ["_common"]
   context = "fleet-a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-ee58b7b66726"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-e46cff6e9ca9"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:ba6a768d054ea9901a0f039be14d89a713059ac1ec3c12ac4df0b46b3a9ab5f5"
+    "dockergen.profile.hash" = "sha256:4389b003830db60e33c4efd958f2aba795b6c4616b45f1d59f12b2096b8176c1"
     "dockergen.profile.name" = "fleet-a100-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-a100-bf16"
@@ -73,10 +73,10 @@ target "fleet-a100-bf16" {
 target "fleet-h100-bf16" {
   inherits = ["_common"]
   context = "fleet-h100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-dd238935e5c4"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-3e3ff6b3e095"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:edb3dde71ddacfb0ff4c3abcffb7af9318a3a6104778ca7b56cb1d869856af06"
+    "dockergen.profile.hash" = "sha256:63fa896faaed4db2334515ed7a04c4089ed4ce553a47aef30fedd4beb8832312"
     "dockergen.profile.name" = "fleet-h100-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-h100-bf16"
@@ -90,10 +90,10 @@ target "fleet-h100-bf16" {
 target "fleet-h100-fp8" {
   inherits = ["_common"]
   context = "fleet-h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-d4417af27d9b"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-747d1c1638b9"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:d7ffb6449ea1ddd1f39ed3ffe84e862ab6e6c94850bad47167a74a14f4aaff9d"
+    "dockergen.profile.hash" = "sha256:4913bfd39d6049085d9b554decc3e733c0ccd6e2cd3cffbb26acf68234307c07"
     "dockergen.profile.name" = "fleet-h100-fp8"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-h100-fp8"
@@ -107,10 +107,10 @@ target "fleet-h100-fp8" {
 target "fleet-l40s-bf16" {
   inherits = ["_common"]
   context = "fleet-l40s-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-6cda54cc1b7f"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-25f3c99748eb"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:875b53936609290b2bb8ecc0a60725cf70e9b009993d9ca4d69644b1a561d4e9"
+    "dockergen.profile.hash" = "sha256:e301e1b1bed428b418c8b2f6e07e9415fa4a315e05e0300fe238117474bfb40a"
     "dockergen.profile.name" = "fleet-l40s-bf16"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-l40s-bf16"
@@ -124,10 +124,10 @@ target "fleet-l40s-bf16" {
 target "fleet-l40s-fp8" {
   inherits = ["_common"]
   context = "fleet-l40s-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-4fd2fe15aa0b"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-9e4b9f75c880"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:785ba7a2b47a38a0da8f865d8027f49f422b9aa9157e3efbee1bf79d5f76e995"
+    "dockergen.profile.hash" = "sha256:d3c43048d7ca944ab9c6a4cae159682d70c3abc9589d04b304cf0f33c2b8abe1"
     "dockergen.profile.name" = "fleet-l40s-fp8"
     "org.opencontainers.image.description" = "vLLM fleet image (one variant per GPU family and weight precision)"
     "org.opencontainers.image.title" = "fleet-l40s-fp8"
@@ -141,10 +141,10 @@ target "fleet-l40s-fp8" {
 target "h100-fp8" {
   inherits = ["_common"]
   context = "h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-0e156141933b"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-bac1969b63ea"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:2f5e65e5e5bd6093e95ba64537f54bb7d76eb0325783d0c9fc37e02534db2033"
+    "dockergen.profile.hash" = "sha256:f66b4da0f2fbbf6bf08180b824915b735b4f7b3ef79eed019d43ba1a954f3213"
     "dockergen.profile.name" = "h100-fp8"
     "org.opencontainers.image.description" = "Llama-3-8B-class serving on H100 with FP8 weights and FP8 KV cache"
     "org.opencontainers.image.title" = "h100-fp8"
@@ -158,10 +158,10 @@ target "h100-fp8" {
 target "h100-sglang-fp8" {
   inherits = ["_common"]
   context = "h100-sglang-fp8"
-  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-a153273eb4dd"]
+  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-ac34b4ce4536"]
   labels = {
     "dockergen.engine" = "sglang==0.5.23"
-    "dockergen.profile.hash" = "sha256:dfc1d291054159b9143897e1ae360d80efb6e99c5d5e1b5044071c9ad56f24bd"
+    "dockergen.profile.hash" = "sha256:43ba397dba2e57cc1b854facec8f9a3320826ea5f79ff4c6acc2457895210a74"
     "dockergen.profile.name" = "h100-sglang-fp8"
     "org.opencontainers.image.description" = "SGLang on H100 with FP8 weights (online FP8 quantization)"
     "org.opencontainers.image.title" = "h100-sglang-fp8"
@@ -175,10 +175,10 @@ target "h100-sglang-fp8" {
 target "h100-standalone" {
   inherits = ["_common"]
   context = "h100-standalone"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-standalone", "registry.example.com/llm/vllm:dg-6eb6530f0127"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-standalone", "registry.example.com/llm/vllm:dg-641b274bc587"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:db7dd90ac51b268610132b8aa4ea47ac6757e9cc7167e01220f63ef670d69e25"
+    "dockergen.profile.hash" = "sha256:94edfc817706d03a0bb0f4fc7eab4af2eaf053e52121bae5079d8225029007cb"
     "dockergen.profile.name" = "h100-standalone"
     "org.opencontainers.image.description" = "vLLM 0.33.0 serving on H100, BF16, from a profile that extends nothing"
     "org.opencontainers.image.title" = "h100-standalone"
@@ -192,10 +192,10 @@ target "h100-standalone" {
 target "h100-trtllm-fp8" {
   inherits = ["_common"]
   context = "h100-trtllm-fp8"
-  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-5b6a12337394"]
+  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-39b1319089c6"]
   labels = {
     "dockergen.engine" = "tensorrt-llm==1.1.0"
-    "dockergen.profile.hash" = "sha256:3661b5ee40c89866cb00392b00a3ef81d1843c5fe3bc057322b81cafbacaca75"
+    "dockergen.profile.hash" = "sha256:6b16da06293613264708416e93aa8672aed3d00b9600894135705ebf964be488"
     "dockergen.profile.name" = "h100-trtllm-fp8"
     "org.opencontainers.image.description" = "TensorRT-LLM (PyTorch backend) on H100 with an FP8 ModelOpt checkpoint and FP8 KV cache"
     "org.opencontainers.image.title" = "h100-trtllm-fp8"
@@ -209,10 +209,10 @@ target "h100-trtllm-fp8" {
 target "l40s-awq" {
   inherits = ["_common"]
   context = "l40s-awq"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-6c167826c79d"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-b0302417fc19"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
-    "dockergen.profile.hash" = "sha256:ac0905dfaa2a62e5b6820c1c2bd35dec2f0b4e99485cece58f29766a66b1bb67"
+    "dockergen.profile.hash" = "sha256:48405005715f4ed35f4f1425da78cd816e925cc78eb28b448a24249db07e3d49"
     "dockergen.profile.name" = "l40s-awq"
     "org.opencontainers.image.description" = "INT4 AWQ checkpoint on L40S (sm_89; flash-attn runs its sm_80 kernels)"
     "org.opencontainers.image.title" = "l40s-awq"

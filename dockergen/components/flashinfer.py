@@ -57,6 +57,12 @@ def derive(c: Context, d: list[Derivation], facts: dict[str, Any], flashinfer: s
     facts' ``flashinfer_aot``) and that installs ``flashinfer`` (flashinfer-python's
     version); None otherwise, with the reason in the derivations."""
     row = (facts.get("flashinfer_aot") or {}).get(c.p.engine.version)
+    if row is not None and flashinfer is not None and not c.p.build.flashinfer_aot:
+        d.append(Derivation("FlashInfer kernels ahead of time", "off", "from "
+                            "build.flashinfer_aot: false: the engine JIT-compiles "
+                            f"{', '.join(sorted(row['modules']))} at its first start, which "
+                            "needs nvcc on the node (runtime.jit_toolchain)", ""))
+        return None
     if row is None or flashinfer is None:
         if flashinfer is not None:
             d.append(Derivation("FlashInfer kernels ahead of time", "none", f"which FlashInfer "

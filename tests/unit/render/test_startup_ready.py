@@ -95,3 +95,13 @@ def test_the_kernel_check_fails_on_a_module_that_would_jit() -> None:
     passed, detail = check.verify(0, missing)
     assert not passed and detail.startswith("sampling: MissingJITCacheError"), detail
     assert check.verify(0, json.dumps({}))[0] is False
+
+
+def test_the_stage_can_be_left_out_and_explain_says_what_then_compiles_at_start() -> None:
+    r = resolve_profile(ROOT / "profiles" / "h100-fp8.yaml", ("build.flashinfer_aot=false",))
+    assert r.flashinfer_aot is None
+    why = [d for d in r.derivations if d.key == "FlashInfer kernels ahead of time"]
+    assert [d.value for d in why] == ["off"]
+    assert "JIT-compiles sampling at its first start" in why[0].reason
+    assert "flashinfer-aot" not in _dockerfile("h100-fp8.yaml", "--set",
+                                               "build.flashinfer_aot=false")
