@@ -150,17 +150,13 @@ def _engine_quietly() -> Any:
 def cache_ids(client: Any) -> set[str]:
     """The engine's build-cache records (``docker system df -v``).
 
-    Only the build cache is asked for (``type=build-cache``, Engine API 1.42): with the
-    containerd image store the full listing also sizes every image's snapshots, and fails
-    when one of them goes away meanwhile (a build or prune running beside the tests). A
-    failed listing is asked again a few times before it counts.
+    With the containerd image store the listing also sizes every image's snapshots, and fails
+    (404/500) when one of them goes away meanwhile (a build or prune running beside the
+    tests): a failed listing is asked again a few times before it counts.
     """
-    api = client.api
     for attempt in range(5):
         try:
-            df = api._result(api._get(api._url("/system/df"), params={"type": "build-cache"}),
-                             True)
-            return {record["ID"] for record in df.get("BuildCache") or ()}
+            return {record["ID"] for record in client.api.df().get("BuildCache") or ()}
         except docker.errors.APIError:
             if attempt == 4:
                 raise
