@@ -39,9 +39,10 @@ from dockergen.resources import templates_dir
 NVCC_TARGET = "/opt/cuda-nvcc"
 # the CUDA 13 wheels lay the toolkit out in one tree (nvidia-cuda-nvcc 13.x RECORD)
 CUDA_HOME_IN_WHEELS = {"13": "nvidia/cu13"}
-# one nvcc job peaks at about 2 GiB on these modules (measured: sampling for sm_90a,
-# 2026-12-06); the profile's build memory bounds the parallel jobs like flash-attn's
-JOB_GIB = 2
+# GiB one of FlashInfer's nvcc jobs may take: the largest measured, one FP8 MoE file for
+# sm_90, peaked at 4.6 GB (shared/reference/platform-notes.md, 2026-12-06); the profile's build
+# memory bounds the parallel jobs (ninja's -j, MAX_JOBS) as it does flash-attn's
+JOB_GIB = 5
 
 
 def arch_of(target: GpuTarget) -> str:
@@ -81,7 +82,7 @@ def derive(c: Context, d: list[Derivation], facts: dict[str, Any], flashinfer: s
         return None
     archs = sorted({arch_of(t) for t in c.gpus}, key=lambda a: cc_tuple(a.rstrip("a")))
     modules = tuple(FlashInferModule(name, spec) for name, spec in sorted(row["modules"].items()))
-    jobs = max(1, min(len(modules) * len(archs), c.p.build.memory_gib // JOB_GIB))
+    jobs = max(1, c.p.build.memory_gib // JOB_GIB)
     nvcc = (f"cuda-toolkit[nvcc,cccl,cudart,curand,cublas]=={c.p.cuda.version}",
             *(f"{name}=={wheels['nvcc']}" for name in ("nvidia-nvvm", "nvidia-cuda-crt")))
     d.append(Derivation("FlashInfer kernels ahead of time", ", ".join(m.name for m in modules),
