@@ -215,8 +215,9 @@ def test_matrix_variants_parse_and_lint_clean(hadolint: str) -> None:
         text = (EXAMPLES / name / "Dockerfile").read_text()
         stages = [c.value[-1] for c in dockerfile.parse_string(text) if c.cmd == "FROM"]
         # base.yaml builds no flash-attn (vLLM 0.33.0's torch 2.14 headers reject every
-        # released flash-attn's C++17; a100-h100 is the shipped profile that builds it)
-        assert stages == ["build-base", "engine", "runtime"]
+        # released flash-attn's C++17; a100-h100 is the shipped profile that builds it), and
+        # vLLM 0.33.0's start-up sampler kernels ahead of time
+        assert stages == ["build-base", "engine", "flashinfer-aot", "runtime"]
         result = lint(hadolint, text)
         assert (result.returncode, result.stdout, result.stderr) == (0, "", ""), name
 
