@@ -188,7 +188,6 @@ class FlashInferAotStage:
     version: str  # flashinfer-python
     modules: tuple[FlashInferModule, ...]
     arch_list: str  # FLASHINFER_CUDA_ARCH_LIST, e.g. "9.0a 10.0a"
-    sass: tuple[str, ...]  # the cubins each module carries, e.g. ("sm_90a",)
     # the compiler wheels: cuda-toolkit[nvcc,cccl,cudart,curand,cublas]==13.0.2 and the
     # nvvm/crt wheels pinned to its nvcc
     nvcc: tuple[str, ...]

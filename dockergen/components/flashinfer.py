@@ -92,7 +92,7 @@ def derive(c: Context, d: list[Derivation], facts: dict[str, Any], flashinfer: s
                         "before any JIT", str(row["src"])))
     return FlashInferAotStage(
         version=flashinfer, modules=modules, arch_list=" ".join(archs),
-        sass=tuple(f"sm_{a.replace('.', '')}" for a in archs), nvcc=nvcc,
+        nvcc=nvcc,
         ninja=f"ninja=={python.tool('ninja')}",
         cuda_home=f"{NVCC_TARGET}/{home}", target=NVCC_TARGET, max_jobs=jobs, venv=VENV,
         mode=mode,

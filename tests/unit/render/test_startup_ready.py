@@ -43,7 +43,6 @@ def test_every_target_gpu_gets_its_arch_and_hopper_its_arch_specific_variant() -
                          "quantization.kv_cache=auto"))
     assert r.flashinfer_aot is not None
     assert r.flashinfer_aot.arch_list == "8.0 8.9 9.0a"
-    assert r.flashinfer_aot.sass == ("sm_80", "sm_89", "sm_90a")
 
 
 def test_a_release_whose_start_up_kernels_were_not_read_gets_no_stage_and_says_why() -> None:
