@@ -216,9 +216,10 @@ def closure(ours: dict[str, str], theirs: dict[str, str]) -> None:
 
 
 def cold_pulls(run: Run, refs: dict[str, str], sizes: dict[str, list[dict[str, Any]]]
-               ) -> dict[str, list[float]]:
+               ) -> tuple[dict[str, list[float]], set[str]]:
     """Remove both images and this run's build cache; pull each twice, alternating; the
-    images stay as the last pull left them."""
+    images stay as the last pull left them. Also the images a pull of which found more than
+    the base image's one layer in the engine: those pulls were not cold."""
     aliases = dict(run.restore)
     for tag in (t for tags in aliases.values() for t in tags):
         run.daemon.remove_image(tag)
@@ -228,6 +229,7 @@ def cold_pulls(run: Run, refs: dict[str, str], sizes: dict[str, list[dict[str, A
     if held:
         print(f"note: still in the engine after removal: {held}; the pulls are not cold")
     times: dict[str, list[float]] = {n: [] for n in NAMES}
+    warm: set[str] = set()
     order = [*NAMES, *reversed(NAMES)]
     for i, name in enumerate(order):
         seconds, fetched = pull(run, refs[name])
@@ -236,12 +238,14 @@ def cold_pulls(run: Run, refs: dict[str, str], sizes: dict[str, list[dict[str, A
         print(f"pull {i + 1}: {name} {seconds:.1f} s; layers not downloaded (already in the "
               f"engine): {len(skipped)} of {len(sizes[name])}, "
               f"{sum(x['size'] for x in skipped) / 1e6:.1f} MB", flush=True)
+        if len(skipped) > 1:  # the engine keeps the shared base image's layer, no more
+            warm.add(name)
         if i < len(NAMES):
             run.daemon.remove_image(refs[name])
     for alias, tags in aliases.items():
         for tag in tags:
             run.daemon.api.tag(alias, *split_reference(tag))
-    return times
+    return times, warm
 
 
 def starts(run: Run, refs: dict[str, str], module: str) -> dict[str, list[tuple[float, float]]]:
@@ -277,8 +281,9 @@ def _size(n: float) -> str:
     return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
 
 
-def report(rows: dict[str, dict[str, Any]], engine: str) -> None:
-    """The issue's table, the ratios and the goals."""
+def report(rows: dict[str, dict[str, Any]], engine: str, warm: set[str]) -> None:
+    """The issue's table, the ratios and the goals (the pull goal not judged where a pull
+    found the image's layers in the engine)."""
     dg, up = rows["dockergen"], rows["upstream"]
 
     def line(label: str, key: str, fmt: Callable[[Any], str], ratio: bool = True) -> None:
@@ -299,9 +304,13 @@ def report(rows: dict[str, dict[str, Any]], engine: str) -> None:
     for name, row in rows.items():
         for module, state in sorted(row["flashinfer"].items()):
             print(f"  {name}: FlashInfer {module}: {state}")
-    goals = [("pull + start <= 0.6x upstream", dg["total"] <= 0.6 * up["total"]),
-             ("0 modules compiled at start", dg["compiled"] == 0),
+    goals = [("0 modules compiled at start", dg["compiled"] == 0),
              ("0 FlashInfer modules to JIT", dg["jit"] == 0)]
+    if warm:
+        print(f"goal: pull + start <= 0.6x upstream: not measured (the pulls of "
+              f"{', '.join(sorted(warm))} found its layers in the engine: not cold)")
+    else:
+        goals.insert(0, ("pull + start <= 0.6x upstream", dg["total"] <= 0.6 * up["total"]))
     for goal, met in goals:
         print(f"goal: {goal}: {'met' if met else 'NOT met'}")
 
@@ -317,7 +326,7 @@ def measure(run: Run, args: argparse.Namespace, sets: list[str], work: Path) -> 
     refs["upstream"] = upstream_image(run, resolved, pins, args)
     closure(pins, dists(run, refs["upstream"]))
     manifests = {n: layers(run, r) for n, r in refs.items()}
-    pulls = cold_pulls(run, refs, manifests)
+    pulls, warm = cold_pulls(run, refs, manifests)
     started = starts(run, refs, resolved.startup_import or "vllm.entrypoints.cli.serve")
     archs = " ".join(sorted({arch_of(t) for t in resolved.gpus}))
     modules = tuple((m.name, m.spec.partition(":")[0], m.spec.partition(":")[2])
@@ -338,7 +347,7 @@ def measure(run: Run, args: argparse.Namespace, sets: list[str], work: Path) -> 
         print(f"{name}: {ref}; pulls {[round(p, 1) for p in pulls[name]]} s; starts "
               f"{[(round(s, 2), round(w, 2)) for s, w in started[name]]} s (import, docker run)")
     print(f"FlashInfer archs probed: {archs}")
-    report(rows, str(run.daemon.api.version().get("Version")))
+    report(rows, str(run.daemon.api.version().get("Version")), warm)
 
 
 def main(argv: list[str] | None = None) -> int:
