@@ -284,6 +284,7 @@ _pools: dict[str, urllib3.PoolManager] = {}
 def _transient(error: BaseException) -> bool:
     """Whether a urllib3 failure passes: a timeout, a reset, ``EAI_AGAIN``."""
     import socket
+    import ssl
 
     from urllib3 import exceptions as x
 
@@ -299,8 +300,11 @@ def _transient(error: BaseException) -> bool:
         seen.append(exc)
         if isinstance(exc, socket.gaierror):
             return exc.errno == socket.EAI_AGAIN
-        if isinstance(exc, (ConnectionResetError, ConnectionAbortedError, TimeoutError)):
-            return True
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            return False  # a certificate the trust store refuses stays refused
+        if isinstance(exc, (ConnectionResetError, ConnectionAbortedError, TimeoutError,
+                            ssl.SSLEOFError, ssl.SSLZeroReturnError)):
+            return True  # the peer (or a proxy between) dropped the connection mid-TLS
         todo += [exc.__cause__, exc.__context__, *exc.args]
     return False
 
@@ -340,8 +344,11 @@ def _pool_for(url: str) -> urllib3.PoolManager:
         import truststore
 
         context = truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        _pools[key] = (urllib3.ProxyManager(key, ssl_context=context, num_pools=8) if key
-                       else urllib3.PoolManager(ssl_context=context, num_pools=8))
+        # maxsize: one kept connection per concurrent reader of a host (owners reads with
+        # eight threads), so connections are reused rather than handshaken again
+        _pools[key] = (urllib3.ProxyManager(key, ssl_context=context, num_pools=8, maxsize=8)
+                       if key else
+                       urllib3.PoolManager(ssl_context=context, num_pools=8, maxsize=8))
     return _pools[key]
 
 
@@ -376,7 +383,13 @@ def _fetch(url: str, headers: dict[str, str], cap: int, remaining: float) -> Res
 
 def _reason(exc: BaseException) -> str:
     """What went wrong, by kind (the exception's text may quote a header or a URL)."""
+    import ssl
+
     inner = getattr(exc, "reason", None) or exc.__cause__ or exc
+    tls = next((a for a in (inner, *getattr(inner, "args", ())) if isinstance(a, ssl.SSLError)),
+               None)
+    if tls is not None and isinstance(tls.reason, str) and tls.reason.isidentifier():
+        return f"{type(tls).__name__} {tls.reason}"  # OpenSSL's mnemonic, never peer text
     return type(inner).__name__
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +27,7 @@ def _name_error(errno: int) -> x.NameResolutionError:
     _name_error(socket.EAI_AGAIN), x.ReadTimeoutError(None, "u", "timed out"),  # type: ignore[arg-type]
     x.ConnectTimeoutError("timed out"),
     x.ProtocolError("Connection aborted.", ConnectionResetError(104, "reset")),
+    x.SSLError(ssl.SSLEOFError(8, "[SSL: UNEXPECTED_EOF_WHILE_READING] EOF occurred")),
 ])
 def test_a_passing_failure_is_tried_again(exc: BaseException) -> None:
     assert net._transient(exc)
@@ -34,6 +36,7 @@ def test_a_passing_failure_is_tried_again(exc: BaseException) -> None:
 @pytest.mark.parametrize("exc", [
     x.NewConnectionError(None, "Connection refused"),  # type: ignore[arg-type]
     _name_error(socket.EAI_NONAME), x.SSLError("certificate verify failed"),
+    x.SSLError(ssl.SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED]")),
     x.LocationParseError("bad"),
 ])
 def test_a_lasting_failure_fails_at_once(exc: BaseException) -> None:
@@ -88,3 +91,17 @@ def test_a_refused_connection_is_not_tried_again() -> None:
         port = sock.getsockname()[1]
         with pytest.raises(net.NetError, match="cannot be read"):
             net.get(f"http://127.0.0.1:{port}/simple/x/", "page")
+
+
+def test_a_tls_failure_is_named_by_its_openssl_reason_and_no_peer_text() -> None:
+    """The reason a user sees tells a dropped connection from a refused certificate; the
+    message's free text (which a proxy or peer can shape) is not repeated."""
+    dropped = ssl.SSLEOFError(8, "EOF from evil.example")
+    dropped.reason = "UNEXPECTED_EOF_WHILE_READING"
+    assert net._reason(x.SSLError(dropped)) == "SSLEOFError UNEXPECTED_EOF_WHILE_READING"
+    refused = ssl.SSLCertVerificationError(1, "certificate verify failed: evil")
+    refused.reason = "CERTIFICATE_VERIFY_FAILED"
+    assert "evil" not in net._reason(x.MaxRetryError(None, "u", x.SSLError(refused)))  # type: ignore[arg-type]
+    odd = ssl.SSLError(1, "x")
+    odd.reason = "no such; thing"
+    assert net._reason(x.SSLError(odd)) == "SSLError"
