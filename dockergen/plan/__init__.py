@@ -99,7 +99,8 @@ def profile_source(res: Resolution) -> ProfilePlanSource:
             gpu_mem_gib=min(mems), weights=p.quantization.weights,
             kv_cache=p.quantization.kv_cache, tensor_parallel=s.tensor_parallel_size,
             max_model_len=s.max_model_len, gpu_memory_utilization=s.gpu_memory_utilization,
-            max_num_batched_tokens=s.max_num_batched_tokens),
+            max_num_batched_tokens=s.max_num_batched_tokens,
+            env=tuple(sorted(s.env.items()))),
         model_config=config,
         max_model_len_at=res.at("serving", "max_model_len"),  # or its nearest parent
         tensor_parallel_at=res.at("serving", "tensor_parallel_size"),

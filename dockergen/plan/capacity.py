@@ -1,7 +1,8 @@
 """The plan itself: weights per GPU, the KV-cache budget (the serving engine's own rule),
 tokens per GPU, the largest max_model_len and the concurrency that fit, and the checks
 that refuse a profile whose model does not fit.
-May import: :mod:`dockergen.components.serving` (each engine's KV-cache budget rule),
+May import: :mod:`dockergen.components.serving` (each engine's KV-cache budget rule and
+model-length rule; ``.run``, the shape of the latter),
 :mod:`dockergen.errors` and this package's shapes.
 """
 
@@ -9,10 +10,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dockergen.errors import Location, Problem, ProfileError
 from dockergen.plan.shapes import GIB, ModelShape, PlanError, count_params, kv_bytes_per_token_layer
+
+if TYPE_CHECKING:  # the engines load on first use (the registry imports every engine)
+    from dockergen.components.serving.run import ContextLimit
 
 # vLLM's KV block: 16 tokens (src: vllm/config/cache.py CacheConfig.block_size default on
 # CUDA; the sliding-window bound adds one block).
@@ -43,6 +47,7 @@ class PlanInputs:
     max_model_len: int | None
     gpu_memory_utilization: float | None
     max_num_batched_tokens: int | None
+    env: tuple[tuple[str, str], ...] = ()  # serving.env: an engine may read its limits there
 
 
 @dataclass
@@ -70,6 +75,9 @@ class Plan:
     overhead_source: str
     kv_budget_bytes_per_gpu: int
     max_model_len: int
+    model_max_len: int  # the model's own limit, as the engine derives it at start-up
+    model_max_len_rule: str  # how the engine derives it (with the source it mirrors)
+    model_max_len_enforced: bool  # the engine refuses a longer max_model_len
     bytes_per_request_per_gpu: int
     tokens_per_gpu: int
     max_concurrency: float
@@ -130,11 +138,13 @@ def _plan(m: ModelShape, inp: PlanInputs, tp: int, weight_total: int | None,
     overhead = int(overhead_gib * GIB)
     w_gpu = math.ceil(weight_total / tp)
     budget, util, budget_rule = _kv_budget(inp, mem, w_gpu, overhead)
-    max_len = inp.max_model_len or m.max_position
+    limit = _model_limit(m, inp)
+    max_len = inp.max_model_len or limit.tokens  # the engines' default: the model's own
     batched = inp.max_num_batched_tokens or max_len
     need = _request_bytes(m, full_pt, slide_pt, max_len, batched)
     fits = need <= budget and budget > 0
-    largest = _largest_max_model_len(m, full_pt, slide_pt, max_len, batched, budget)
+    largest = _largest_max_model_len(m, full_pt, slide_pt, limit.tokens,
+                                     inp.max_num_batched_tokens, budget)
     tokens = budget // full_pt if full_pt else 0
     concurrency = round(budget / need, 2) if need else 0.0
     smallest_tp: int | None = tp if fits else None
@@ -158,6 +168,8 @@ def _plan(m: ModelShape, inp: PlanInputs, tp: int, weight_total: int | None,
                          "it at start-up: vllm/v1/worker/gpu_worker.py "
                          "determine_available_memory"),
         kv_budget_bytes_per_gpu=budget, max_model_len=max_len,
+        model_max_len=limit.tokens, model_max_len_rule=limit.rule,
+        model_max_len_enforced=not limit.overridden and limit.override_env != "",
         bytes_per_request_per_gpu=need, tokens_per_gpu=int(tokens),
         max_concurrency=concurrency, fits=fits, largest_max_model_len=largest,
         smallest_tensor_parallel=smallest_tp, formula=_kv_formula(m, kv_bytes, full_layers),
@@ -186,18 +198,38 @@ def _kv_budget(inp: PlanInputs, mem: int, w_gpu: int, overhead: int) -> tuple[in
     return max(budget, 0), util, budget_rule
 
 
-def _largest_max_model_len(m: ModelShape, full_pt: int, slide_pt: int, max_len: int,
-                           batched: int, budget: int) -> int:
-    """The largest max_model_len up to ``max_len`` whose request fits ``budget``."""
-    # Largest max_model_len that fits (block-rounded), like vLLM's estimate_max_model_len.
-    lo, hi = 0, max_len
+def _model_limit(m: ModelShape, inp: PlanInputs) -> ContextLimit:
+    """The model's longest context as the profile's engine derives it at start-up (its
+    ``context_limit``, in its folder); where dockergen has not read the engine's rule,
+    max_position_embeddings, not enforced."""
+    from dockergen.components.serving import engine_for
+    from dockergen.components.serving.run import ContextLimit, ModelContext, Rope
+
+    model = ModelContext(m.model_type, m.lengths, tuple(Rope(*r) for r in m.rope),
+                         m.rope_nested)
+    limit = engine_for(inp.engine).context_limit(model, dict(inp.env))
+    return limit or ContextLimit(m.max_position, f"max_position_embeddings="
+                                 f"{m.max_position} (dockergen's bound: the {inp.engine} "
+                                 "rule is not read from its source)", "", False)
+
+
+def _largest_max_model_len(m: ModelShape, full_pt: int, slide_pt: int, limit: int,
+                           batched: int | None, budget: int) -> int:
+    """The largest max_model_len up to the model's ``limit`` whose one request fits
+    ``budget`` (``batched``: max_num_batched_tokens, None: the engines' default of the
+    length itself): vLLM's own search (src: vllm 0.33.0 vllm/v1/core/kv_cache_planning.py:97
+    estimate_max_model_len, a binary search for the longest length whose KV specs'
+    max_memory_usage_bytes fit the available KV-cache memory, not rounded), run up to the
+    model's limit instead of the request: vLLM runs it only on a request that does not fit
+    (:50-86 _check_enough_kv_cache_memory), so its answer there is this one."""
+    lo, hi = 0, limit
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if _request_bytes(m, full_pt, slide_pt, mid, min(batched, mid)) <= budget:
+        if _request_bytes(m, full_pt, slide_pt, mid, min(batched or mid, mid)) <= budget:
             lo = mid
         else:
             hi = mid - 1
-    return lo // BLOCK_SIZE * BLOCK_SIZE if lo >= BLOCK_SIZE else lo
+    return lo
 
 
 def _smallest_fitting_tp(m: ModelShape, inp: PlanInputs, tp: int, weight_total: int,
@@ -225,6 +257,17 @@ def _kv_formula(m: ModelShape, kv_bytes: int, full_layers: int) -> str:
                     f"sliding_window {m.sliding_window} - 1 + max_num_batched_tokens "
                     f"tokens, {full_layers} global layers grow with context")
     return formula
+
+
+def _beyond_model(plan: Plan) -> tuple[str, str]:
+    """(problem, fix) for a max_model_len longer than the model's own limit."""
+    fit = min(plan.model_max_len, plan.largest_max_model_len)
+    fix = f"set serving.max_model_len to {fit} or less"
+    if fit < plan.model_max_len:
+        fix += " (the longest the KV cache holds)"
+    return (f"max_model_len {plan.max_model_len} is more than the model's own limit "
+            f"{plan.model_max_len} ({plan.model.strip()}: {plan.model_max_len_rule}); "
+            f"{plan.engine} refuses it at start-up"), fix
 
 
 def misfit_message(plan: Plan) -> tuple[str, str]:
@@ -273,7 +316,10 @@ def check_tensor_parallel(m: ModelShape, tp: int, location: Location) -> None:
 
 
 def check_fit(plan: Plan, location: Location) -> None:
-    """Raise a :class:`ProfileError` at ``serving.max_model_len`` when the plan does not fit."""
+    """Raise a :class:`ProfileError` at ``serving.max_model_len`` when the engine would
+    refuse it at start-up: beyond the model's own limit, or more than the KV cache holds."""
+    if plan.model_max_len_enforced and plan.max_model_len > plan.model_max_len:
+        raise ProfileError([Problem(location, "serving.max_model_len", *_beyond_model(plan))])
     if plan.fits:
         return
     problem, fix = misfit_message(plan)

@@ -57,6 +57,14 @@ class ModelShape:
     dense_layers: int = 0  # of an MoE model: layers with a dense MLP instead of experts
     sliding_window: int = 0
     sliding_layers: int = 0  # how many of the layers are sliding-window layers
+    # what the engines derive the model's longest context from (each engine's rule is in its
+    # folder: ServingEngine.context_limit): the model_type, every length key the config sets,
+    # and each RoPE parameter set as (rope_type, factor or None, has
+    # original_max_position_embeddings), nested by layer type or not
+    model_type: str = ""
+    lengths: tuple[tuple[str, int], ...] = ()
+    rope: tuple[tuple[str, float | None, bool], ...] = ()
+    rope_nested: bool = False
 
     @property
     def attention(self) -> str:
@@ -79,6 +87,12 @@ CONFIG_LIMITS = {"num_hidden_layers": 1024, "hidden_size": 131_072,
                  "max_position_embeddings": 1 << 28, "sliding_window": 1 << 28,
                  "n_routed_experts": 65_536, "num_local_experts": 65_536,
                  "num_experts": 65_536, "n_shared_experts": 65_536}
+# The keys any engine reads the model's length from (the union of vLLM's LENGTH_KEYS and
+# SGLang's CONTEXT_LENGTH_KEYS, each in its engine's folder; a test checks the union).
+LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+               "model_max_length", "max_target_positions", "max_sequence_length",
+               "max_seq_length", "seq_len")
+CONFIG_LIMITS.update(dict.fromkeys(LENGTH_KEYS, 1 << 28))
 DEFAULT_LIMIT = 1 << 20  # every other count (ranks, head dims of MLA, steps, k-dense)
 
 
@@ -175,7 +189,48 @@ def shape_from_config(cfg: dict[str, Any], name: str, where: str) -> ModelShape:
         dense_layers=dense_layers if experts else layers,
         sliding_window=sliding if sliding_layers else 0,
         sliding_layers=sliding_layers,
+        model_type=str(cfg.get("model_type") or ""),
+        lengths=tuple((k, _int(cfg, k, where)) for k in LENGTH_KEYS if cfg.get(k) is not None),
+        **_rope(cfg, where),
     )
+
+
+# transformers (5.19.0, the pin of vLLM 0.33.0 and SGLang 0.5.23) reads rope_scaling as
+# rope_parameters (configuration_utils.py:752-755 convert_rope_params_to_dict), takes a
+# legacy "type" as the rope_type, "default" without either, and adds
+# original_max_position_embeddings to a llama3/yarn/longrope set (:800-820
+# standardize_rope_params); a dict of sets keyed by layer type is nested (:793).
+_ORIGINAL_ADDED = ("llama3", "yarn", "longrope")
+_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention",
+                "linear_attention", "main", "compress")
+
+
+def _rope(cfg: dict[str, Any], where: str) -> dict[str, Any]:
+    """The config's RoPE parameter sets, as the engines see them after transformers."""
+    key = "rope_scaling" if cfg.get("rope_scaling") else "rope_parameters"
+    params = cfg.get(key) or {}
+    fix = (f"set {key} to the model's own RoPE parameters (an object with rope_type and "
+           "factor) from its published config.json")
+    if not isinstance(params, dict):
+        raise PlanError(f"{where}: {key}: expected an object, got {shown(params)}; {fix}")
+    nested = bool(params) and all(k in _LAYER_TYPES and isinstance(v, dict)
+                                  for k, v in params.items())
+    sets = [v for v in params.values() if v] if nested else ([params] if params else [])
+    rope = []
+    for one in sets:
+        rope_type = one.get("rope_type", one.get("type", "default"))
+        factor = one.get("factor")
+        if not isinstance(rope_type, str):
+            raise PlanError(f"{where}: {key}: rope_type {shown(rope_type)} is not a name; "
+                            f"{fix}")
+        if factor is not None and (isinstance(factor, bool) or not isinstance(
+                factor, (int, float)) or not 0 < factor <= 1024):
+            raise PlanError(f"{where}: {key}: factor {shown(factor)} is not a number from "
+                            f"0 to 1024; {fix}")
+        original = "original_max_position_embeddings" in one or (
+            not nested and rope_type in _ORIGINAL_ADDED)
+        rope.append((rope_type, None if factor is None else float(factor), original))
+    return {"rope": tuple(rope), "rope_nested": nested}
 
 
 def _sliding_layers(cfg: dict[str, Any], where: str, layers: int, sliding: int) -> int:

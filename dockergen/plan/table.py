@@ -38,6 +38,9 @@ def format_table(plan: Plan) -> str:
         ("max_model_len", f"{plan.max_model_len} ({_size(plan.bytes_per_request_per_gpu)} "
                           "per request per GPU)"),
         ("max concurrency", f"{plan.max_concurrency:.2f}x requests of max_model_len"),
+        ("model's limit", f"{plan.model_max_len} ({plan.model_max_len_rule})"),
+        ("longest that fits", f"{plan.largest_max_model_len} (max_model_len of one request "
+                              "the KV budget holds, up to the model's limit)"),
         ("fits", "yes" if plan.fits else
          f"NO (largest max_model_len {plan.largest_max_model_len}, smallest TP "
          f"{plan.smallest_tensor_parallel or 'none up to 64'})"),

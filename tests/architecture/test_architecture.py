@@ -137,6 +137,7 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.plan.shapes": _BASE,
     "dockergen.plan.weights": _BASE | {"dockergen.plan.shapes"},
     "dockergen.plan.capacity": _BASE | {"dockergen.components.serving",
+                                        "dockergen.components.serving.run",
                                         "dockergen.plan.shapes"},
     "dockergen.plan.table": {"dockergen.plan.capacity", "dockergen.plan.shapes"},
     # observe reads the resolution through monitored only (one adapter)

@@ -31,7 +31,7 @@ from dockergen import inputs, kernels, pylockfile
 from dockergen.components import cuda, python
 from dockergen.components import torch as torch_component
 from dockergen.components.base import Context, describe_all, dotted, release_edits
-from dockergen.components.serving.run import EngineRun
+from dockergen.components.serving.run import ContextLimit, EngineRun, ModelContext
 from dockergen.errors import Edit
 from dockergen.knowledge import in_range, is_unverified, load_facts
 from dockergen.model import (
@@ -741,6 +741,14 @@ class ServingEngine:
         ``serving.gpu_memory_utilization`` (None: the engine's default): (bytes, the
         fraction used, the rule in words)."""
         raise NotImplementedError(f"{self.name}: no KV-cache budget rule")
+
+    def context_limit(self, model: ModelContext, env: Mapping[str, str]
+                      ) -> ContextLimit | None:
+        """The longest max_model_len the engine starts with for ``model`` (with the
+        profile's ``serving.env``), as its start-up check derives it; None where
+        dockergen has not read the engine's rule (plan then bounds lengths by
+        max_position_embeddings and refuses none)."""
+        return None
 
     def _serve_parser(self) -> str:
         """The text of the engine's server-parser script (facts ``serve_parser``, a file of

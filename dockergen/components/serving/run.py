@@ -1,13 +1,16 @@
 """What a serving engine needs at run time, as the run configurations write it: the shape
-of an engine's run facts (:class:`EngineRun`, each engine's own in its folder) and the
+of an engine's run facts (:class:`EngineRun`, each engine's own in its folder), the
 writable folders every engine shares (/tmp, the XDG cache and config roots, Triton's
-cache), each with its source.
+cache), each with its source, and the shape of the model-length rule every engine applies
+at start-up (:class:`ModelContext` in, :class:`ContextLimit` out; each engine's own rule in
+its folder).
 May import: nothing of dockergen.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 @dataclass(frozen=True)
@@ -64,3 +67,38 @@ CONFIG = CacheDir(
     "config", "{home}/.config",
     "XDG config root: vLLM writes VLLM_CONFIG_ROOT ~/.config/vllm (usage-stats marker)",
     "vllm 0.33.0 wheel vllm/envs.py get_default_config_root / VLLM_CONFIG_ROOT")
+
+
+class Rope(NamedTuple):
+    """One set of a model's RoPE parameters as the engines see them after transformers
+    reads config.json (``rope_scaling`` becomes ``rope_parameters``; a legacy ``type`` is
+    the ``rope_type``)."""
+
+    rope_type: str
+    factor: float | None  # None: the set has no factor
+    # original_max_position_embeddings is in the set (written in config.json, or added by
+    # transformers for llama3/yarn/longrope)
+    has_original: bool
+
+
+@dataclass(frozen=True)
+class ModelContext:
+    """What the engines read from a model's config.json to derive its longest context."""
+
+    model_type: str
+    lengths: tuple[tuple[str, int], ...]  # every length key the config sets, with its value
+    rope: tuple[Rope, ...]  # one per set; several when nested by layer type
+    rope_nested: bool
+
+
+@dataclass(frozen=True)
+class ContextLimit:
+    """The longest max_model_len an engine starts with for a model (``tokens``), how it
+    was derived (``rule``, with the engine source it mirrors), and whether the profile's
+    environment turns the engine's refusal of a longer one into a warning
+    (``override_env`` set as the engine parses it: ``overridden``)."""
+
+    tokens: int
+    rule: str
+    override_env: str
+    overridden: bool

@@ -245,7 +245,10 @@ def test_validate_runs_the_capacity_check_when_the_profile_names_its_model(
     (tmp_path / "config.json").write_text(json.dumps({**LLAMA3_8B, "num_hidden_layers": 80,
                                                       "hidden_size": 8192,
                                                       "num_attention_heads": 64,
-                                                      "intermediate_size": 28672}))
+                                                      "intermediate_size": 28672,
+                                                      # Llama 3.1's 128K positions: the
+                                                      # length is the model's, memory not
+                                                      "max_position_embeddings": 131072}))
     profile = tmp_path / "big.yaml"
     profile.write_text("extends: h100-fp8\nname: big\nserving:\n  hf_config: config.json\n"
                        "  max_model_len: 131072\n")

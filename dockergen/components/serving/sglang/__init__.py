@@ -18,6 +18,7 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from dockergen.components.base import Context
@@ -25,8 +26,30 @@ from dockergen.components.serving.base import (
     EXTRA_ARGS_REASON,
     ServingEngine,
 )
-from dockergen.components.serving.run import PIN_CACHE_ROOT, TMP, TRITON, CacheDir, EngineRun
+from dockergen.components.serving.run import (
+    PIN_CACHE_ROOT,
+    TMP,
+    TRITON,
+    CacheDir,
+    ContextLimit,
+    EngineRun,
+    ModelContext,
+)
 from dockergen.model import Derivation, ServeCommand
+
+# The model's own context length, as SGLang derives it at start-up (sglang 0.5.23 wheel,
+# sglang/srt/utils/hf_transformers/common.py:668-694 get_context_length): the first of its
+# keys that the config sets, x the rope factor unless the rope parameters carry
+# original_max_position_embeddings or are llama3, 2048 without any key. The parameters are
+# transformers' rope_parameters (transformers 5.19.0, SGLang's pin:
+# configuration_utils.py:585 rope_scaling returns rope_parameters). A longer
+# --context-length is a ValueError unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN parses
+# true (srt/configs/model_config.py:1293-1316 _derive_context_length; srt/environ.py:144
+# EnvBool: true, 1, yes, y).
+CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len",
+                       "model_max_length", "max_position_embeddings")
+LIMIT_SRC = ("sglang 0.5.23 sglang/srt/configs/model_config.py:1296 "
+             "_derive_context_length")
 
 # SGLang's cache root holds its own caches beside the shared ones
 _CACHE = CacheDir(
@@ -88,6 +111,24 @@ class Sglang(ServingEngine):
         reserved_mem); dockergen reserves its overhead estimate instead."""
         util = utilization if utilization is not None else round((mem - overhead) / mem, 4)
         return int(mem * util) - weights, util, "SGLang: GPU memory x mem_fraction_static - weights"
+
+    def context_limit(self, model: ModelContext, env: Mapping[str, str]
+                      ) -> ContextLimit | None:
+        """SGLang's derived context length (see :data:`CONTEXT_LENGTH_KEYS`)."""
+        lengths = dict(model.lengths)
+        factor = 1.0
+        if model.rope and not model.rope_nested:  # nested sets have no top-level factor
+            rope = model.rope[0]
+            if rope.factor is not None and not rope.has_original and rope.rope_type != "llama3":
+                factor = rope.factor
+        key = next((k for k in CONTEXT_LENGTH_KEYS if k in lengths), None)
+        base = lengths[key] if key else 2048
+        rule = (f"{key}={base}" if key else "no length key: 2048") + (
+            f" x rope factor {factor:g}" if factor != 1 else "")
+        flag = env.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "").lower() in (
+            "true", "1", "yes", "y")
+        return ContextLimit(int(factor * base), f"{rule}; {LIMIT_SRC}",
+                            "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", flag)
 
     def check_scheduler(self, c: Context) -> None:
         """No start-up refusal of SGLang's scheduler is known; vLLM's rules do not apply."""

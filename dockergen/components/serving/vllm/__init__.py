@@ -17,11 +17,36 @@ from typing import Any, ClassVar
 
 from dockergen.components.base import Context
 from dockergen.components.serving.base import ServingEngine
-from dockergen.components.serving.run import CACHE, CONFIG, TMP, TRITON, EngineRun
+from dockergen.components.serving.run import (
+    CACHE,
+    CONFIG,
+    TMP,
+    TRITON,
+    ContextLimit,
+    EngineRun,
+    ModelContext,
+)
 from dockergen.components.serving.vllm import wheel as vllm_wheel
 from dockergen.model import Derivation, ServeCommand
 
 ARGS_SRC = "VLLM-WHEEL 0.33.0 engine/arg_utils.py"
+
+# The model's own length, as vLLM derives it at start-up (vllm 0.33.0 wheel):
+# its length keys, the smallest of those set wins, model_max_length wins over all
+# (vllm/transformers_utils/model_arch_config_convertor.py:374-407
+# derive_max_model_len_and_key) ...
+LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+               "model_max_length", "max_target_positions", "max_sequence_length",
+               "max_seq_length", "seq_len")
+# ... then x the rope factor, except for the RoPE types whose max_position_embeddings is
+# already the scaled length and for Gemma 3 (vllm/config/model.py:2603-2634
+# _get_and_verify_max_len); a longer max_model_len is a ValueError "User-specified
+# max_model_len (...) is greater than the derived max_model_len" unless it is within
+# model_max_length or VLLM_ALLOW_LONG_MAX_MODEL_LEN is "1"/"true" (vllm/config/model.py:
+# 2657-2683; the variable parsed in vllm/envs.py:1115-1118).
+UNSCALED_ROPE = ("su", "longrope", "llama3", "yarn", "deepseek_yarn",
+                 "deepseek_llama_scaling")
+LIMIT_SRC = "vllm 0.33.0 vllm/config/model.py:2657 _get_and_verify_max_len"
 
 
 
@@ -121,6 +146,30 @@ class Vllm(ServingEngine):
         util = utilization or self.default_utilization
         return (int(mem * util) - weights - overhead, util,
                 "vLLM: GPU memory x gpu_memory_utilization - weights - overhead")
+
+    def context_limit(self, model: ModelContext, env: Mapping[str, str]
+                      ) -> ContextLimit | None:
+        """vLLM's derived max_model_len (see :data:`LENGTH_KEYS`, :data:`UNSCALED_ROPE`);
+        None for a config without a length key, where vLLM takes any max_model_len."""
+        lengths = dict(model.lengths)
+        found = [(lengths[k], k) for k in LENGTH_KEYS if k in lengths]
+        if not found:
+            return None
+        derived, key = min(found, key=lambda f: f[0])  # the first of the smallest
+        if lengths.get("model_max_length"):
+            derived, key = lengths["model_max_length"], "model_max_length"
+        factor = 1.0
+        if model.rope and "gemma3" not in model.model_type:
+            for rope in model.rope:
+                if rope.rope_type not in UNSCALED_ROPE and rope.factor is not None:
+                    factor = rope.factor
+        tokens = int(derived * factor)
+        rule = f"{key}={derived}" + (f" x rope factor {factor:g}" if factor != 1 else "")
+        if lengths.get("model_max_length", 0) > tokens:  # allowed up to it (model.py:2661)
+            tokens = lengths["model_max_length"]
+        flag = env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "0").strip().lower() in ("1", "true")
+        return ContextLimit(tokens, f"{rule}; {LIMIT_SRC}", "VLLM_ALLOW_LONG_MAX_MODEL_LEN",
+                            flag)
 
     # --- FlashInfer's precompiled kernels: the rule is the base class's ----------------------
     def flashinfer_row(self, c: Context) -> dict[str, Any] | None:
