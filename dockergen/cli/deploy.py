@@ -1,7 +1,8 @@
 """``dockergen deploy``: a hardened Compose file or Kubernetes manifest for a profile (or
 for every shipped one).
 
-May import: click, :mod:`dockergen.cli.app`, :mod:`dockergen.cli.params` and the standard
+May import: click, :mod:`dockergen.cli.app`, :mod:`dockergen.cli.params`,
+:mod:`dockergen.kube` (a leaf: the namespace observe's monitoring shares) and the standard
 library at the top; the rest of dockergen inside the command (start-up time).
 """
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from dockergen import kube
 from dockergen.cli import params
 from dockergen.cli.app import (
     path_given,
@@ -38,7 +40,7 @@ from dockergen.cli.app import (
               "(MIG-...), comma-separated (default: a count of tensor_parallel_size).")
 @click.option("--bind", "bind_address", default="127.0.0.1", show_default=True,
               help="Compose: host IP address the port is published on.")
-@click.option("--namespace", default="llm-serving", show_default=True,
+@click.option("--namespace", default=kube.DEFAULT_NAMESPACE, show_default=True,
               help="Kubernetes namespace (an RFC 1123 label).")
 @click.option("--runtime-class", help="Kubernetes runtimeClassName (e.g. nvidia).")
 @click.option("--hf-secret", default="hf-token", show_default=True,

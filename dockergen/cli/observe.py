@@ -2,7 +2,8 @@
 dashboard for a profile's engine release (or for every shipped profile).
 
 May import: click, :mod:`dockergen.cli.app`, :mod:`dockergen.cli.params`,
-:mod:`dockergen.errors` and the standard library at the top; the rest of dockergen (the
+:mod:`dockergen.errors`, :mod:`dockergen.kube` (a leaf: deploy's namespace and port name,
+the options' defaults) and the standard library at the top; the rest of dockergen (the
 Grafana SDK) inside the command (start-up time).
 """
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from dockergen import kube
 from dockergen.cli import params
 from dockergen.cli.app import (
     folder_given,
@@ -36,15 +38,18 @@ from dockergen.errors import ProfileError, holds_secret
                    "PodMonitor/ServiceMonitor + PrometheusRule. Both add dashboard.json.")
 @click.option("--monitor", type=click.Choice(["PodMonitor", "ServiceMonitor"]),
               default="PodMonitor", show_default=True, help="With --format k8s.")
-@click.option("--port-name", default="http", show_default=True,
+@click.option("--port-name", default=kube.SERVER_PORT_NAME, show_default=True,
               help="With --format k8s: the named container/service port serving metrics.")
+@click.option("--namespace", default=kube.DEFAULT_NAMESPACE, show_default=True,
+              help="With --format k8s: the namespace the monitor and rules live in and "
+                   "select, the one `deploy --format k8s --namespace` deploys into.")
 @click.option("--target", "scrape_targets", multiple=True, metavar="HOST:PORT",
               help="Scrape target (repeatable); default observe.targets or localhost:PORT.")
 @set_option
 @quiet_option
 def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monitor: str,
-            port_name: str, scrape_targets: tuple[str, ...], overrides: tuple[str, ...],
-            quiet: bool) -> None:
+            port_name: str, namespace: str, scrape_targets: tuple[str, ...],
+            overrides: tuple[str, ...], quiet: bool) -> None:
     """Write Prometheus scrape config, recording and alert rules and a Grafana dashboard
     whose queries use the metric names of PROFILE's engine release."""
 
@@ -59,7 +64,12 @@ def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monit
     if observe_all == bool(profile):
         raise click.UsageError("give either PROFILE or --all")
     refuse_other_format(click.get_current_context(), fmt,
-                         (("monitor", "--monitor", "k8s"), ("port_name", "--port-name", "k8s")))
+                         (("monitor", "--monitor", "k8s"), ("port_name", "--port-name", "k8s"),
+                          ("namespace", "--namespace", "k8s")))
+    problem = kube.name_problem("--namespace", namespace, True, kube.DEFAULT_NAMESPACE,
+                                "a namespace")
+    if problem:
+        raise click.UsageError(problem)
     # a named container port (Kubernetes IANA_SVC_NAME): at most 15 of [a-z0-9-], a letter
     # among them, no '-' at either end or twice in a row (src: k8s.io apimachinery
     # validation.IsValidPortName)
@@ -80,7 +90,7 @@ def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monit
     for path in paths:
         try:
             results.append(monitoring(resolution(path, overrides), fmt,  # type: ignore[arg-type]
-                                      scrape_targets, monitor, port_name))
+                                      scrape_targets, monitor, port_name, namespace))
         except ProfileError as exc:
             problems.extend(exc.problems)
     if problems:

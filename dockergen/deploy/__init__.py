@@ -20,26 +20,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dockergen import inputs, layers, refs
+from dockergen import inputs, kube, layers, refs
 from dockergen.buildrecord import BuildRecord, RecordProblem, read_record
 from dockergen.components.serving.run import CacheDir, EngineRun
 from dockergen.deploy.facts import OPT_INS, shm_gib
-from dockergen.errors import DockergenError, ExitCode, holds_secret, shown_value
+from dockergen.errors import DockergenError, ExitCode, shown_value
 
 if TYPE_CHECKING:
     from dockergen.pipeline import Resolution
 
 FORMATS = ("compose", "k8s")
 
-# Kubernetes object names ("Object Names and IDs",
-# kubernetes.io/docs/concepts/overview/working-with-objects/names/): a namespace is an RFC
-# 1123 label (at most 63 characters); Secret, PersistentVolumeClaim and RuntimeClass names
-# are DNS subdomain names (at most 253): lowercase alphanumerics and '-', dot-separated
-# labels, each starting and ending with an alphanumeric.
-_DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(
-    r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
-_DNS_SUBDOMAIN_MAX = 253
 # Compose device_ids are what the NVIDIA container toolkit accepts in
 # NVIDIA_VISIBLE_DEVICES: an index, a GPU UUID, or a MIG device (`MIG-<UUID>` since driver
 # R470, `MIG-GPU-<UUID>/<GI>/<CI>` before); nvidia-smi -L prints them.
@@ -61,22 +52,9 @@ class DeployUsageError(DeployError):
 
 def _check_k8s_name(option: str, value: str, label: bool, example: str,
                     what: str) -> None:
-    shape, most = (_DNS_LABEL, 63) if label else (_DNS_SUBDOMAIN, _DNS_SUBDOMAIN_MAX)
-    # a valid name can still be a credential (an `sk-...` key in lowercase): never write it
-    if len(value) <= most and shape.fullmatch(value) and not holds_secret(value):
-        return
-    rule = ("an RFC 1123 label" if label else "a DNS subdomain name") + (
-        f" (at most {most} lowercase letters, digits and '-'"
-        + ("" if label else ", in '.'-separated parts")
-        + ", starting and ending with a letter or digit)")
-    if holds_secret(value):
-        raise DeployUsageError(
-            f"{option}: the value looks like a credential (not shown), not the name of {what}; "
-            f"give the name, {rule}, e.g. {option} {example}"
-            + ("; create it with `kubectl create secret generic hf-token "
-               "--from-literal=token=$HF_TOKEN`" if option == "--hf-secret" else ""))
-    raise DeployUsageError(f"{option} {shown_value(value)}: not {rule}, as Kubernetes requires for "
-                           f"the name of {what}; e.g. {option} {example}")
+    problem = kube.name_problem(option, value, label, example, what)
+    if problem:
+        raise DeployUsageError(problem)
 
 
 def check_options(options: DeployOptions) -> None:
@@ -85,7 +63,8 @@ def check_options(options: DeployOptions) -> None:
     Each value lands in the YAML written and in its header comments: only shapes that
     cannot change that YAML's structure get through.
     """
-    _check_k8s_name("--namespace", options.namespace, True, "llm-serving", "a namespace")
+    _check_k8s_name("--namespace", options.namespace, True, kube.DEFAULT_NAMESPACE,
+                    "a namespace")
     _check_k8s_name("--hf-secret", options.hf_secret, False, "hf-token", "a Secret")
     if options.model_claim is not None:
         _check_k8s_name("--model-claim", options.model_claim, False, "llama-3-8b-model",
@@ -128,7 +107,7 @@ class DeployOptions:
     opt_in: tuple[str, ...] = ()
     gpu_ids: tuple[str, ...] = ()  # Compose: explicit device ids; default: a count
     bind_address: str = "127.0.0.1"
-    namespace: str = "llm-serving"
+    namespace: str = kube.DEFAULT_NAMESPACE
     runtime_class: str | None = None
     hf_secret: str = "hf-token"
     model_claim: str | None = None  # Kubernetes PVC; default "<name>-model"

@@ -4,7 +4,8 @@ The pod meets the Pod Security Standards "restricted" profile (src:
 kubernetes.io/docs/concepts/security/pod-security-standards/): runAsNonRoot, a non-zero
 runAsUser, allowPrivilegeEscalation false, capabilities drop ALL, seccomp RuntimeDefault,
 only emptyDir/persistentVolumeClaim/secret volumes, no host namespaces (unless opted in).
-May import: :mod:`dockergen.deploy` and :mod:`dockergen.deploy.facts`.
+May import: :mod:`dockergen.deploy`, :mod:`dockergen.deploy.facts` and :mod:`dockergen.kube`
+(the namespace, labels and port name observe's monitoring selects).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from dockergen import kube
 from dockergen.deploy import DeployFacts, DeployOptions, comment
 from dockergen.deploy.facts import (
     GFD_COMPUTE_MAJOR,
@@ -46,7 +48,7 @@ def node_affinity(f: DeployFacts) -> dict[str, Any]:
 
 
 def _probe(f: DeployFacts, period: int, failures: int, timeout: int = 5) -> dict[str, Any]:
-    return {"httpGet": {"path": f.health_path, "port": "http"},
+    return {"httpGet": {"path": f.health_path, "port": kube.SERVER_PORT_NAME},
             "periodSeconds": period, "timeoutSeconds": timeout, "failureThreshold": failures}
 
 
@@ -80,7 +82,7 @@ def _server_container(f: DeployFacts, o: DeployOptions,
         "name": "server",
         "image": f.image,
         "imagePullPolicy": "Always",
-        "ports": [{"name": "http", "containerPort": f.port, "protocol": "TCP"}],
+        "ports": [{"name": kube.SERVER_PORT_NAME, "containerPort": f.port, "protocol": "TCP"}],
         "env": sorted(env, key=lambda e: e["name"]),
         "resources": {"limits": {**resources, "nvidia.com/gpu": str(f.tensor_parallel)},
                       "requests": {**resources, "nvidia.com/gpu": str(f.tensor_parallel)}},
@@ -155,7 +157,8 @@ def _service(f: DeployFacts, o: DeployOptions, labels: dict[str, str],
         "kind": "Service",
         "metadata": {"name": f.name, "namespace": o.namespace, "labels": labels},
         "spec": {"type": "ClusterIP", "selector": selector,
-                 "ports": [{"name": "http", "port": f.port, "targetPort": "http",
+                 "ports": [{"name": kube.SERVER_PORT_NAME, "port": f.port,
+                            "targetPort": kube.SERVER_PORT_NAME,
                             "protocol": "TCP"}]},
     }
 
@@ -174,8 +177,8 @@ def _network_policy(f: DeployFacts, o: DeployOptions, labels: dict[str, str],
 
 def manifests(f: DeployFacts, o: DeployOptions) -> list[dict[str, Any]]:
     """Deployment, Service and NetworkPolicy as plain data."""
-    labels = {"app.kubernetes.io/name": f.name, "app.kubernetes.io/managed-by": "dockergen"}
-    selector = {"app.kubernetes.io/name": f.name}
+    labels = kube.labels(f.name)
+    selector = kube.selector(f.name)
     volumes, mounts = _volumes_and_mounts(f, o)
     pod = _pod_spec(f, o, _server_container(f, o, mounts), volumes)
     return [_deployment(f, o, labels, selector, pod), _service(f, o, labels, selector),

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
-from dockergen import atomic
+from dockergen import atomic, kube
 from dockergen.errors import Location, Problem, ProfileError, Severity
 from dockergen.observe.metrics import EngineMetrics, UnknownRelease, engine_metrics
 from dockergen.observe.rules import (
@@ -166,7 +166,8 @@ class ObserveResult:
 
 
 def generate(t: Monitored, fmt: Format = "prometheus", targets: tuple[str, ...] = (),
-             monitor: str = "PodMonitor", port_name: str = "http") -> ObserveResult:
+             monitor: str = "PodMonitor", port_name: str = kube.SERVER_PORT_NAME,
+             namespace: str = kube.DEFAULT_NAMESPACE) -> ObserveResult:
     """Every monitoring file of a monitored profile, by relative path (sorted, deterministic)."""
     from dockergen.observe.dashboard import dashboard_json  # the Grafana SDK: lazily
 
@@ -182,8 +183,9 @@ def generate(t: Monitored, fmt: Format = "prometheus", targets: tuple[str, ...] 
         DASHBOARD_FILE: dashboard_json(s, rules, t.engine, t.release, t.gpu_targets).encode(),
     }
     if fmt == "k8s":
-        files[f"{monitor.lower()}.yaml"] = _yaml(k8s_monitor(m, s, monitor, port_name), header)
-        files["prometheusrule.yaml"] = _yaml(k8s_prometheus_rule(m, s), header)
+        files[f"{monitor.lower()}.yaml"] = _yaml(
+            k8s_monitor(m, s, monitor, port_name, namespace), header)
+        files["prometheusrule.yaml"] = _yaml(k8s_prometheus_rule(m, s, namespace), header)
     else:
         files["prometheus.yml"] = _yaml(scrape_config(m, s), header)
         files[RECORDING_FILE] = _yaml(recording_file(m, s), header)
@@ -206,9 +208,11 @@ def generate(t: Monitored, fmt: Format = "prometheus", targets: tuple[str, ...] 
 
 
 def observe(res: Resolution, fmt: Format = "prometheus", targets: tuple[str, ...] = (),
-            monitor: str = "PodMonitor", port_name: str = "http") -> ObserveResult:
-    """The monitoring files of a resolved profile, in memory."""
-    return generate(monitored(res), fmt, targets, monitor, port_name)
+            monitor: str = "PodMonitor", port_name: str = kube.SERVER_PORT_NAME,
+            namespace: str = kube.DEFAULT_NAMESPACE) -> ObserveResult:
+    """The monitoring files of a resolved profile, in memory (``namespace``: the one
+    ``deploy --format k8s`` deploys into, where the Kubernetes objects live and select)."""
+    return generate(monitored(res), fmt, targets, monitor, port_name, namespace)
 
 
 def write_output(out_dir: Path, files: dict[str, bytes]) -> None:

@@ -5,7 +5,8 @@ Python decides every expression here from the engine release's metric names
 engine-independent names (``job:dockergen_...``) so the dashboard and the alerts read the
 same series whatever the engine, and only these rules know the engine's own names.
 
-May import: dockergen.observe.metrics.
+May import: dockergen.observe.metrics, dockergen.kube (the namespace and labels the Kubernetes
+output of deploy gives the workload).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dockergen import kube
 from dockergen.observe.metrics import EngineMetrics
 
 QUANTILES = (("p50", "0.5"), ("p90", "0.9"), ("p99", "0.99"))
@@ -182,11 +184,16 @@ def scrape_config(m: EngineMetrics, s: Settings) -> dict[str, Any]:
     }
 
 
-def k8s_monitor(m: EngineMetrics, s: Settings, kind: str, port: str) -> dict[str, Any]:
+def k8s_monitor(m: EngineMetrics, s: Settings, kind: str, port: str,
+                namespace: str) -> dict[str, Any]:
     """A Prometheus Operator PodMonitor or ServiceMonitor for the profile's pods.
 
-    It selects ``app.kubernetes.io/name: <profile>`` and names the endpoint port ``port``;
-    the job label is set to the same job name the rules select on.
+    It lives in ``namespace``, the one ``deploy --format k8s`` deploys into, and selects
+    there the labels deploy gives the pods and the Service (:mod:`dockergen.kube`): a
+    monitor selects in its own namespace unless its ``namespaceSelector`` says otherwise
+    (Prometheus Operator API, PodMonitorSpec/ServiceMonitorSpec ``namespaceSelector``), so
+    the namespace is written in both places. The endpoint port is ``port``; the job label
+    is set to the same job name the rules select on.
     """
     endpoint = {
         "port": port,
@@ -201,21 +208,21 @@ def k8s_monitor(m: EngineMetrics, s: Settings, kind: str, port: str) -> dict[str
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": kind,
-        "metadata": {"name": s.job, "labels": {"app.kubernetes.io/name": s.profile,
-                                               "app.kubernetes.io/managed-by": "dockergen"}},
+        "metadata": {"name": s.job, "namespace": namespace, "labels": kube.labels(s.profile)},
         "spec": {
-            "selector": {"matchLabels": {"app.kubernetes.io/name": s.profile}},
+            "namespaceSelector": {"matchNames": [namespace]},
+            "selector": {"matchLabels": kube.selector(s.profile)},
             endpoints_key: [endpoint],
         },
     }
 
 
-def k8s_prometheus_rule(m: EngineMetrics, s: Settings) -> dict[str, Any]:
-    """Both rule groups as one Prometheus Operator PrometheusRule."""
+def k8s_prometheus_rule(m: EngineMetrics, s: Settings, namespace: str) -> dict[str, Any]:
+    """Both rule groups as one Prometheus Operator PrometheusRule, in ``namespace`` beside
+    the workload it watches."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
-        "metadata": {"name": s.job, "labels": {"app.kubernetes.io/name": s.profile,
-                                               "app.kubernetes.io/managed-by": "dockergen"}},
+        "metadata": {"name": s.job, "namespace": namespace, "labels": kube.labels(s.profile)},
         "spec": {"groups": recording_file(m, s)["groups"] + alert_file(m, s)["groups"]},
     }

@@ -27,6 +27,8 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.inputs": {"dockergen.errors"},
     "dockergen.atomic": {"dockergen.errors", "dockergen.inputs"},
     "dockergen.refs": set(),  # the image-reference grammar: a leaf every layer may read
+    # the namespace, labels and port name deploy's and observe's Kubernetes objects share
+    "dockergen.kube": {"dockergen.errors"},
     "dockergen.ranges": {"dockergen.errors"},  # a remote file through range requests
     # the one HTTP layer: every network read of the product and its maintainer tools
     "dockergen.net": {"dockergen.errors"},
@@ -123,11 +125,12 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.fleet": set(),
     # run configurations are written from the resolution; facts of their own
     "dockergen.deploy": _BASE | {"dockergen.pipeline", "dockergen.buildrecord", "dockergen.layers",
+                                 "dockergen.kube",
                                  "dockergen.components.serving",
                                  "dockergen.components.serving.run",
                                  "dockergen.deploy.compose", "dockergen.deploy.facts",
                                  "dockergen.deploy.kubernetes"},
-    "dockergen.deploy.": _BASE | {"dockergen.deploy", "dockergen.deploy.facts"},
+    "dockergen.deploy.": _BASE | {"dockergen.deploy", "dockergen.deploy.facts", "dockergen.kube"},
     # the capacity plan of a resolution (GPU memory sizes are in its GPU targets)
     "dockergen.plan": _BASE | {"dockergen.pipeline", "dockergen.plan.capacity",
                                "dockergen.plan.shapes", "dockergen.plan.table",
@@ -144,9 +147,10 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.observe.metrics": set(),
     # the metric families a release defines, read from its source (leaf)
     "dockergen.observe.families": set(),
-    "dockergen.observe.rules": {"dockergen.observe.metrics"},
+    "dockergen.observe.rules": {"dockergen.kube", "dockergen.observe.metrics"},
     "dockergen.observe.dashboard": {"dockergen.observe.rules"},
     "dockergen.observe.generate": _BASE | {"dockergen.pipeline", "dockergen.profile",
+                                           "dockergen.kube",
                                            "dockergen.observe.metrics",
                                            "dockergen.observe.rules",
                                            "dockergen.observe.dashboard"},
