@@ -12,6 +12,7 @@ and the lock formats (:mod:`dockergen.pins`: the base-image lock's typed pins;
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,20 @@ PYTHON_HOME = "/opt/python"
 APP_HOME = "/home/app"
 # The main index when build.pip_index_url is unset.
 MAIN_INDEX = "https://pypi.org/simple"
+# PyPI's simple index however a profile writes it: the host's case never matters and the
+# trailing slash is the canonical form (PEP 503: "https://pypi.org/simple/");
+# pypi.python.org is the host it had before (it redirects to pypi.org).
+_PYPI_HOSTS = ("pypi.org", "pypi.python.org")
+
+
+def is_pypi(url: str | None) -> bool:
+    """Whether ``url`` names PyPI's simple index itself (not a mirror of it)."""
+    if not url:
+        return False
+    parts = urllib.parse.urlsplit(url)
+    return (parts.scheme.lower() == "https" and (parts.hostname or "") in _PYPI_HOSTS
+            and parts.port in (None, 443) and not parts.username
+            and parts.path.rstrip("/") == "/simple" and not parts.query and not parts.fragment)
 AUDIT_SCRIPT = "arch_audit.py"
 # FlashInfer's ahead-of-time build (components/flashinfer.py): the stage's script, the driver
 # stub it links against, and where the stage leaves the built modules

@@ -21,11 +21,13 @@ pypi-simple (the simple API's pages) inside :func:`files`.
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import netrc
 import os
 import re
+import shlex
 import struct
 import urllib.parse
 import zipfile
@@ -47,15 +49,22 @@ from dockergen.components.serving import engine_for
 from dockergen.errors import (
     DockergenError,
     ExitCode,
+    Problem,
     ProfileError,
     Severity,
     holds_secret,
     redact,
 )
-from dockergen.knowledge import load_facts
-from dockergen.loader import LoadedProfile, with_overrides
+from dockergen.knowledge import load_facts, user_facts
+from dockergen.loader import (
+    LoadedProfile,
+    apply_overrides,
+    load_raw,
+    read_raw,
+    with_overrides,
+)
 from dockergen.model import MAIN_INDEX
-from dockergen.pipeline import resolution, resolution_of
+from dockergen.pipeline import resolution_of
 from dockergen.ranges import BLOCK, RangeError, RangeReader
 
 # A wheel's METADATA or RECORD is read unpacked up to this size (vLLM's RECORD: 0.2 MiB).
@@ -403,26 +412,55 @@ def _verdict(loaded: LoadedProfile, setting: str, version: str) -> tuple[str, st
                                           redact(str(r.warnings[0].message)))
 
 
+def one_image(path: Path, overrides: tuple[str, ...], command: str) -> LoadedProfile:
+    """The profile at ``path``, read once and loaded; refused, for ``command``, when it
+    makes no image (abstract) or many (a matrix): the verdicts are those of one resolved
+    image. The fix names what to give instead: a profile extending it, or the matrix's
+    first variant as ``--set`` options."""
+    raw = read_raw(path)
+    data, pos = copy.deepcopy(raw.data), raw.positions.copy()
+    if data.get("abstract") is True:
+        raise ProfileError([Problem(
+            pos.of(("abstract",)), "abstract", f"{command} judges one image; this profile "
+            "only provides defaults for others",
+            f"give a profile that says `extends: {raw.path.stem}`")])
+    data = apply_overrides(data, pos, overrides)
+    if not data.get("matrix"):
+        return load_raw(raw, overrides)
+    axes = data["matrix"].get("axes") if isinstance(data["matrix"], dict) else None
+    sets = ["--set matrix=null"]
+    for axis, values in (axes or {}).items():  # the first value of each axis
+        first = next(iter(values.values())) if isinstance(values, dict) else values[0]
+        shown = json.dumps(list(first)) if isinstance(first, (list, tuple)) else str(first)
+        sets.append("--set " + shlex.quote(f"{axis}={shown}"))
+    raise ProfileError([Problem(
+        pos.of(("matrix",)), "matrix", f"{command} judges one image; this profile is a "
+        "matrix of variants", f"run it on one variant: add `{' '.join(sets)}` to the "
+        "command (each axis set to one of its values)")])
+
+
 def check(path: Path, overrides: tuple[str, ...] = (), index: str | None = None) -> Report:
     """The report for one profile (raises the profile's own errors first)."""
-    res = resolution(path, overrides)
+    res = resolution_of(one_image(path, overrides, "outdated"))
     r = res.resolved
     p = r.profile
     where = index or p.build.pip_index_url or MAIN_INDEX
     engine = engine_for(p.engine.name)
-    engine_facts = engine.facts()
+    # what is known is what validate knows: the built-in facts and the profile's own files
+    with user_facts(res.loaded.user_facts):
+        engine_facts = engine.facts()
+        torch_rows = set(load_facts("torch")["releases"])
+        fa_releases = set(load_facts("flash_attn")["releases"])
     pinned = [(q.split("==", 1)[0].split("[", 1)[0], q.split("==", 1)[1])
               for q in r.engine.requirements[1:] if "==" in q and "/" not in q]
     # (package, its version here, the profile field that moves it, its releases dockergen
     # knows: torch's rows are per minor release)
-    torch_rows = set(load_facts("torch")["releases"])
     packages: list[tuple[str, str, str | None, Callable[[Version], bool] | None]] = [
         (str(engine_facts["package"]), p.engine.version, "engine.version",
          lambda v: str(v) in engine_facts["releases"]),
         ("torch", r.engine.torch, None, lambda v: f"{v.major}.{v.minor}" in torch_rows),
         *((name, version, None, None) for name, version in pinned)]
     if r.flash_attn is not None:
-        fa_releases = set(load_facts("flash_attn")["releases"])
         packages.append(("flash-attn", r.flash_attn.version, "flash_attn.version",
                          lambda v: str(v) in fa_releases))
     reports = []

@@ -470,9 +470,11 @@ def _few(items: list[str], shown: int = 8) -> str:
 def plan(path: Path, overrides: tuple[str, ...] = (), index: str | None = None,
          to: str | None = None, driver: str | None = None) -> Plan:
     """The moves of the profile at ``path`` to each newer release (or ``to``)."""
-    loaded = load_profile(path, overrides)
+    loaded = outdated.one_image(path, overrides, "upgrade")
     with knowledge.user_facts(loaded.user_facts):
         resolve(loaded, python_lock=False)  # the profile's own errors first
+        # the releases it knows are validate's: the built-in ones and the user's files'
+        known_versions = set(engine_for(loaded.profile.engine.name).versions())
     p = loaded.profile
     engine = engine_for(p.engine.name)
     package = str(engine.facts()["package"])
@@ -480,7 +482,7 @@ def plan(path: Path, overrides: tuple[str, ...] = (), index: str | None = None,
     listed = [v for v in outdated.releases(where, package)
               if not (v.is_prerelease or v.is_devrelease)]
     if to is not None:
-        if Version(to) not in {*listed, *(Version(v) for v in engine.versions())}:
+        if Version(to) not in {*listed, *(Version(v) for v in known_versions)}:
             raise UpgradeError(f"{package} {to} is neither on {redact(where)} nor in "
                                "dockergen's knowledge")
         wanted = [Version(to)]
@@ -491,15 +493,17 @@ def plan(path: Path, overrides: tuple[str, ...] = (), index: str | None = None,
                                                      "serve_flags": {}, "floors": {}}
     moves = []
     for v in wanted:
-        known = str(v) in engine.versions()
+        known = str(v) in known_versions
         unread: tuple[str, ...] = ()
         if not known:
             refused, unread = _derive(where, p.engine.name, package, str(v), derived)
             if refused:
                 moves.append(Move(str(v), False, False, reasons=refused))
                 continue
+        # only the tables something was derived into: an engine keeps only its own
+        # tables (TensorRT-LLM has no kernels table), and an empty one would add it
         overlay = _with_rows(loaded.user_facts, facts_name,
-                             {t: r for t, r in derived.items() if t != "floors"})
+                             {t: r for t, r in derived.items() if t != "floors" and r})
         for release in derived["floors"]:  # each adds its floors to the methods' maps
             overlay = _with_rows(overlay, facts_name,
                                  {"quantization": derived["floors"][release]})

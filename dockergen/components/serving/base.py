@@ -48,6 +48,7 @@ from dockergen.model import (
     SmokeImport,
     TorchInstall,
     cc_tuple,
+    is_pypi,
 )
 
 OPTIONS_DIR = "/etc/dockergen"  # where engine option files from the context are copied
@@ -178,8 +179,9 @@ class ServingEngine:
     def flag_list(self, version: str) -> frozenset[str] | None:
         """Every option string the release's server accepts: its ``serve_flags`` row
         (extracted from its wheel: ``vllm/flags.json``, ``sglang/flags.json``; or a user
-        knowledge file's, e.g. written by ``dockergen upgrade``); None: not read."""
-        row = self.facts()["serve_flags"].get(version)
+        knowledge file's, e.g. written by ``dockergen upgrade``); None: not read, or an
+        engine that keeps no flag lists (TensorRT-LLM)."""
+        row = self.facts().get("serve_flags", {}).get(version)
         return frozenset(row["flags"]) if row is not None else None
 
     def flag_source(self, version: str) -> str:
@@ -355,7 +357,9 @@ class ServingEngine:
         p = c.p
         text = (f"{p.engine.name} {p.engine.version} requires flashinfer-python=={row['python']}, "
                 f"which PyPI does not carry ({row['src']})")
-        index = p.build.pip_index_url or p.build.flashinfer_index_url
+        # PyPI itself, written in full as pip_index_url, is no mirror that may carry it
+        mirror = None if is_pypi(p.build.pip_index_url) else p.build.pip_index_url
+        index = mirror or p.build.flashinfer_index_url
         if index:
             c.warn(("engine", "version"), f"{text}; the build must find it on {index}",
                    "check that the index carries it before a long build")
