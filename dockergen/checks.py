@@ -14,7 +14,7 @@ written from it (:func:`checks_reference`), with the resolution rules in detail
 May import: :mod:`dockergen.components.serving`, :mod:`dockergen.errors`,
 :mod:`dockergen.fleet.adapter`, :mod:`dockergen.fleet.project`,
 :mod:`dockergen.observe.generate`, :mod:`dockergen.plan`,
-:mod:`dockergen.resolve`.
+:mod:`dockergen.resolve`, :mod:`dockergen.components.fields` (its table, for the reference).
 """
 
 from __future__ import annotations
@@ -119,7 +119,8 @@ RULE_DETAILS: tuple[RuleDetail, ...] = (
                "and newer) cannot run on a V100; a release whose code was not read warns"),
     RuleDetail("engine-pin-on-pypi", "error / warning",
                "a release pinning a `flashinfer-python` PyPI never carried (vLLM 0.34.0: 0.7.3) "
-               "cannot be installed from PyPI; with `build.pip_index_url` or "
+               "cannot be installed from PyPI; with `build.pip_index_url` (a mirror: PyPI's "
+               "own URL, `https://pypi.org/simple` with or without its slash, is PyPI) or "
                "`build.flashinfer_index_url` it warns that the index must carry it"),
     RuleDetail("torch-pin, torch-python", "error",
                "the engine's exact torch pin; Python range of its wheels"),
@@ -253,7 +254,10 @@ def checks_reference() -> str:
               "with the limits and sources they go by; the names are those their problems "
               "and the summaries above use:", "",
               "| rule | kind | what |", "| --- | --- | --- |"]
-    lines += [f"| {d.rules} | {d.kind} | {d.what} |" for d in RULE_DETAILS]
+    from dockergen.components import fields  # its table is the one source of the detail
+
+    details = (*RULE_DETAILS, RuleDetail("field-unused", "warning", fields.described()))
+    lines += [f"| {d.rules} | {d.kind} | {d.what} |" for d in details]
     return "\n".join(lines) + "\n"
 
 

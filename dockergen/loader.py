@@ -53,6 +53,12 @@ class LoadedProfile:
         """Location of a field, for problems about it."""
         return self.positions.of(path)
 
+    def sets(self, *path: str | int) -> bool:
+        """Whether the profile's own file or a ``--set`` writes this field (a value only
+        inherited from a parent profile is one of the defaults it provides for others)."""
+        where = self.positions.exact(path)
+        return where is not None and (where.origin == SET or where.file == self.display)
+
 
 def display_path(path: Path) -> str:
     """A path as the user should see it: relative to the working directory if inside."""

@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from dockergen import __version__, knowledge
-from dockergen.components import cuda, flash_attn, flashinfer, image, python, torch
+from dockergen.components import cuda, fields, flash_attn, flashinfer, image, python, torch
 from dockergen.components.base import Context
 from dockergen.components.serving import engine_for
 from dockergen.components.serving.base import ServingEngine, ServingPart
@@ -65,7 +65,7 @@ def rules(engine: ServingEngine, python_lock: bool = True) -> list[Callable[[Con
             python.check_python_source, flash_attn.check, engine.check_quantization,
             engine.check_scheduler, engine.check_server_args, engine.check_model_path,
             engine.check_extra_args, engine.check_packages, image.check_tags,
-            cuda.check_ca_certificates,
+            cuda.check_ca_certificates, fields.check_unused,
             *([engine.check_python_lock] if python_lock else [])]
 
 

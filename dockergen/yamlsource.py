@@ -59,6 +59,10 @@ class Positions:
             probe = probe[:-1]
         return self.default
 
+    def exact(self, path: FieldPath) -> Location | None:
+        """Where ``path`` itself was written; None when it was not (no parent fallback)."""
+        return self._values.get(tuple(path))
+
     def key_of(self, path: FieldPath) -> Location:
         """Location of the key itself (for unknown-key problems), else :meth:`of`."""
         return self._keys.get(tuple(path)) or self.of(path)

@@ -44,6 +44,9 @@ class Context:
     python_lock: str | None = None
     # build.ca_certificates as read (once) by their check: the build context copies these bytes
     certificates: list[bytes] = field(default_factory=list)
+    # The FlashInfer modules the engine release runs at start-up, once the release is known
+    # (its facts' ``flashinfer_aot`` row; None: none known, nothing is built ahead of time).
+    flashinfer_aot: Mapping[str, Any] | None = None
 
     @property
     def p(self) -> Profile:

@@ -59,8 +59,7 @@ def fa_arch_of(cc: str) -> str | None:
 def check(c: Context) -> None:
     """fa2-*: version, GPUs, archs, toolkit, Python, torch and build memory."""
     p, fa = c.p, facts()
-    if p.flash_attn.build == "none":
-        _warn_purpose_without_build(c)
+    if p.flash_attn.build == "none":  # its fields then count for nothing: fields.py warns
         return
     version = Version(p.flash_attn.version)
     release = _release(c, fa)
@@ -76,14 +75,6 @@ def check(c: Context) -> None:
         check_cxx_std(c, release, c.torch_pin)
     _check_build_memory(c, fa)
     _warn_build_without_purpose(c, usable)
-
-
-def _warn_purpose_without_build(c: Context) -> None:
-    """A purpose stated for a build that is switched off."""
-    if c.p.flash_attn.purpose:
-        c.warn(("flash_attn", "purpose"), "a purpose is given, but flash_attn.build is "
-               "none: no FlashAttention-2 is built for it",
-               "set flash_attn.build: source, or remove flash_attn.purpose")
 
 
 def _release(c: Context, fa: dict[str, Any]) -> dict[str, Any] | None:

@@ -56,6 +56,7 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.components.cuda": _COMPONENT,
     "dockergen.components.python": _COMPONENT,
     "dockergen.components.image": _COMPONENT,
+    "dockergen.components.fields": _COMPONENT,
     "dockergen.components.torch": _COMPONENT | {"dockergen.components.cuda",
                                                 "dockergen.components.python"},
     "dockergen.components.flashinfer": _COMPONENT | {"dockergen.components.cuda",
@@ -168,7 +169,8 @@ ALLOWED: dict[str, set[str]] = {
                                   "dockergen.observe.families", "dockergen.observe.metrics",
                                   "dockergen.outdated", "dockergen.resolve"},
     # every check a profile must pass, whoever owns it: validate runs the registry
-    "dockergen.checks": {"dockergen.components.serving", "dockergen.errors",
+    "dockergen.checks": {"dockergen.components.serving", "dockergen.components.fields",
+                         "dockergen.errors",
                          "dockergen.fleet.adapter", "dockergen.fleet.project",
                          "dockergen.observe.generate", "dockergen.plan", "dockergen.resolve"},
     "dockergen.cli": {"dockergen", "dockergen.*"},

@@ -263,6 +263,7 @@ class ServingEngine:
                     edits=release_edits(c, self.facts()["releases"]))
             return
         c.release = release
+        c.flashinfer_aot = (self.facts().get("flashinfer_aot") or {}).get(p.engine.version)
         c.torch_pin = p.engine.torch or str(release["torch"])
         mark = release.get("unverified")
         if mark:
