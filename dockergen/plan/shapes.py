@@ -195,14 +195,20 @@ def shape_from_config(cfg: dict[str, Any], name: str, where: str) -> ModelShape:
     )
 
 
-# transformers (5.19.0, the pin of vLLM 0.33.0 and SGLang 0.5.23) reads rope_scaling as
-# rope_parameters (configuration_utils.py:752-755 convert_rope_params_to_dict), takes a
-# legacy "type" as the rope_type, "default" without either, and adds
-# original_max_position_embeddings to a llama3/yarn/longrope set (:800-820
-# standardize_rope_params); a dict of sets keyed by layer type is nested (:793).
+# transformers (5.19.0, within the pins of vLLM 0.33.0 and SGLang 0.5.23) reads
+# rope_scaling as rope_parameters (modeling_rope_utils.py:752-755
+# convert_rope_params_to_dict), takes a legacy "type" as the rope_type, "default" without
+# either, and adds original_max_position_embeddings to a llama3/yarn/longrope set (:800-820
+# standardize_rope_params). A dict keyed only by layer types is nested, one set per type
+# (vllm 0.33.0 vllm/transformers_utils/config.py:222-230 is_rope_parameters_nested: the
+# keys within transformers' ALLOWED_LAYER_TYPES, configuration_utils.py:65-88, or
+# DeepSeek-V4's main/compress).
 _ORIGINAL_ADDED = ("llama3", "yarn", "longrope")
-_LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention",
-                "linear_attention", "main", "compress")
+_LAYER_TYPES = frozenset((
+    "full_attention", "sliding_attention", "chunked_attention", "window_attention",
+    "indexed_attention", "compressed_sparse_attention", "heavily_compressed_attention",
+    "minimax_m3_sparse", "conv", "moe", "hybrid", "hybrid_sliding", "linear_attention",
+    "sparse", "dense", "main", "compress"))
 
 
 def _rope(cfg: dict[str, Any], where: str) -> dict[str, Any]:
@@ -213,9 +219,9 @@ def _rope(cfg: dict[str, Any], where: str) -> dict[str, Any]:
            "factor) from its published config.json")
     if not isinstance(params, dict):
         raise PlanError(f"{where}: {key}: expected an object, got {shown(params)}; {fix}")
-    nested = bool(params) and all(k in _LAYER_TYPES and isinstance(v, dict)
-                                  for k, v in params.items())
-    sets = [v for v in params.values() if v] if nested else ([params] if params else [])
+    nested = bool(params) and set(params) <= _LAYER_TYPES
+    sets = ([v for v in params.values() if isinstance(v, dict) and v] if nested
+            else [params] if params else [])
     rope = []
     for one in sets:
         rope_type = one.get("rope_type", one.get("type", "default"))

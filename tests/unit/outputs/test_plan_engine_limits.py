@@ -59,6 +59,10 @@ def _limit(cfg: dict[str, object], engine: str) -> int:
     # Gemma 3's length is already scaled for vLLM, not for SGLang
     ({"model_type": "gemma3_text", "max_position_embeddings": 4096,
       "rope_scaling": {"rope_type": "linear", "factor": 8.0}}, 4096, 32768),
+    # rope parameters per layer type: vLLM reads each set, SGLang's top level has no factor
+    ({"max_position_embeddings": 4096, "rope_parameters": {
+        "full_attention": {"rope_type": "linear", "factor": 2.0},
+        "sliding_attention": {"rope_type": "default"}}}, 8192, 4096),
     # vLLM takes the smallest key; SGLang the first of its own list (n_positions is not in it)
     ({"max_position_embeddings": 4096, "n_positions": 2048}, 2048, 4096),
     ({"max_position_embeddings": 8192, "seq_length": 4096}, 4096, 4096),
