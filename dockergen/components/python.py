@@ -101,8 +101,24 @@ def check_python_source(c: Context) -> None:
     found = os_python(c.p.cuda.os)
     if found != c.p.python:
         c.error(("build", "python_from"), f"{c.p.cuda.os} ships Python {found}, "
-                f"but python is {c.p.python}",
-                f"use build.python_from: uv, or python: \"{found}\"")
+                f"but python is {c.p.python}", edits=_python_source_edits(c, found))
+
+
+def _python_source_edits(c: Context, found: str | None) -> list[Edit]:
+    """The fixes of an OS python3 that is not the profile's, the least change first: uv's
+    CPython (the OS stays), an OS whose python3 is the profile's, and the OS's python3
+    only where the engine release supports it (its Python range; an unknown release has
+    its own error first)."""
+    p = c.p
+    edits = [Edit.set("build.python_from", "uv", "use build.python_from: uv")]
+    edits += [Edit.set("cuda.os", os_name, f"use cuda.os: {os_name} (its python3 is "
+                       f"{p.python})")
+              for os_name, version in facts()["os_python"].items()
+              if str(version) == p.python and os_name != p.cuda.os]
+    if found is not None and c.release is not None and in_range(found + ".0",
+                                                                 str(c.release["python"])):
+        edits.append(Edit.set("python", found, f'use python: "{found}"'))
+    return edits
 
 
 @dataclass(frozen=True)
