@@ -73,9 +73,9 @@ def check(loaded: LoadedProfile, inputs: Inputs | None = None, prove: bool = Tru
           ) -> Context:
     """Run every check; the returned context holds all problems and the GPU targets.
 
-    Each error's candidate fixes are tried (``prove``): only those that leave no error the
-    profile did not already have are offered, so following a fix never leads into the
-    next rule's error.
+    Each error's candidate fixes are tried (``prove``): only those that leave no error and
+    no warning the profile did not already have are offered, so following a fix never
+    leads into the next rule's error or warning.
     """
     inputs = inputs or Inputs()
     ctx = Context(loaded, inputs)
@@ -102,42 +102,53 @@ NO_ONE_CHANGE = ("no single change fixes this with the rest of the profile as it
 
 def _proven(problems: list[Problem], loaded: LoadedProfile, inputs: Inputs
             ) -> list[Problem]:
-    """``problems`` with each error's edits cut to those that work when applied."""
+    """``problems`` with each error's edits cut to those that work when applied: no error
+    the profile did not have and, where any candidate manages it, no new warning either
+    (a fix that trades an error for "torch has no wheels for that CUDA" is a poor fix; it
+    is offered only where every working one warns)."""
     before = {p.identity() for p in problems if p.severity is Severity.ERROR}
+    # a warning is new where no warning was on its field: the same rule warning with the
+    # values the fix changed (torch 2.13 -> 2.14 "has no wheels for CUDA 13.1") is not, nor
+    # is a switched-off feature's setting left without effect (the fix's own consequence)
+    warned = {p.field for p in problems if p.severity is Severity.WARNING}
     tried: dict[Edit, list[Problem] | None] = {}
 
-    def errors_with(edit: Edit) -> list[Problem] | None:
+    def problems_with(edit: Edit) -> list[Problem] | None:
         if edit not in tried:
-            tried[edit] = _errors_with(edit, loaded, inputs)
+            tried[edit] = _problems_with(edit, loaded, inputs)
         return tried[edit]
 
-    def works(edit: Edit, fixes: Key) -> bool:
-        after = errors_with(edit)
-        return after is not None and all(p.identity() != fixes and p.identity() in before
-                                         for p in after)
+    def works(edit: Edit, fixes: Key, quiet: bool) -> bool:
+        after = problems_with(edit)
+        return after is not None and all(
+            p.identity() != fixes and (
+                p.identity() in before if p.severity is Severity.ERROR
+                else not quiet or p.field in warned or p.message.startswith(fields.UNUSED))
+            for p in after)
+
+    def kept_of(problem: Problem, drastic: bool, quiet: bool) -> list[Edit]:
+        edits = [e for e in problem.edits if e.drastic == drastic]
+        kept = _first_per_field(e for e in edits if works(e, problem.identity(), quiet))
+        if kept:
+            return kept
+        # no one change does it: a change and what the next rule then asks for
+        pairs = (Edit(f"{edit.text} and {then.text}", edit.sets + then.sets,
+                      edit.drastic or then.drastic)
+                 for edit in problem.edits if edit.drastic <= drastic
+                 for new in (problems_with(edit) or ())
+                 if new.severity is Severity.ERROR and new.identity() not in before
+                 for then in new.edits if (edit.drastic or then.drastic) == drastic)
+        return _first_per_field(pair for pair in itertools.islice(pairs, PAIRS_PER_PROBLEM)
+                                if works(pair, problem.identity(), quiet))
 
     out = []
     for problem in problems:
         if not problem.edits:
             out.append(problem)
             continue
-        kept: list[Edit] = []
         # software first: other hardware only where no change of the software does it
-        for drastic in (False, True):
-            edits = [e for e in problem.edits if e.drastic == drastic]
-            kept = _first_per_field(e for e in edits if works(e, problem.identity()))
-            if kept:
-                break
-            # no one change does it: a change and what the next rule then asks for
-            pairs = (Edit(f"{edit.text} and {then.text}", edit.sets + then.sets,
-                          edit.drastic or then.drastic)
-                     for edit in problem.edits if edit.drastic <= drastic
-                     for new in (errors_with(edit) or ()) if new.identity() not in before
-                     for then in new.edits if (edit.drastic or then.drastic) == drastic)
-            kept = _first_per_field(pair for pair in itertools.islice(pairs, PAIRS_PER_PROBLEM)
-                                    if works(pair, problem.identity()))
-            if kept:
-                break
+        kept = next((k for drastic in (False, True) for quiet in (True, False)
+                     if (k := kept_of(problem, drastic, quiet))), [])
         proven = problem.keeping(tuple(kept))
         out.append(proven if proven.fix else dataclasses.replace(proven, fix=NO_ONE_CHANGE))
     return out
@@ -152,16 +163,15 @@ def _first_per_field(edits: Iterable[Edit]) -> list[Edit]:
     return kept
 
 
-def _errors_with(edit: Edit, loaded: LoadedProfile, inputs: Inputs
-                 ) -> list[Problem] | None:
-    """The errors of ``loaded`` with ``edit`` applied, each with its candidate edits
-    unproven (None: the edit is not a profile)."""
+def _problems_with(edit: Edit, loaded: LoadedProfile, inputs: Inputs
+                   ) -> list[Problem] | None:
+    """The problems (errors and warnings) of ``loaded`` with ``edit`` applied, each with
+    its candidate edits unproven (None: the edit is not a profile)."""
     try:
         edited = with_overrides(loaded, edit.overrides())
     except ProfileError:
         return None
-    ctx = check(edited, inputs, prove=False)
-    return [p for p in ctx.problems if p.severity is Severity.ERROR]
+    return check(edited, inputs, prove=False).problems
 
 
 # Set by the images themselves or by the runtime stage's own ENV lines (runtime.j2 puts the

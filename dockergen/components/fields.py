@@ -16,6 +16,11 @@ from dataclasses import dataclass
 
 from dockergen.components.base import Context
 
+# How the warning begins: a fix that switches a feature off leaves the feature's settings
+# without effect, and this warning (remove them) is that fix's own consequence, not another
+# rule's problem (resolve's proof of fixes reads it).
+UNUSED = "has no effect with the rest of the profile"
+
 
 @dataclass(frozen=True)
 class Conditional:
@@ -85,6 +90,6 @@ def check_unused(c: Context) -> None:
     for entry in CONDITIONAL:
         if c.loaded.sets(*entry.path) and not _empty(c, entry.path) and not entry.counts(c):
             name = ".".join(entry.path)
-            c.warn(entry.path, f"has no effect with the rest of the profile: it is read by "
+            c.warn(entry.path, f"{UNUSED}: it is read by "
                    f"{entry.reader}, which this profile does not run",
                    f"{entry.needs} for it to count, or remove {name}")
