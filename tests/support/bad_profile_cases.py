@@ -246,7 +246,7 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
  'cc-unknown': ['profile.yaml:3:13: gpu.targets[0]: compute capability 8.7 is not in the '
                 'knowledge base; use one of: 7.0, 7.5, 8.0, 8.6, 8.9, 9.0, 10.0, 10.3, 12.0'],
  'cuda-unknown': ['profile.yaml:5:12: cuda.version: CUDA 13.0.9 is not in the knowledge base; '
-                  'use CUDA 13.1.1 or 13.0.2'],
+                  'use CUDA 13.0.2 or 13.2.2'],
  'cuda-os': ['profile.yaml:6:7: cuda.os: nvidia/cuda 13.0.2 images are not published for '
              'ubuntu20.04; use cuda.os: ubuntu22.04 or ubuntu24.04'],
  'blackwell-on-cuda-12.4': ['profile.yaml:5:12: cuda.version: CUDA 12.4.1 cannot compile for '
@@ -334,7 +334,7 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                        'weights: fp16 or bf16'],
  'bf16-on-turing': ['profile.yaml:15:12: quantization.weights: bf16 needs compute capability '
                     '>= 8.0 on vllm, but gpu.targets includes t4 (7.5); use weights: fp16 or '
-                    'fp8'],
+                    'int8'],
  'kv-int8-vllm': ['profile.yaml:16:13: quantization.kv_cache: vllm has no int8 KV cache; use '
                   'kv_cache: auto or fp8'],
  'batched-tokens-below-len': ['profile.yaml:20:27: serving.max_num_batched_tokens: 2048 is '
@@ -342,7 +342,8 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                               'server refuses to start; raise it to >= max_model_len or enable '
                               'chunked prefill'],
  'python-from-image': ['profile.yaml:24:16: build.python_from: ubuntu22.04 ships Python 3.10, '
-                       'but python is 3.12; use build.python_from: uv, or python: "3.10"'],
+                       'but python is 3.12; use build.python_from: uv, or use cuda.os: ubuntu24.04 '
+                       '(its python3 is 3.12)'],
  'secret-env-name': ['profile.yaml:21:15: serving.env.HF_TOKEN: HF_TOKEN looks like a secret '
                      'and would be readable by anyone who pulls the image; pass it when the '
                      'container starts (docker run -e HF_TOKEN) instead'],
@@ -407,4 +408,4 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
               '8.0 (Ampere or newer), but gpu.targets includes t4 (7.5); set flash_attn.build: '
               'none',
               'profile.yaml:15:12: quantization.weights: bf16 needs compute capability >= 8.0 '
-              'on vllm, but gpu.targets includes t4 (7.5); use weights: fp16 or fp8']}
+              'on vllm, but gpu.targets includes t4 (7.5); use weights: fp16 or int8']}

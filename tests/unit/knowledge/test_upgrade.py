@@ -206,11 +206,12 @@ def test_upgrade_derives_each_release_and_accepts_or_refuses_it(index: str) -> N
 
 
 def test_the_drivers_limit_refuses_what_it_cannot_run(index: str) -> None:
-    # 570.124.06 runs CUDA <= 12.8 (CUDA-RN Table 3): only the CUDA 12 release fits,
-    # and its CUDA is the newest that driver runs
+    # 570.124.06 runs CUDA <= 12.8 (CUDA-RN Table 3): only the CUDA 12 release fits, and
+    # its CUDA is the newest that driver runs for which its torch (2.14.0) has wheels:
+    # 12.6 (12.8.1 would warn that download.pytorch.org has no cu128 build of it)
     plan = _plan(H100, "--index", index, "--driver", "570.124.06")
     assert plan["proposal"] == "0.38.0"
-    assert ["cuda.version", "13.0.2", "12.8.1"] in _move(plan, "0.38.0")["changes"]
+    assert ["cuda.version", "13.0.2", "12.6.3"] in _move(plan, "0.38.0")["changes"]
     assert "needs driver >= 580" in " ".join(_move(plan, "0.35.0")["reasons"])
 
 

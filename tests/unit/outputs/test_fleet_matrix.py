@@ -32,7 +32,7 @@ T4_BF16 = [
     "  mx.yaml:7:23: gpu.targets: FlashAttention-2 needs compute capability >= 8.0 (Ampere or "
     "newer), but gpu.targets includes t4 (7.5); set flash_attn.build: none",
     "  mx.yaml:8:28: quantization.weights: bf16 needs compute capability >= 8.0 on vllm, but "
-    "gpu.targets includes t4 (7.5); use weights: fp16 or fp8",
+    "gpu.targets includes t4 (7.5); use weights: fp16 or int8",
 ]
 T4_FP8 = [
     "matrix point mx-t4-fp8-vllm (gpu.targets=t4, quantization.weights=fp8, engine=vllm) "
