@@ -113,6 +113,23 @@ def major_minor(version: str) -> str:
     return ".".join(version.split(".")[:2])
 
 
+def compiler_wheels(version: str, extras: str = "nvcc,cccl,cudart"
+                    ) -> tuple[str, ...] | None:
+    """CUDA's compiler as wheels for this CUDA release (``cuda.yaml`` ``compiler_wheels``):
+    ``cuda-toolkit`` with ``extras`` (nvcc, CCCL and cudart; a build that includes cuRAND or
+    cuBLAS headers adds those), and the nvvm and crt wheels pinned to its nvcc; None where
+    dockergen does not know them."""
+    row = facts().get("compiler_wheels", {}).get(version)
+    if row is None:
+        return None
+    return (f"cuda-toolkit[{extras}]=={version}",
+            *(f"{name}=={row['nvcc']}" for name in ("nvidia-nvvm", "nvidia-cuda-crt")))
+
+
+# the CUDA 13 wheels lay the toolkit out in one tree (nvidia-cuda-nvcc 13.x RECORD)
+CUDA_HOME_IN_WHEELS = {"13": "nvidia/cu13"}
+
+
 # --- checks -------------------------------------------------------------------------------
 def major_constraints(version: str) -> tuple[str, ...]:
     """Constraints keeping the CUDA Python bindings at this CUDA release's major

@@ -57,6 +57,8 @@ class ModelShape:
     dense_layers: int = 0  # of an MoE model: layers with a dense MLP instead of experts
     sliding_window: int = 0
     sliding_layers: int = 0  # how many of the layers are sliding-window layers
+    architectures: tuple[str, ...] = ()  # the model classes config.json names
+    rope_is_neox_style: bool | None = None  # config.json's own, where it sets one
 
     @property
     def attention(self) -> str:
@@ -175,6 +177,10 @@ def shape_from_config(cfg: dict[str, Any], name: str, where: str) -> ModelShape:
         dense_layers=dense_layers if experts else layers,
         sliding_window=sliding if sliding_layers else 0,
         sliding_layers=sliding_layers,
+        architectures=tuple(a for a in cfg.get("architectures") or () if isinstance(a, str)
+                            )[:16] if isinstance(cfg.get("architectures"), list) else (),
+        rope_is_neox_style=(cfg["rope_is_neox_style"]
+                            if isinstance(cfg.get("rope_is_neox_style"), bool) else None),
     )
 
 

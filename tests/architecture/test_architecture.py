@@ -59,6 +59,10 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.components.flashinfer": _COMPONENT | {"dockergen.components.cuda",
                                                      "dockergen.components.python",
                                                      "dockergen.resources"},
+    # the engine's start-up JIT kernels take their arguments from the model's config.json
+    "dockergen.components.engine_jit": _COMPONENT | {"dockergen.components.cuda",
+                                                     "dockergen.plan.shapes",
+                                                     "dockergen.resources"},
     "dockergen.components.flash_attn": _COMPONENT | {"dockergen.components.cuda",
                                                      "dockergen.components.python",
                                                      "dockergen.components.torch"},
@@ -91,6 +95,7 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.smoke": _BASE | {"dockergen.buildrecord", "dockergen.components",
                                 "dockergen.components.flash_attn",
                                 "dockergen.components.flashinfer",
+                                "dockergen.components.engine_jit",
                                 "dockergen.components.python", "dockergen.resources",
                                 "dockergen.components.torch",
                                 "dockergen.components.serving.base", "dockergen.daemon",
