@@ -216,6 +216,12 @@ def image_audit_check(r: Resolved) -> CommandCheck:
     targets = ",".join(sorted({t.cc for t in r.gpus}, key=cc_tuple))
     roots = [r.runtime.venv] + [c.dst for c in r.runtime.copies
                                 if c.dst != r.runtime.venv and c.stage == "build-base"]
+    built = []  # kernels the build compiled: audited like any library, and listed
+    if r.flashinfer_aot is not None:
+        built.append(f"{r.flashinfer_aot.aot_dir}/*.so")
+    if r.engine_jit is not None and r.engine_jit.kernels:
+        roots.append(r.engine_jit.cache_dir)
+        built.append(f"{r.engine_jit.cache_dir}/*.so")
 
     def verify(code: int, out: str) -> tuple[bool, str]:
         try:
@@ -225,6 +231,10 @@ def image_audit_check(r: Resolved) -> CommandCheck:
         problems = report.get("problems") or []
         summary = (f"{report.get('elf_files')} ELF files, {report.get('cuda_libraries')} with "
                    f"CUDA code")
+        kernels = report.get("kernels") or {}
+        if kernels:
+            summary += "; built here: " + ", ".join(f"{name.removesuffix('.so')} ({code})"
+                                                    for name, code in sorted(kernels.items()))
         return code == 0 and report.get("ok") is True, (
             "; ".join(problems[:20]) + (f" (+{len(problems) - 20} more)" if len(problems) > 20
                                         else "") if problems else summary)
@@ -238,7 +248,7 @@ def image_audit_check(r: Resolved) -> CommandCheck:
                            for o in python.facts()["optional_libraries"]],
                          *[f"--kernels-elsewhere={k['glob']}"
                            for k in python.facts()["kernels_outside_fatbin"]],
-                         *roots), verify)
+                         *[f"--list={glob}" for glob in built], *roots), verify)
 
 
 def _verify_command(test: CommandTest) -> Any:

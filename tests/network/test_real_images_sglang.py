@@ -55,10 +55,10 @@ def test_the_jit_check_fails_where_the_cache_lacks_a_kernel(sglang_image: RealIm
     jit = sglang_image.resolved.engine_jit
     assert jit is not None
     broken = _derive(docker_client, sglang_image.image,
-                     f"rm -r {jit.cache_dir}/sm90a/sgl_fused_rope*")
+                     f"rm -r {jit.cache_dir}/sm90a/sgl_kernel_jit_fused_rope_*")
     ok, detail = _run(engine_jit.load_check(jit), broken)
     assert not ok
-    assert "9.0 fused_rope: RuntimeError: JIT module 'sgl_fused_rope" in detail, detail
+    assert "9.0 fused_rope: RuntimeError: JIT module 'sgl_kernel_jit_fused_rope_" in detail, detail
     assert "SGLANG_CRASH_ON_JIT_COMPILE forbids compiling at runtime" in detail, detail
     assert "activation" not in detail and "per_token_quant_fp8" not in detail, detail
 
