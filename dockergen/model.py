@@ -292,6 +292,10 @@ class RuntimeStage:
     venv_layers: tuple[VenvLayer, ...] = ()
     # copies into the venv, after it (FlashInfer's modules built ahead of time)
     after_venv: tuple[RuntimeCopy, ...] = ()
+    # the folders under HOME the engine writes, created with HOME for any UID of this group
+    # (OpenShift: an arbitrary UID with GID 0): group-owned and group-writable (g=u)
+    home_folders: tuple[str, ...] = ()
+    home_group: int = 0
 
 
 @dataclass(frozen=True)

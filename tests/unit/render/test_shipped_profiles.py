@@ -76,6 +76,32 @@ def test_runtime_stage_is_hardened(name: str) -> None:
     assert "g++" not in runtime_text and "nvcc" not in runtime_text  # no compilers
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_every_folder_the_engine_writes_is_group_0_writable(name: str) -> None:
+    """OpenShift runs the image as an arbitrary UID with GID 0: HOME and each cache folder
+    the engine's run facts list under it are created there, owned by group 0 with the
+    owner's rights, and torch's inductor cache does not need a user name."""
+    from dockergen.components.serving import engine_for
+
+    resolved, text = render_profile(PROFILES / f"{name}.yaml")
+    home = resolved.runtime.home
+    folders = engine_for(resolved.profile.engine.name).run.home_folders(home)
+    assert folders and all(f.startswith(home + "/") for f in folders)
+    runtime = dockerfile.parse_string(text)
+    runtime = runtime[max(i for i, c in enumerate(runtime) if c.cmd == "FROM"):]
+    run = next(c.value[0] for c in runtime if c.cmd == "RUN" and "useradd" in c.value[0])
+    steps = [s.strip() for s in run.split("&&")]
+    assert f"mkdir -p {' '.join(folders)}" in steps
+    assert f"chown -R {resolved.runtime.uid}:0 {home}" in steps
+    assert f"chmod -R g=u {home}" in steps
+    # after the folders are made: a folder made later would be root's
+    assert steps.index(f"chmod -R g=u {home}") > steps.index(f"mkdir -p {' '.join(folders)}")
+    env = next(c for c in runtime if c.cmd == "ENV" and "HOME" in c.value).value
+    env_map = dict(zip(env[::2], env[1::2], strict=True))
+    assert env_map["TORCHINDUCTOR_CACHE_DIR"] == '"/tmp/torchinductor"'
+    assert env_map["HOME"] == f'"{home}"'
+
+
 def test_classic_mode_has_no_buildkit_syntax() -> None:
     for name in NAMES:
         _, text = render_profile(PROFILES / f"{name}.yaml", mode="classic")
