@@ -83,6 +83,9 @@ class GpuTarget:
     family: str
     src: str
     mem_gib: int | None = None  # the named GPU's memory (capacity plans); None: not known
+    # GPU Feature Discovery's nvidia.com/gpu.product values of the named GPU's boards (the
+    # Kubernetes output prefers nodes with them); empty: none known
+    gfd_products: tuple[str, ...] = ()
 
     @property
     def cc_tuple(self) -> tuple[int, int]:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from dockergen import inputs, layers, refs
 from dockergen.buildrecord import BuildRecord, RecordProblem, read_record
 from dockergen.components.serving.run import CacheDir, EngineRun
-from dockergen.deploy.facts import OPT_INS, shm_gib
+from dockergen.deploy.facts import GOARCH_OF_MACHINE, OPT_INS, shm_gib
 from dockergen.errors import DockergenError, ExitCode, holds_secret, shown_value
 
 if TYPE_CHECKING:
@@ -134,6 +134,9 @@ class DeployOptions:
     model_claim: str | None = None  # Kubernetes PVC; default "<name>-model"
     cpus: int = 8
     memory_gib: int = 64
+    # Kubernetes: OpenShift's restricted-v2 SCC assigns the UID (from the namespace's range),
+    # GID 0 and the fsGroup; a pod that fixes them is refused there
+    openshift: bool = False
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,10 @@ class DeployFacts:
     jit: bool = False
     # the image's layer compression and what pulling it needs (dockergen/layers.py)
     layers: str = ""
+    # the image's architecture as Kubernetes and OCI name it (GOARCH: amd64, arm64)
+    arch: str = "amd64"
+    # GPU Feature Discovery products of the profile's named GPUs (preferred nodes)
+    gpu_products: tuple[str, ...] = ()
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -265,7 +272,10 @@ def facts_of(res: Resolution, options: DeployOptions) -> DeployFacts:
         ccs=tuple(sorted({t.cc for t in resolved.gpus})),
         min_driver=resolved.min_driver, health_cmd=rt.health_cmd,
         jit=rt.jit_c_compiler or rt.jit_toolchain,
-        layers=layers.summary(p.image.compression), warnings=warnings)
+        layers=layers.summary(p.image.compression),
+        arch=GOARCH_OF_MACHINE[resolved.python_lock_inputs.platform.split("-", 1)[0]],
+        gpu_products=tuple(sorted({g for t in resolved.gpus for g in t.gfd_products})),
+        warnings=warnings)
 
 
 @dataclass(frozen=True)

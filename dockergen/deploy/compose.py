@@ -33,6 +33,8 @@ def compose_dict(f: DeployFacts, o: DeployOptions) -> dict[str, Any]:
         device["count"] = f.tensor_parallel
     service: dict[str, Any] = {
         "image": f.image,
+        # the image's architecture: Compose pulls (and refuses to run) the matching one
+        "platform": f"linux/{f.arch}",
         "user": uid,
         "read_only": True,
         "cap_drop": ["ALL"],
