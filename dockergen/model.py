@@ -295,9 +295,8 @@ class RuntimeStage:
     venv_layers: tuple[VenvLayer, ...] = ()
     # copies into the venv, after it (FlashInfer's modules built ahead of time)
     after_venv: tuple[RuntimeCopy, ...] = ()
-    # the folders under HOME the engine writes, created with HOME for any UID of this group
-    # (OpenShift: an arbitrary UID with GID 0): group-owned and group-writable (g=u)
-    home_folders: tuple[str, ...] = ()
+    # HOME's group, with the owner's rights (g=u): any UID of this group (OpenShift: an
+    # arbitrary UID with GID 0) creates the engine's caches there
     home_group: int = 0
 
 

@@ -284,7 +284,7 @@ def _runtime_stage(p: Profile, cuda_part: cuda.CudaPart, python_part: python.Pyt
         entrypoint=tuple(serving.serve.entrypoint), cmd=tuple(serving.serve.args),
         jit_toolchain=p.runtime.jit_toolchain, jit_c_compiler=serving.c_compiler,
         venv_layers=layers, after_venv=after_venv,
-        home_folders=serving.home_folders, home_group=ARBITRARY_UID_GID,
+        home_group=ARBITRARY_UID_GID,
     )
 
 

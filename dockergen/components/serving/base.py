@@ -80,8 +80,6 @@ class ServingPart:
     startup_import: str = ""
     # top-level site-packages entries of the engine and its kernels: one venv layer
     layer_packages: tuple[str, ...] = ()
-    # the folders under HOME the engine writes at run time (its run facts' caches)
-    home_folders: tuple[str, ...] = ()
 
 
 # Folders of the image a read-only model mount must neither cover nor enter: the base
@@ -805,7 +803,6 @@ class ServingEngine:
             context_files=files, serve_parser=self._serve_parser(),
             startup_import=str(facts.get("startup_import", "")),
             layer_packages=tuple((facts.get("layer_packages") or {}).get("names", ())),
-            home_folders=self.run.home_folders(APP_HOME),
         )
 
 

@@ -40,17 +40,14 @@ class EngineRun:
     caches: tuple[CacheDir, ...]
     env: tuple[tuple[str, str, str], ...]  # (name, value, why + src) set at run time
 
-    def home_folders(self, home: str) -> tuple[str, ...]:
-        """The folders under ``home`` the engine writes (the image creates them, group 0
-        and group-writable, for an arbitrary UID)."""
-        return tuple(sorted(c.path.replace("{home}", home) for c in self.caches
-                            if c.path.startswith("{home}/")))
-
 
 # OpenShift's restricted-v2 SCC runs a container as an arbitrary UID from the namespace's
-# range, with GID 0 and no /etc/passwd entry. So every folder the engine writes belongs to
-# group 0 with the owner's rights (chgrp -R 0, chmod -R g=u), and nothing may depend on the
-# UID having a user name. src: OpenShift Container Platform 4 docs, "Creating images",
+# range, with GID 0 and no /etc/passwd entry. So HOME, under which the engine makes every
+# cache folder below, belongs to group 0 with the owner's rights (chgrp -R 0, chmod -R g=u),
+# and nothing may depend on the UID having a user name. The image does not make the cache
+# folders themselves: runc gives a tmpfs mounted over an existing folder that folder's mode
+# and root's ownership (measured: a 0775 folder became a root-owned 0775 tmpfs despite
+# mode=1777), which would lock the image's own user out of its Compose mounts. src: OpenShift Container Platform 4 docs, "Creating images",
 # "Support arbitrary user ids"; vLLM's docker/Dockerfile nonroot target (UID 2000, GID 0).
 ARBITRARY_UID_SRC = ("OpenShift 4 docs 'Creating images: Support arbitrary user ids' "
                      "(chgrp -R 0, chmod -R g=u); restricted-v2 SCC (MustRunAsRange UID, GID 0)")
