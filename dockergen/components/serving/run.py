@@ -47,10 +47,10 @@ class EngineRun:
 # and nothing may depend on the UID having a user name. The image does not make the cache
 # folders themselves: runc gives a tmpfs mounted over an existing folder that folder's mode
 # and root's ownership (measured: a 0775 folder became a root-owned 0775 tmpfs despite
-# mode=1777), which would lock the image's own user out of its Compose mounts. src: OpenShift Container Platform 4 docs, "Creating images",
-# "Support arbitrary user ids"; vLLM's docker/Dockerfile nonroot target (UID 2000, GID 0).
-ARBITRARY_UID_SRC = ("OpenShift 4 docs 'Creating images: Support arbitrary user ids' "
-                     "(chgrp -R 0, chmod -R g=u); restricted-v2 SCC (MustRunAsRange UID, GID 0)")
+# mode=1777), which would lock the image's own user out of its Compose mounts.
+# src: OpenShift Container Platform 4 docs, "Creating images", "Support arbitrary user ids"
+# (chgrp -R 0, chmod -R g=u); restricted-v2 SCC (MustRunAsRange UID, GID 0); vLLM's
+# docker/Dockerfile nonroot target (UID 2000, GID 0).
 ARBITRARY_UID_GID = 0
 
 # torch names its inductor cache after getpass.getuser(), which raises for a UID without a
