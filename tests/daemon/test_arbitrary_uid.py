@@ -20,6 +20,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,21 +42,37 @@ WRITTEN = {
 }
 
 
-@pytest.fixture(scope="module")
-def built(index: str, docker_client, tmp_path_factory: pytest.TempPathFactory  # type: ignore[no-untyped-def]
-          ) -> dict[str, Any]:
-    """The stand-in image (its id) and the tmpfs mounts its Compose output asks for."""
-    ctx = tmp_path_factory.mktemp("uid") / "ctx"
+SGLANG_PROFILE = PROFILE.parent / "standin-sglang.yaml"
+# the stand-in SGLang's start-up writes its JIT cache and Hugging Face's, no vLLM cache
+SGLANG_WRITTEN = {
+    "sglang-jit": f"{HOME}/.cache/sglang/jit/dockergen-standin-sglang-jit",
+    "huggingface": WRITTEN["huggingface"], "inductor": WRITTEN["inductor"],
+    "flashinfer": WRITTEN["flashinfer"],
+}
+
+
+def _build(index: str, tmp: Path, profile: Path) -> dict[str, Any]:
+    """The stand-in image of ``profile`` (its immutable tag), its port and the tmpfs mounts
+    its Compose output asks for."""
     sets = ("--set", f"build.pip_index_url={index}/simple",
             "--set", f"build.torch_index_url={index}")
-    out = run_cli("build", str(PROFILE), "--network", "host", "-q", "-o", str(ctx), *sets)
+    out = run_cli("build", str(profile), "--network", "host", "-q", "-o", str(tmp / "ctx"),
+                  *sets)
     assert out.rc == 0, out.err[-3000:]
-    record = json.loads((ctx / "build-record.json").read_text())
-    compose = run_cli("deploy", str(PROFILE), "--format", "compose", "-q", *sets)
+    record = json.loads((tmp / "ctx" / "build-record.json").read_text())
+    compose = run_cli("deploy", str(profile), "--format", "compose", "-q", *sets)
     assert compose.rc == 0, compose.err
     (service,) = yaml.safe_load(compose.out)["services"].values()
     tmpfs = dict(entry.split(":", 1) for entry in service["tmpfs"])
-    return {"image": record["immutable_tag"], "tmpfs": tmpfs}
+    return {"image": record["immutable_tag"], "tmpfs": tmpfs,
+            "port": service["ports"][0]["target"]}
+
+
+@pytest.fixture(scope="module")
+def built(index: str, docker_client, tmp_path_factory: pytest.TempPathFactory  # type: ignore[no-untyped-def]
+          ) -> dict[str, Any]:
+    """The stand-in vLLM image."""
+    return _build(index, tmp_path_factory.mktemp("uid"), PROFILE)
 
 
 @pytest.fixture
@@ -72,22 +89,22 @@ def cleanup(docker_client) -> Iterator[list[Any]]:  # type: ignore[no-untyped-de
 
 
 def _start(docker_client, cleanup: list[Any], image: str,  # type: ignore[no-untyped-def]
-           user: str = OPENSHIFT_USER, **kwargs: Any) -> Any:
+           user: str = OPENSHIFT_USER, port: int = 8000, **kwargs: Any) -> Any:
     container = docker_client.containers.run(
-        image, user=user, detach=True, ports={"8000/tcp": ("127.0.0.1", None)},
+        image, user=user, detach=True, ports={f"{port}/tcp": ("127.0.0.1", None)},
         cap_drop=["ALL"], security_opt=["no-new-privileges:true"], **kwargs)
     cleanup.append(container)
     return container
 
 
-def _health(container: Any, deadline_s: float = 90) -> tuple[bool, str]:
+def _health(container: Any, port: int = 8000, deadline_s: float = 90) -> tuple[bool, str]:
     """(/health answered 200 on the published port, the logs), or the container ended."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         container.reload()
         if container.status == "exited":
             return False, container.logs().decode(errors="replace")
-        ports = container.attrs["NetworkSettings"]["Ports"].get("8000/tcp") or []
+        ports = container.attrs["NetworkSettings"]["Ports"].get(f"{port}/tcp") or []
         if ports:
             try:
                 url = f"http://127.0.0.1:{ports[0]['HostPort']}/health"
@@ -152,3 +169,17 @@ def test_the_server_fails_as_the_real_one_where_a_part_of_the_fix_is_undone(
         ok, logs = _health(_start(docker_client, cleanup, image, user="10001:10001"))
         assert ok, logs[-3000:]
 
+
+def test_the_sglang_image_runs_read_only_as_an_arbitrary_uid(
+        index: str, docker_client, cleanup: list[Any],  # type: ignore[no-untyped-def]
+        tmp_path: Path) -> None:
+    """SGLang's own JIT cache (SGLANG_JIT_CACHE_DIR, ~/.cache/sglang/jit) too, under the
+    hardened run of its Compose output."""
+    sglang = _build(index, tmp_path, SGLANG_PROFILE)
+    container = _start(docker_client, cleanup, sglang["image"], port=sglang["port"],
+                       read_only=True, tmpfs=sglang["tmpfs"])
+    ok, logs = _health(container, port=sglang["port"])
+    assert ok, logs[-3000:]
+    for cache, path in SGLANG_WRITTEN.items():
+        stat = container.exec_run(["stat", "-c", "%u", path])
+        assert stat.output.decode().strip() == "1000730000", (cache, stat.output.decode())
