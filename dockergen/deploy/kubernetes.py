@@ -212,14 +212,7 @@ def _header(f: DeployFacts, o: DeployOptions) -> str:
         f"#   PVC {comment(o.model_claim or f.name + '-model')} holding the model (mounted "
         "read-only).",
         *_security_lines(f, o),
-        f"# Nodes: {NODE_ARCH} {f.arch} (the image's architecture) and, by GPU Feature "
-        "Discovery labels,",
-        f"#   compute capability in {', '.join(f.ccs)} (the image's audited archs) and driver "
-        f"major >= {f.min_driver.split('.')[0]} (CUDA floor {f.min_driver});",
-        "#   " + (f"preferred: {GFD_PRODUCT} in {', '.join(f.gpu_products)} (the profile's "
-                  "GPUs; not required: form factors and sharing change the product)."
-                  if f.gpu_products else f"no {GFD_PRODUCT} preference (no product known "
-                                         "for the profile's GPUs)."),
+        *_placement_lines(f),
         f"# /dev/shm: {f.shm_gib}Gi memory emptyDir (src: {SHM_SRC}).",
         f"# health: {f.health_path} (src: {f.run.health_src})",
         f"# pull: {f.layers}.",
@@ -230,6 +223,18 @@ def _header(f: DeployFacts, o: DeployOptions) -> str:
     for opt in o.opt_in:
         lines.append(f"# OPT-IN {comment(opt)}: enabled on request")
     return "\n".join(lines) + "\n"
+
+
+def _placement_lines(f: DeployFacts) -> list[str]:
+    preferred = (f"preferred: {GFD_PRODUCT} in {comment(', '.join(f.gpu_products))} (the "
+                 "profile's GPUs; not required: form factors and sharing change the product)."
+                 if f.gpu_products else
+                 f"no {GFD_PRODUCT} preference (no product known for the profile's GPUs).")
+    return [f"# Nodes: {NODE_ARCH} {f.arch} (the image's architecture) and, by GPU Feature "
+            "Discovery labels,",
+            f"#   compute capability in {', '.join(f.ccs)} (the image's audited archs) and "
+            f"driver major >= {f.min_driver.split('.')[0]} (CUDA floor {f.min_driver});",
+            f"#   {preferred}"]
 
 
 def _security_lines(f: DeployFacts, o: DeployOptions) -> list[str]:
