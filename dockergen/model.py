@@ -88,6 +88,9 @@ class GpuTarget:
     family: str
     src: str
     mem_gib: int | None = None  # the named GPU's memory (capacity plans); None: not known
+    # GPU Feature Discovery's nvidia.com/gpu.product values of the named GPU's boards (the
+    # Kubernetes output prefers nodes with them); empty: none known
+    gfd_products: tuple[str, ...] = ()
 
     @property
     def cc_tuple(self) -> tuple[int, int]:
@@ -337,6 +340,9 @@ class RuntimeStage:
     venv_layers: tuple[VenvLayer, ...] = ()
     # copies into the venv, after it (FlashInfer's modules built ahead of time)
     after_venv: tuple[RuntimeCopy, ...] = ()
+    # HOME's group, with the owner's rights (g=u): any UID of this group (OpenShift: an
+    # arbitrary UID with GID 0) creates the engine's caches there
+    home_group: int = 0
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from dockergen.components import (
 from dockergen.components.base import Context
 from dockergen.components.serving import engine_for
 from dockergen.components.serving.base import ServingEngine, ServingPart
+from dockergen.components.serving.run import ARBITRARY_UID_GID
 from dockergen.errors import Edit, Problem, ProfileError, Severity
 from dockergen.loader import LoadedProfile, with_overrides
 from dockergen.model import (
@@ -296,6 +297,7 @@ def _runtime_stage(p: Profile, cuda_part: cuda.CudaPart, python_part: python.Pyt
         entrypoint=tuple(serving.serve.entrypoint), cmd=tuple(serving.serve.args),
         jit_toolchain=p.runtime.jit_toolchain, jit_c_compiler=serving.c_compiler,
         venv_layers=layers, after_venv=after_venv,
+        home_group=ARBITRARY_UID_GID,
     )
 
 

@@ -51,7 +51,7 @@ def gpu(given: str) -> GpuTarget | None:
     entry = facts()["gpus"].get(key)
     if entry is not None:
         return GpuTarget(given, entry["cc"], key, entry["family"], entry["src"],
-                         int(entry["mem_gib"]))
+                         int(entry["mem_gib"]), tuple(entry.get("gfd_product", ())))
     m = _CC.fullmatch(key)
     if m:
         major = int(m.group(1))

@@ -128,6 +128,7 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.fleet": set(),
     # run configurations are written from the resolution; facts of their own
     "dockergen.deploy": _BASE | {"dockergen.pipeline", "dockergen.buildrecord", "dockergen.layers",
+                                 "dockergen.model",
                                  "dockergen.components.serving",
                                  "dockergen.components.serving.run",
                                  "dockergen.deploy.compose", "dockergen.deploy.facts",

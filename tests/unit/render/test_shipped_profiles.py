@@ -82,6 +82,35 @@ def test_runtime_stage_is_hardened(name: str) -> None:
         assert env["CUDA_HOME"].strip('"').startswith(resolved.engine_jit.target)
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_home_is_group_0_writable_and_the_cache_mount_points_are_left_to_the_mounts(
+        name: str) -> None:
+    """OpenShift runs the image as an arbitrary UID with GID 0: HOME (where the engine makes
+    its caches) belongs to group 0 with the owner's rights, and torch's inductor cache does
+    not need a user name. The cache folders the run configurations mount are not made in the
+    image: a tmpfs over an existing folder takes its mode, owned by root, and locked the
+    image's own user out (tests/daemon/test_deploy_daemon.py runs that)."""
+    from dockergen.components.serving import engine_for
+
+    resolved, text = render_profile(PROFILES / f"{name}.yaml")
+    home, uid = resolved.runtime.home, resolved.runtime.uid
+    runtime = dockerfile.parse_string(text)
+    runtime = runtime[max(i for i, c in enumerate(runtime) if c.cmd == "FROM"):]
+    run = next(c.value[0] for c in runtime if c.cmd == "RUN" and "useradd" in c.value[0])
+    steps = [s.strip() for s in run.split("&&")]
+    assert steps[-2:] == [f"chown -R {uid}:0 {home}", f"chmod -R g=u {home}"]
+    caches = [c.path.replace("{home}", home)
+              for c in engine_for(resolved.profile.engine.name).run.caches]
+    assert f"{home}/.cache" in caches
+    runtime_text = "\n".join(c.original for c in runtime)
+    assert not any(f"{path} " in runtime_text or f"{path}\n" in runtime_text
+                   for path in caches if path.startswith(home + "/"))
+    env = next(c for c in runtime if c.cmd == "ENV" and "HOME" in c.value).value
+    env_map = dict(zip(env[::2], env[1::2], strict=True))
+    assert env_map["TORCHINDUCTOR_CACHE_DIR"] == '"/tmp/torchinductor"'
+    assert env_map["HOME"] == f'"{home}"'
+
+
 def test_classic_mode_has_no_buildkit_syntax() -> None:
     for name in NAMES:
         _, text = render_profile(PROFILES / f"{name}.yaml", mode="classic")

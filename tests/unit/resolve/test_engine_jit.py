@@ -44,7 +44,7 @@ def test_the_sglang_image_carries_the_compiler_and_a_cache_seeded_for_its_model(
     assert _kernels(r) == {"activation": ["torch.bfloat16"],
                            "fused_rope": [True, 128, "torch.bfloat16", "torch.bfloat16"],
                            "per_token_quant_fp8": ["torch.bfloat16"]}
-    assert jit.toolchain[0] == "cuda-toolkit[nvcc,cccl,cudart,curand,cublas]==13.0.2"
+    assert jit.toolchain[0] == "cuda-toolkit[nvcc,cccl,cudart]==13.0.2"  # no cuBLAS twice
     assert "g++" in r.runtime.apt
     assert r.runtime.env["CUDA_HOME"] == "/opt/cuda-nvcc/nvidia/cu13"
     assert r.runtime.env["SGLANG_JIT_CACHE_DIR"] == jit.cache_dir
@@ -54,7 +54,7 @@ def test_the_sglang_image_carries_the_compiler_and_a_cache_seeded_for_its_model(
     assert f"chown -R 10001:0 {jit.cache_dir}" in runtime
     # the seed runs in the runtime stage itself: the cache key holds its compilers' output
     assert runtime.index("engine_jit.py seed") < runtime.index("USER 10001:10001")
-    assert "FROM build-base AS jit-toolchain" in text
+    assert "FROM engine AS jit-toolchain" in text
 
 
 def test_without_the_model_the_compiler_ships_and_nothing_is_seeded(tmp_path: Path) -> None:
@@ -133,3 +133,29 @@ def test_the_load_check_passes_only_when_every_kernel_is_cached(out: str, ok: bo
     assert "SGLANG_CRASH_ON_JIT_COMPILE" in check.command
     got, detail = check.verify(0, out)
     assert got is ok and said in detail, detail
+
+
+def test_an_unseeded_jit_cache_is_a_writable_mount_and_a_seeded_one_stays_the_images(
+        tmp_path: Path) -> None:
+    """On the read-only root of the deploy outputs the engine's first start compiles into
+    its JIT cache where the image seeds nothing: that folder gets a mount; a seeded cache is
+    only read, and a mount would hide it."""
+    import yaml
+
+    from tests.conftest import run_cli
+
+    def mounts(profile: Path) -> tuple[list[str], list[str]]:
+        compose = run_cli("deploy", str(profile), "--format", "compose")
+        k8s = run_cli("deploy", str(profile), "--format", "k8s")
+        assert compose.rc == 0 and k8s.rc == 0, compose.err + k8s.err
+        service = next(iter(yaml.safe_load(compose.out)["services"].values()))
+        pod = next(d for d in yaml.safe_load_all(k8s.out) if d and d["kind"] == "Deployment")
+        container = pod["spec"]["template"]["spec"]["containers"][0]
+        return ([t.split(":")[0] for t in service["tmpfs"]],
+                [m["mountPath"] for m in container["volumeMounts"]])
+
+    cache = engine_jit.CACHE_DIR
+    compose, k8s = mounts(SGLANG)
+    assert cache not in compose and cache not in k8s
+    compose, k8s = mounts(_profile(tmp_path, None))
+    assert cache in compose and cache in k8s
