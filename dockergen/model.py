@@ -12,6 +12,7 @@ and the lock formats (:mod:`dockergen.pins`: the base-image lock's typed pins;
 
 from __future__ import annotations
 
+import json
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -51,6 +52,10 @@ AUDIT_SCRIPT = "arch_audit.py"
 FLASHINFER_AOT_SCRIPT = "flashinfer_aot.py"
 DRIVER_STUB = "driver_stub.py"
 FLASHINFER_AOT_OUT = "/flashinfer-aot"
+# The engine's own start-up JIT kernels (components/engine_jit.py): the script that prepares
+# the compiler wheels and seeds the engine's JIT cache, and where the compiler wheels go
+ENGINE_JIT_SCRIPT = "engine_jit.py"
+CUDA_COMPILER_DIR = "/opt/cuda-nvcc"
 CERT_DIR = "certs"
 
 
@@ -98,6 +103,9 @@ class GpuTarget:
     family: str
     src: str
     mem_gib: int | None = None  # the named GPU's memory (capacity plans); None: not known
+    # GPU Feature Discovery's nvidia.com/gpu.product values of the named GPU's boards (the
+    # Kubernetes output prefers nodes with them); empty: none known
+    gfd_products: tuple[str, ...] = ()
 
     @property
     def cc_tuple(self) -> tuple[int, int]:
@@ -215,6 +223,46 @@ class FlashInferAotStage:
     aot_dir: str  # the installed flashinfer's data/aot folder in the venv
 
 
+@dataclass(frozen=True)
+class JitKernel:
+    """One kernel the engine JIT-builds at start-up, as its own builder is called: the
+    builder (``package.module:function``) with arguments as JSON values, where a string
+    ``torch.NAME`` stands for that torch dtype."""
+
+    name: str
+    builder: str
+    args: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class EngineJit:
+    """The engine's own start-up JIT: the compiler it needs at run time (CUDA's compiler
+    wheels in a folder of their own, g++ from the runtime image's distribution) and the
+    kernels seeded into its JIT cache in the runtime stage, for each GPU target."""
+
+    engine: str  # e.g. "sglang 0.5.23"
+    toolchain: tuple[str, ...]  # the compiler wheels (cuda-toolkit[...]==X, nvvm, crt)
+    target: str  # the folder the compiler wheels are installed into
+    cuda_home: str  # CUDA home inside it (CUDA_HOME at run time)
+    apt: tuple[str, ...]  # the host compiler nvcc hands host code to, and links with
+    env: Mapping[str, str]  # CUDA_HOME and the engine's JIT cache folder
+    cache_dir: str  # the engine's JIT cache, seeded here, writable by the runtime user
+    cache_env: str  # the engine's variable naming its JIT cache folder
+    crash_env: str  # the engine's switch that turns a cache miss into an error
+    override: str  # the engine's arch override (``module:function(major, minor)``)
+    archs: tuple[str, ...]  # compute capabilities to seed, e.g. ("9.0",)
+    kernels: tuple[JitKernel, ...]  # empty: nothing seeded (the model is not known)
+    max_jobs: int
+    venv: str
+    mode: Mode
+
+    @property
+    def kernels_json(self) -> str:
+        """The kernels as the seeding script and the check read them."""
+        return json.dumps([{"name": k.name, "builder": k.builder, "args": list(k.args)}
+                           for k in self.kernels], sort_keys=True, separators=(",", ":"))
+
+
 # --- engine stage -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class EngineStage:
@@ -307,6 +355,9 @@ class RuntimeStage:
     venv_layers: tuple[VenvLayer, ...] = ()
     # copies into the venv, after it (FlashInfer's modules built ahead of time)
     after_venv: tuple[RuntimeCopy, ...] = ()
+    # HOME's group, with the owner's rights (g=u): any UID of this group (OpenShift: an
+    # arbitrary UID with GID 0) creates the engine's caches there
+    home_group: int = 0
 
 
 @dataclass(frozen=True)
@@ -352,6 +403,8 @@ class Resolved:
     serve_parser: str = ""
     # the module the server imports first (the bytecode check imports it); empty: none
     startup_import: str = ""
+    # the engine's own start-up JIT: toolchain and seeded kernels (None: it has none)
+    engine_jit: EngineJit | None = None
     derivations: tuple[Derivation, ...] = ()
     warnings: tuple[Problem, ...] = ()
 

@@ -485,7 +485,10 @@ class Serving(_Section):
     hf_config: FilePath | None = Field(
         None, description="The model's Hugging Face config.json (relative to the profile "
                           "file) or a built-in model name (dockergen plan); validate then "
-                          "checks that max_model_len fits. Not part of the image.")
+                          "checks that max_model_len fits. For an engine that JIT-builds "
+                          "kernels at start-up (SGLang), the image's JIT cache is seeded "
+                          "for this model's dtype and RoPE shape; unset, its first start on "
+                          "each node compiles them.")
 
 
 class Image(_Section):

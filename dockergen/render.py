@@ -18,7 +18,13 @@ import jinja2
 from dockergen import __version__, atomic, inputs
 from dockergen.atomic import MANIFEST
 from dockergen.errors import OutputError
-from dockergen.model import AUDIT_SCRIPT, Resolved
+from dockergen.model import (
+    AUDIT_SCRIPT,
+    DRIVER_STUB,
+    ENGINE_JIT_SCRIPT,
+    FLASHINFER_AOT_SCRIPT,
+    Resolved,
+)
 from dockergen.resources import templates_dir
 
 # the resolution record: every derived value (never a lock: those are PROFILE.lock.json,
@@ -104,7 +110,9 @@ def render_dockerfile(r: Resolved, syntax: str | None = None) -> str:
         version=__version__, chain=r.chain, source_name=r.source_name, name=r.profile.name,
         profile_hash=r.profile_hash, mode=r.mode, syntax=syntax if r.mode == "buildkit" else None,
         base=r.base, fa=r.flash_attn, engine=r.engine, runtime=r.runtime,
-        aot=r.flashinfer_aot,
+        aot=r.flashinfer_aot, jit=r.engine_jit,
+        jit_files={"script": ENGINE_JIT_SCRIPT, "shared": FLASHINFER_AOT_SCRIPT,
+                   "stub": DRIVER_STUB},
     )
     # collapse runs of blank lines left by optional blocks; keeps output stable
     text = re.sub(r"\n{3,}", "\n\n", text)

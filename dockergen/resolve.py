@@ -22,10 +22,20 @@ from types import MappingProxyType
 from typing import Any
 
 from dockergen import __version__, knowledge
-from dockergen.components import cuda, fields, flash_attn, flashinfer, image, python, torch
+from dockergen.components import (
+    cuda,
+    engine_jit,
+    fields,
+    flash_attn,
+    flashinfer,
+    image,
+    python,
+    torch,
+)
 from dockergen.components.base import Context
 from dockergen.components.serving import engine_for
 from dockergen.components.serving.base import ServingEngine, ServingPart
+from dockergen.components.serving.run import ARBITRARY_UID_GID
 from dockergen.errors import Edit, Problem, ProfileError, Severity
 from dockergen.loader import LoadedProfile, with_overrides
 from dockergen.model import (
@@ -35,6 +45,7 @@ from dockergen.model import (
     BuildBase,
     CudaBase,
     Derivation,
+    EngineJit,
     FlashAttnStage,
     GivenCertificate,
     Inputs,
@@ -237,14 +248,16 @@ def _runtime_env(loaded: LoadedProfile, derived: dict[str, str], d: list[Derivat
 
 def _record_core(p: Profile, ctx: Context, cuda_part: cuda.CudaPart,
                python_part: python.PythonPart, fa: FlashAttnStage | None, base: BuildBase,
-               serving: ServingPart, release_tags: list[str]) -> dict[str, Any]:
+               serving: ServingPart, release_tags: list[str], jit: EngineJit | None
+               ) -> dict[str, Any]:
     """What the profile hash covers: the profile's image inputs and every derived value."""
     torch_install, stage = base.torch, serving.stage
     return {
         # matrix: variants are resolved with it removed; cache_ref/attest only steer the
         # bake target, not the image content, so they leave the hash (and dg- tag) alone.
-        # serving.hf_config only feeds `plan`/`validate` and observe: only monitoring
-        # (dockergen observe): neither is an image input, so neither changes the hash or tags.
+        # serving.hf_config feeds `plan`/`validate`, and the image only through the engine's
+        # seeded JIT kernels (resolved.engine_jit, hashed there); observe: only monitoring
+        # (dockergen observe): neither changes the hash or tags by itself.
         "profile": p.model_dump(mode="json", exclude={
             "extends": True, "abstract": True, "matrix": True, "observe": True,
             "image": {"cache_ref", "attest"}, "serving": {"hf_config"}}),
@@ -268,22 +281,24 @@ def _record_core(p: Profile, ctx: Context, cuda_part: cuda.CudaPart,
             "entrypoint": list(serving.serve.entrypoint),
             "cmd": list(serving.serve.args),
             "tags": release_tags,
+            # an engine without start-up JIT keeps its hash (and dg- tag)
+            **({"engine_jit": engine_jit.record(jit)} if jit is not None else {}),
         },
     }
 
 
 def _runtime_stage(p: Profile, cuda_part: cuda.CudaPart, python_part: python.PythonPart,
                    fa: FlashAttnStage | None, serving: ServingPart, env: dict[str, str],
-                   labels: dict[str, str], mode: Mode, after_venv: tuple[RuntimeCopy, ...]
-                   ) -> RuntimeStage:
+                   labels: dict[str, str], mode: Mode, after_venv: tuple[RuntimeCopy, ...],
+                   jit_apt: tuple[str, ...]) -> RuntimeStage:
     """The runtime stage: the CUDA runtime image with the venv, the server and its checks."""
     uid, start_period = p.runtime.uid, p.serving.health_start_period_s
     layers = python.venv_layers(p.python, p.cuda.version.split(".")[0], mode,
                                                serving.layer_packages)
     return RuntimeStage(
         image=cuda_part.runtime_image,
-        apt=tuple(sorted(cuda_part.runtime_apt + python_part.runtime_apt
-                         + serving.runtime_apt)),
+        apt=tuple(sorted(set(cuda_part.runtime_apt + python_part.runtime_apt
+                             + serving.runtime_apt + jit_apt))),
         uid=uid, home=APP_HOME, venv=python_part.setup.venv,
         copies=python_part.copies + flash_attn.runtime_copies(fa) + serving.copies,
         env=MappingProxyType(dict(sorted(env.items()))),
@@ -293,6 +308,7 @@ def _runtime_stage(p: Profile, cuda_part: cuda.CudaPart, python_part: python.Pyt
         entrypoint=tuple(serving.serve.entrypoint), cmd=tuple(serving.serve.args),
         jit_toolchain=p.runtime.jit_toolchain, jit_c_compiler=serving.c_compiler,
         venv_layers=layers, after_venv=after_venv,
+        home_group=ARBITRARY_UID_GID,
     )
 
 
@@ -323,12 +339,15 @@ def _resolve(loaded: LoadedProfile, mode: Mode, inputs: Inputs) -> Resolved:
     serving = engine.derive(ctx, d, torch_install, fa is not None, mode)
     aot = flashinfer.derive(ctx, d, engine.facts(), (engine.flashinfer_row(ctx) or {}).get(
         "python"), mode)
+    jit = engine_jit.derive(ctx, d, engine.facts(), mode)  # the engine's own start-up JIT
 
     base = _build_base(ctx, cuda_part, python_part, torch_install)
-    env = _runtime_env(loaded, {**cuda_part.env, **python_part.env, **serving.env}, d)
+    env = _runtime_env(loaded, {**cuda_part.env, **python_part.env, **serving.env,
+                                **(jit.env if jit else {})}, d)
     release_tags = image.tags(p)
     stage = serving.stage
-    record_core = _record_core(p, ctx, cuda_part, python_part, fa, base, serving, release_tags)
+    record_core = _record_core(p, ctx, cuda_part, python_part, fa, base, serving, release_tags,
+                               jit)
     canonical = json.dumps(record_core, sort_keys=True, separators=(",", ":"))
     profile_hash = "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
     labels = image.labels(p, cuda_part.runtime_image, profile_hash, {
@@ -344,7 +363,7 @@ def _resolve(loaded: LoadedProfile, mode: Mode, inputs: Inputs) -> Resolved:
                         "from serving.health_start_period_s: time for model loading before "
                         "failed health checks count", ""))
     runtime = _runtime_stage(p, cuda_part, python_part, fa, serving, env, labels, mode,
-                             flashinfer.runtime_copies(aot))
+                             flashinfer.runtime_copies(aot), jit.apt if jit else ())
     smoke = [torch.smoke_import(torch_install), *serving.smoke,
              *([flash_attn.smoke_import(fa)] if fa is not None else [])]
     record = {"dockergen": __version__, "mode": mode, "profile_hash": profile_hash, **record_core}
@@ -352,8 +371,8 @@ def _resolve(loaded: LoadedProfile, mode: Mode, inputs: Inputs) -> Resolved:
         profile=p, mode=mode, source_name=loaded.path.name,
         chain=tuple(c.rsplit("/", 1)[-1] for c in loaded.chain),
         gpus=tuple(ctx.gpus), base=base, flash_attn=fa, engine=stage, runtime=runtime,
-        flashinfer_aot=aot, context_files=MappingProxyType({
-            **flashinfer.context_files(aot),
+        flashinfer_aot=aot, engine_jit=jit, context_files=MappingProxyType({
+            **flashinfer.context_files(aot), **engine_jit.context_files(jit),
             **python_part.context_files, **serving.serve.context_files, **serving.context_files,
             **{f"{CERT_DIR}/extra-{i}.crt": pem for i, pem in enumerate(ctx.certificates)}}),
         tags=tuple(release_tags),  # the dg-<hash> tag of the inputs: `build` adds it

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dockergen.buildrecord import SmokeCheck
-from dockergen.components import flash_attn, flashinfer, python, torch
+from dockergen.components import engine_jit, flash_attn, flashinfer, python, torch
 from dockergen.daemon import ContainerDaemon, DaemonError
 from dockergen.errors import SECRET_NAME, SECRET_VALUE, DockergenError, ExitCode
 from dockergen.model import CommandCheck, Resolved, cc_tuple
@@ -159,6 +159,8 @@ def _component_image_checks(r: Resolved) -> list[tuple[str, list[str], Any]]:
         image_checks.append(serve_parser_check(r, stub))
     if r.flashinfer_aot is not None:
         image_checks.append(flashinfer.load_check(r.flashinfer_aot, stub))
+    if r.engine_jit is not None and r.engine_jit.kernels:
+        image_checks.append(engine_jit.load_check(r.engine_jit))
     if r.startup_import:
         image_checks.append(python.bytecode_check(r.runtime.venv, r.startup_import))
     return [(c.name, list(c.command), c.verify) for c in image_checks]
@@ -169,11 +171,14 @@ def _no_compilers_check(r: Resolved) -> tuple[str, list[str], Any] | None:
     runtime.jit_toolchain keeps them all)."""
     if r.profile.runtime.jit_toolchain:
         return None
-    kept = python.C_COMPILER_EXECUTABLES if r.runtime.jit_c_compiler else ()
+    kept: tuple[str, ...] = python.C_COMPILER_EXECUTABLES if r.runtime.jit_c_compiler else ()
+    if r.engine_jit is not None:  # g++ is the host compiler of the engine's start-up JIT
+        kept = (*python.C_COMPILER_EXECUTABLES, *engine_jit.HOST_COMPILER_EXECUTABLES)
     banned = [c for c in python.COMPILER_EXECUTABLES if c not in kept]
     probe = "for c in " + " ".join(banned) + "; do command -v $c; done; true"
-    name = ("no compiler but the C compiler in the runtime image" if kept
-            else "no compilers in the runtime image")
+    name = ("no compilers in the runtime image" if not kept else
+            "no compiler but the C compiler in the runtime image" if r.engine_jit is None else
+            "no compiler on PATH but gcc and g++ (the engine's JIT host compiler)")
     return (name, ["sh", "-c", probe],
             lambda code, out: (out.strip() == "", out.strip() or "none"))
 
@@ -211,6 +216,12 @@ def image_audit_check(r: Resolved) -> CommandCheck:
     targets = ",".join(sorted({t.cc for t in r.gpus}, key=cc_tuple))
     roots = [r.runtime.venv] + [c.dst for c in r.runtime.copies
                                 if c.dst != r.runtime.venv and c.stage == "build-base"]
+    built = []  # kernels the build compiled: audited like any library, and listed
+    if r.flashinfer_aot is not None:
+        built.append(f"{r.flashinfer_aot.aot_dir}/*.so")
+    if r.engine_jit is not None and r.engine_jit.kernels:
+        roots.append(r.engine_jit.cache_dir)
+        built.append(f"{r.engine_jit.cache_dir}/*.so")
 
     def verify(code: int, out: str) -> tuple[bool, str]:
         try:
@@ -220,6 +231,10 @@ def image_audit_check(r: Resolved) -> CommandCheck:
         problems = report.get("problems") or []
         summary = (f"{report.get('elf_files')} ELF files, {report.get('cuda_libraries')} with "
                    f"CUDA code")
+        kernels = report.get("kernels") or {}
+        if kernels:
+            summary += "; built here: " + ", ".join(f"{name.removesuffix('.so')} ({code})"
+                                                    for name, code in sorted(kernels.items()))
         return code == 0 and report.get("ok") is True, (
             "; ".join(problems[:20]) + (f" (+{len(problems) - 20} more)" if len(problems) > 20
                                         else "") if problems else summary)
@@ -233,7 +248,7 @@ def image_audit_check(r: Resolved) -> CommandCheck:
                            for o in python.facts()["optional_libraries"]],
                          *[f"--kernels-elsewhere={k['glob']}"
                            for k in python.facts()["kernels_outside_fatbin"]],
-                         *roots), verify)
+                         *[f"--list={glob}" for glob in built], *roots), verify)
 
 
 def _verify_command(test: CommandTest) -> Any:

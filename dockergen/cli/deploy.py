@@ -51,14 +51,17 @@ from dockergen.cli.app import (
               help="Kubernetes: CPU request and limit.")
 @click.option("--memory-gib", type=click.IntRange(1, 65536), default=64, show_default=True,
               help="Kubernetes: memory request and limit in GiB.")
+@click.option("--openshift", is_flag=True,
+              help="Kubernetes: OpenShift's restricted-v2 SCC assigns the UID, GID 0 and "
+                   "fsGroup; the pod fixes none of them.")
 @set_option
 @quiet_option
 @click.pass_context
 def deploy(ctx: click.Context, profile: str | None, fmt: str, record: str | None,
            output: str | None, deploy_all: bool, opt_in: tuple[str, ...], gpu_ids: str | None,
            bind_address: str, namespace: str, runtime_class: str | None, hf_secret: str,
-           model_claim: str | None, cpus: int, memory_gib: int, overrides: tuple[str, ...],
-           quiet: bool) -> None:
+           model_claim: str | None, cpus: int, memory_gib: int, openshift: bool,
+           overrides: tuple[str, ...], quiet: bool) -> None:
     """Write a hardened Compose file or Kubernetes manifest for PROFILE."""
     from dockergen import atomic
     from dockergen.api import shipped_single_images
@@ -75,7 +78,8 @@ def deploy(ctx: click.Context, profile: str | None, fmt: str, record: str | None
         # blanks are kept so `--gpu-ids 0,,1` is refused, not read as 0,1
         gpu_ids=tuple(gpu_ids.split(",")) if gpu_ids is not None else (),
         bind_address=bind_address, namespace=namespace, runtime_class=runtime_class,
-        hf_secret=hf_secret, model_claim=model_claim, cpus=cpus, memory_gib=memory_gib)
+        hf_secret=hf_secret, model_claim=model_claim, cpus=cpus, memory_gib=memory_gib,
+        openshift=openshift)
     try:
         check_options(options)  # before any profile is read
     except DeployUsageError as exc:
@@ -108,4 +112,5 @@ _DEPLOY_FORMAT_OPTIONS = (
     ("namespace", "--namespace", "k8s"), ("runtime_class", "--runtime-class", "k8s"),
     ("hf_secret", "--hf-secret", "k8s"), ("model_claim", "--model-claim", "k8s"),
     ("cpus", "--cpus", "k8s"), ("memory_gib", "--memory-gib", "k8s"),
+    ("openshift", "--openshift", "k8s"),
 )

@@ -51,7 +51,7 @@ def gpu(given: str) -> GpuTarget | None:
     entry = facts()["gpus"].get(key)
     if entry is not None:
         return GpuTarget(given, entry["cc"], key, entry["family"], entry["src"],
-                         int(entry["mem_gib"]))
+                         int(entry["mem_gib"]), tuple(entry.get("gfd_product", ())))
     m = _CC.fullmatch(key)
     if m:
         major = int(m.group(1))
@@ -111,6 +111,23 @@ def retarget(c: Context, old: list[GpuTarget], ok: Callable[[GpuTarget], bool]
 def major_minor(version: str) -> str:
     """``"13.0.2"`` -> ``"13.0"``."""
     return ".".join(version.split(".")[:2])
+
+
+def compiler_wheels(version: str, extras: str = "nvcc,cccl,cudart"
+                    ) -> tuple[str, ...] | None:
+    """CUDA's compiler as wheels for this CUDA release (``cuda.yaml`` ``compiler_wheels``):
+    ``cuda-toolkit`` with ``extras`` (nvcc, CCCL and cudart; a build that includes cuRAND or
+    cuBLAS headers adds those), and the nvvm and crt wheels pinned to its nvcc; None where
+    dockergen does not know them."""
+    row = facts().get("compiler_wheels", {}).get(version)
+    if row is None:
+        return None
+    return (f"cuda-toolkit[{extras}]=={version}",
+            *(f"{name}=={row['nvcc']}" for name in ("nvidia-nvvm", "nvidia-cuda-crt")))
+
+
+# the CUDA 13 wheels lay the toolkit out in one tree (nvidia-cuda-nvcc 13.x RECORD)
+CUDA_HOME_IN_WHEELS = {"13": "nvidia/cu13"}
 
 
 # --- checks -------------------------------------------------------------------------------

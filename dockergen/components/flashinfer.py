@@ -20,6 +20,7 @@ from typing import Any
 from dockergen.components import cuda, python
 from dockergen.components.base import Context
 from dockergen.model import (
+    CUDA_COMPILER_DIR,
     DRIVER_STUB,
     FLASHINFER_AOT_OUT,
     FLASHINFER_AOT_SCRIPT,
@@ -36,9 +37,7 @@ from dockergen.model import (
 from dockergen.resources import templates_dir
 
 # where the compiler wheels go in the stage (never into the venv: they are build tools)
-NVCC_TARGET = "/opt/cuda-nvcc"
-# the CUDA 13 wheels lay the toolkit out in one tree (nvidia-cuda-nvcc 13.x RECORD)
-CUDA_HOME_IN_WHEELS = {"13": "nvidia/cu13"}
+NVCC_TARGET = CUDA_COMPILER_DIR
 # GiB one of FlashInfer's nvcc jobs may take: the largest measured, one FP8 MoE file for
 # sm_90, peaked at 4.6 GB (shared/reference/platform-notes.md, 2026-12-06); the profile's build
 # memory bounds the parallel jobs (ninja's -j, MAX_JOBS) as it does flash-attn's
@@ -72,9 +71,10 @@ def derive(c: Context, d: list[Derivation], facts: dict[str, Any], flashinfer: s
                                 "first use, where nvcc is found", "flashinfer_aot"))
         return None
     major = c.p.cuda.version.split(".")[0]
-    home = CUDA_HOME_IN_WHEELS.get(major)
-    wheels = cuda.facts().get("compiler_wheels", {}).get(c.p.cuda.version)
-    if home is None or wheels is None:
+    home = cuda.CUDA_HOME_IN_WHEELS.get(major)
+    # FlashInfer's sources include cuRAND's and cuBLAS's headers
+    nvcc = cuda.compiler_wheels(c.p.cuda.version, "nvcc,cccl,cudart,curand,cublas")
+    if home is None or nvcc is None:
         d.append(Derivation("FlashInfer kernels ahead of time", "none", f"CUDA "
                             f"{c.p.cuda.version}'s compiler wheels are not known to dockergen "
                             "(cuda.yaml compiler_wheels): FlashInfer JIT-builds at first use, "
@@ -83,8 +83,6 @@ def derive(c: Context, d: list[Derivation], facts: dict[str, Any], flashinfer: s
     archs = sorted({arch_of(t) for t in c.gpus}, key=lambda a: cc_tuple(a.rstrip("a")))
     modules = tuple(FlashInferModule(name, spec) for name, spec in sorted(row["modules"].items()))
     jobs = max(1, c.p.build.memory_gib // JOB_GIB)
-    nvcc = (f"cuda-toolkit[nvcc,cccl,cudart,curand,cublas]=={c.p.cuda.version}",
-            *(f"{name}=={wheels['nvcc']}" for name in ("nvidia-nvvm", "nvidia-cuda-crt")))
     d.append(Derivation("FlashInfer kernels ahead of time", ", ".join(m.name for m in modules),
                         f"{c.p.engine.name} {c.p.engine.version} runs them at start-up or at "
                         f"the first request ({row['why']}); built in the flashinfer-aot stage "

@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING
 from dockergen import inputs, kube, layers, refs
 from dockergen.buildrecord import BuildRecord, RecordProblem, read_record
 from dockergen.components.serving.run import CacheDir, EngineRun
-from dockergen.deploy.facts import OPT_INS, shm_gib
+from dockergen.deploy.facts import GOARCH_OF_MACHINE, OPT_INS, shm_gib
 from dockergen.errors import DockergenError, ExitCode, shown_value
 
 if TYPE_CHECKING:
+    from dockergen.model import Resolved
     from dockergen.pipeline import Resolution
 
 FORMATS = ("compose", "k8s")
@@ -113,6 +114,9 @@ class DeployOptions:
     model_claim: str | None = None  # Kubernetes PVC; default "<name>-model"
     cpus: int = 8
     memory_gib: int = 64
+    # Kubernetes: OpenShift's restricted-v2 SCC assigns the UID (from the namespace's range),
+    # GID 0 and the fsGroup; a pod that fixes them is refused there
+    openshift: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,12 @@ class DeployFacts:
     jit: bool = False
     # the image's layer compression and what pulling it needs (dockergen/layers.py)
     layers: str = ""
+    # the image's architecture as Kubernetes and OCI name it (GOARCH: amd64, arm64)
+    arch: str = "amd64"
+    # GPU Feature Discovery products of the profile's named GPUs (preferred nodes)
+    gpu_products: tuple[str, ...] = ()
+    # folders the image writes beyond its engine's own (the engine's JIT cache, unseeded)
+    extra_caches: tuple[CacheDir, ...] = ()
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -156,7 +166,8 @@ class DeployFacts:
         return shm_gib(self.tensor_parallel)
 
     def caches(self) -> list[tuple[CacheDir, str]]:
-        return [(c, c.path.replace("{home}", self.home)) for c in self.run.caches]
+        return [(c, c.path.replace("{home}", self.home))
+                for c in (*self.run.caches, *self.extra_caches)]
 
     def env(self) -> list[tuple[str, str, str]]:
         return [(n, v.replace("{home}", self.home), why) for n, v, why in self.run.env]
@@ -244,7 +255,22 @@ def facts_of(res: Resolution, options: DeployOptions) -> DeployFacts:
         ccs=tuple(sorted({t.cc for t in resolved.gpus})),
         min_driver=resolved.min_driver, health_cmd=rt.health_cmd,
         jit=rt.jit_c_compiler or rt.jit_toolchain,
-        layers=layers.summary(p.image.compression), warnings=warnings)
+        layers=layers.summary(p.image.compression),
+        arch=GOARCH_OF_MACHINE[resolved.python_lock_inputs.platform.split("-", 1)[0]],
+        gpu_products=tuple(sorted({g for t in resolved.gpus for g in t.gfd_products})),
+        extra_caches=_jit_cache(resolved), warnings=warnings)
+
+
+def _jit_cache(resolved: Resolved) -> tuple[CacheDir, ...]:
+    """The engine's JIT cache as a writable mount where the image seeds nothing (the first
+    start compiles into it; on the read-only root it would fail). A seeded cache stays the
+    image's: a mount would hide it, and every lookup works read-only."""
+    jit = resolved.engine_jit
+    if jit is None or jit.kernels:
+        return ()
+    return (CacheDir("jit", jit.cache_dir, f"{jit.engine} compiles its start-up kernels into "
+                     "it (nothing seeded: serving.hf_config unset)", jit.engine,
+                     loads_code=True),)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dockergen.deploy import DeployFacts, DeployOptions, comment
 from dockergen.deploy.facts import SHM_SRC, ULIMITS, ULIMITS_SRC
 
 # tmpfs sizes are ceilings, not reservations (tmpfs uses memory only for what is written).
-TMPFS_SIZES = {"tmp": "4g", "cache": "16g", "triton": "2g", "config": "64m"}
+TMPFS_SIZES = {"tmp": "4g", "cache": "16g", "triton": "2g", "config": "64m", "jit": "2g"}
 MODEL_DIR_VAR = "MODEL_DIR"
 SECRET_ENV = ("HF_TOKEN",)
 
@@ -33,6 +33,8 @@ def compose_dict(f: DeployFacts, o: DeployOptions) -> dict[str, Any]:
         device["count"] = f.tensor_parallel
     service: dict[str, Any] = {
         "image": f.image,
+        # the image's architecture: Compose pulls (and refuses to run) the matching one
+        "platform": f"linux/{f.arch}",
         "user": uid,
         "read_only": True,
         "cap_drop": ["ALL"],

@@ -36,6 +36,22 @@ ULIMITS_SRC = "NGC banner quoted in awslabs/benchmark-ai#17 (NVIDIA DGX user gui
 GFD_COMPUTE_MAJOR = "nvidia.com/gpu.compute.major"
 GFD_COMPUTE_MINOR = "nvidia.com/gpu.compute.minor"
 GFD_DRIVER_MAJOR = "nvidia.com/cuda.driver.major"
+# The board's product (NVML name, blanks as '-'); values per GPU model are in
+# dockergen/components/cuda.yaml (gfd_product) with their source. Preferred, never required:
+# one model has several products (H100: NVIDIA-H100-80GB-HBM3 for SXM, NVIDIA-H100-PCIe),
+# time-slicing appends -SHARED and MIG -MIG-<profile>, and the compute capability terms
+# already require what the image's kernels need; a hard match would strand a pod on a
+# cluster of the model's other form factor.
+GFD_PRODUCT = "nvidia.com/gpu.product"
+GFD_PRODUCT_WEIGHT = 50  # of 1..100: steers where the scheduler has a choice
+
+# Node and image architecture: Kubernetes' well-known label kubernetes.io/arch and an OCI
+# platform's architecture are Go's GOARCH names (src: kubernetes.io/docs/reference/labels-
+# annotations-taints/#kubernetes-io-arch "set by the kubelet to runtime.GOARCH"; OCI
+# image-index spec platform.architecture). The image's machine is the one its wheels are
+# resolved for (the Python lock's platform, e.g. x86_64-manylinux_2_35).
+NODE_ARCH = "kubernetes.io/arch"
+GOARCH_OF_MACHINE = {"x86_64": "amd64", "aarch64": "arm64"}
 
 # Opt-ins: settings that share host namespaces; each prints a warning when used.
 OPT_INS: dict[str, str] = {

@@ -4,6 +4,10 @@ The pod meets the Pod Security Standards "restricted" profile (src:
 kubernetes.io/docs/concepts/security/pod-security-standards/): runAsNonRoot, a non-zero
 runAsUser, allowPrivilegeEscalation false, capabilities drop ALL, seccomp RuntimeDefault,
 only emptyDir/persistentVolumeClaim/secret volumes, no host namespaces (unless opted in).
+With ``--openshift`` the pod fixes no runAsUser, runAsGroup or fsGroup: OpenShift's
+restricted-v2 SCC assigns them (an arbitrary UID from the namespace's range, GID 0) and
+refuses a pod whose fixed UID is outside that range (src: OpenShift 4 docs, "Managing
+security context constraints", restricted-v2).
 May import: :mod:`dockergen.deploy`, :mod:`dockergen.deploy.facts` and :mod:`dockergen.kube`
 (the namespace, labels and port name observe's monitoring selects).
 """
@@ -21,15 +25,19 @@ from dockergen.deploy.facts import (
     GFD_COMPUTE_MAJOR,
     GFD_COMPUTE_MINOR,
     GFD_DRIVER_MAJOR,
+    GFD_PRODUCT,
+    GFD_PRODUCT_WEIGHT,
+    NODE_ARCH,
     SHM_SRC,
 )
 
 PROBE_PERIOD_S = 10
-CACHE_LIMITS = {"tmp": "4Gi", "cache": "16Gi", "triton": "2Gi", "config": "64Mi"}
+CACHE_LIMITS = {"tmp": "4Gi", "cache": "16Gi", "triton": "2Gi", "config": "64Mi", "jit": "2Gi"}
 
 
 def node_affinity(f: DeployFacts) -> dict[str, Any]:
-    """One GFD term per audited compute capability, each with the driver floor.
+    """One GFD term per audited compute capability, each with the driver floor (required),
+    and the GFD products of the profile's GPUs (preferred: see facts.GFD_PRODUCT).
 
     Terms are ORed, expressions within a term ANDed (Kubernetes nodeSelectorTerms). ``Gt``
     compares integers, so "driver major >= M" is ``Gt M-1``.
@@ -43,8 +51,31 @@ def node_affinity(f: DeployFacts) -> dict[str, Any]:
             {"key": GFD_COMPUTE_MAJOR, "operator": "In", "values": [major]},
             {"key": GFD_COMPUTE_MINOR, "operator": "In", "values": [minor]},
         ]})
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": terms}}}
+    affinity: dict[str, Any] = {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": terms}}
+    if f.gpu_products:
+        affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [{
+            "weight": GFD_PRODUCT_WEIGHT, "preference": {"matchExpressions": [
+                {"key": GFD_PRODUCT, "operator": "In", "values": list(f.gpu_products)}]}}]
+    return {"nodeAffinity": affinity}
+
+
+def security_context(f: DeployFacts, o: DeployOptions, pod: bool) -> dict[str, Any]:
+    """The pod's (``pod``) or the server container's security context.
+
+    Both: non-root, RuntimeDefault seccomp; the container also no privilege escalation, no
+    capabilities, a read-only root. The image's UID (and, for the pod, fsGroup) only where
+    the platform does not assign one (OpenShift does).
+    """
+    ctx: dict[str, Any] = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    if not o.openshift:
+        ctx.update({"runAsGroup": f.uid, "runAsUser": f.uid})
+        if pod:
+            ctx["fsGroup"] = f.uid
+    if not pod:
+        ctx.update({"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                    "privileged": False, "readOnlyRootFilesystem": True})
+    return ctx
 
 
 def _probe(f: DeployFacts, period: int, failures: int, timeout: int = 5) -> dict[str, Any]:
@@ -86,16 +117,7 @@ def _server_container(f: DeployFacts, o: DeployOptions,
         "env": sorted(env, key=lambda e: e["name"]),
         "resources": {"limits": {**resources, "nvidia.com/gpu": str(f.tensor_parallel)},
                       "requests": {**resources, "nvidia.com/gpu": str(f.tensor_parallel)}},
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "privileged": False,
-            "readOnlyRootFilesystem": True,
-            "runAsGroup": f.uid,
-            "runAsNonRoot": True,
-            "runAsUser": f.uid,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": security_context(f, o, pod=False),
         # The startup budget covers model loading (serving.health_start_period_s); the
         # liveness probe only starts once the startup probe has succeeded.
         "startupProbe": _probe(f, PROBE_PERIOD_S,
@@ -112,13 +134,10 @@ def _pod_spec(f: DeployFacts, o: DeployOptions, container: dict[str, Any],
         "automountServiceAccountToken": False,
         "affinity": node_affinity(f),
         "containers": [container],
-        "securityContext": {
-            "fsGroup": f.uid,
-            "runAsGroup": f.uid,
-            "runAsNonRoot": True,
-            "runAsUser": f.uid,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        # the image is built for one architecture (an amd64 image on an arm64 node fails
+        # with "exec format error")
+        "nodeSelector": {NODE_ARCH: f.arch},
+        "securityContext": security_context(f, o, pod=True),
         "terminationGracePeriodSeconds": 30,
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
                          "effect": "NoSchedule"}],
@@ -195,9 +214,8 @@ def _header(f: DeployFacts, o: DeployOptions) -> str:
         "if the model is gated;",
         f"#   PVC {comment(o.model_claim or f.name + '-model')} holding the model (mounted "
         "read-only).",
-        "# Pod Security 'restricted'; nodes chosen by GPU Feature Discovery labels: compute",
-        f"#   capability in {', '.join(f.ccs)} (the image's audited archs) and driver major >= "
-        f"{f.min_driver.split('.')[0]} (CUDA floor {f.min_driver}).",
+        *_security_lines(f, o),
+        *_placement_lines(f),
         f"# /dev/shm: {f.shm_gib}Gi memory emptyDir (src: {SHM_SRC}).",
         f"# health: {f.health_path} (src: {f.run.health_src})",
         f"# pull: {f.layers}.",
@@ -208,6 +226,26 @@ def _header(f: DeployFacts, o: DeployOptions) -> str:
     for opt in o.opt_in:
         lines.append(f"# OPT-IN {comment(opt)}: enabled on request")
     return "\n".join(lines) + "\n"
+
+
+def _placement_lines(f: DeployFacts) -> list[str]:
+    preferred = (f"preferred: {GFD_PRODUCT} in {comment(', '.join(f.gpu_products))} (the "
+                 "profile's GPUs; not required: form factors and sharing change the product)."
+                 if f.gpu_products else
+                 f"no {GFD_PRODUCT} preference (no product known for the profile's GPUs).")
+    return [f"# Nodes: {NODE_ARCH} {f.arch} (the image's architecture) and, by GPU Feature "
+            "Discovery labels,",
+            f"#   compute capability in {', '.join(f.ccs)} (the image's audited archs) and "
+            f"driver major >= {f.min_driver.split('.')[0]} (CUDA floor {f.min_driver});",
+            f"#   {preferred}"]
+
+
+def _security_lines(f: DeployFacts, o: DeployOptions) -> list[str]:
+    if not o.openshift:
+        return [f"# Pod Security 'restricted'; runs as the image's uid {f.uid} (fsGroup {f.uid})."]
+    return ["# Pod Security 'restricted', OpenShift restricted-v2: no runAsUser, runAsGroup or",
+            "#   fsGroup; OpenShift assigns a UID from the namespace's range with GID 0, and the",
+            "#   image's HOME and caches are group-0 writable (the emptyDir mounts are too)."]
 
 
 class _NoAliases(yaml.SafeDumper):

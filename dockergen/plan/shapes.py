@@ -65,6 +65,8 @@ class ModelShape:
     lengths: tuple[tuple[str, int], ...] = ()
     rope: tuple[tuple[str, float | None, bool], ...] = ()
     rope_nested: bool = False
+    architectures: tuple[str, ...] = ()  # the model classes config.json names
+    rope_is_neox_style: bool | None = None  # config.json's own, where it sets one
 
     @property
     def attention(self) -> str:
@@ -192,6 +194,10 @@ def shape_from_config(cfg: dict[str, Any], name: str, where: str) -> ModelShape:
         model_type=str(cfg.get("model_type") or ""),
         lengths=tuple((k, _int(cfg, k, where)) for k in LENGTH_KEYS if cfg.get(k) is not None),
         **_rope(cfg, where),
+        architectures=tuple(a for a in cfg.get("architectures") or () if isinstance(a, str)
+                            )[:16] if isinstance(cfg.get("architectures"), list) else (),
+        rope_is_neox_style=(cfg["rope_is_neox_style"]
+                            if isinstance(cfg.get("rope_is_neox_style"), bool) else None),
     )
 
 

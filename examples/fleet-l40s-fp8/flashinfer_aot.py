@@ -91,4 +91,5 @@ def main() -> None:
     print(json.dumps({"built": build(args.modules, args.out)}, sort_keys=True))
 
 
-main()
+if __name__ == "__main__":  # engine_jit.py imports prepare_cuda_home
+    main()

@@ -245,7 +245,7 @@ def _read(path: str) -> tuple[bool, str | None, list[str], set[tuple[str, int, s
 def audit(roots: list[str], cuda_major: int, targets: list[tuple[int, int]],
           scopes: list[tuple[str, set[tuple[int, int]]]],
           optional: list[tuple[str, list[str]]] = (),
-          elsewhere: list[str] = ()) -> dict[str, object]:
+          elsewhere: list[str] = (), listed: list[str] = ()) -> dict[str, object]:
     problems: list[str] = []
     elves = cuda_libs = 0
     paths = _elf_files(roots)
@@ -283,8 +283,14 @@ def audit(roots: list[str], cuda_major: int, targets: list[tuple[int, int]],
             if not runs_on(code, cc):
                 problems.append(f"{path}: no code for compute capability {cc[0]}.{cc[1]} "
                                 f"(has {describe(code)})")
-    return {"ok": not problems, "elf_files": elves, "cuda_libraries": cuda_libs,
-            "problems": sorted(problems)}
+    # the kernels the build compiled itself (ahead of time, or seeded JIT caches): their code
+    kernels = {os.path.basename(path): describe(code) for path, (_, _, _, code)
+               in sorted(read.items()) if any(fnmatch.fnmatch(path, g) for g in listed)}
+    report: dict[str, object] = {"ok": not problems, "elf_files": elves,
+                                 "cuda_libraries": cuda_libs, "problems": sorted(problems)}
+    if listed:
+        report["kernels"] = kernels
+    return report
 
 
 def main() -> int:
@@ -298,6 +304,8 @@ def main() -> int:
                              "(globs) are that feature's")
     parser.add_argument("--kernels-elsewhere", action="append", default=[], metavar="GLOB",
                         help="a library whose kernels are not in .nv_fatbin")
+    parser.add_argument("--list", action="append", default=[], metavar="GLOB",
+                        help="libraries whose code the report lists (kernels the build made)")
     parser.add_argument("roots", nargs="+")
     args = parser.parse_args()
     targets = [tuple(int(x) for x in t.split(".")) for t in args.targets.split(",")]
@@ -308,7 +316,7 @@ def main() -> int:
     optional = [(item.partition("=")[0], item.partition("=")[2].split(","))
                 for item in args.optional]
     report = audit(args.roots, args.cuda_major, targets, scopes,  # type: ignore[arg-type]
-                   optional, args.kernels_elsewhere)
+                   optional, args.kernels_elsewhere, args.list)
     print(json.dumps(report, sort_keys=True))
     return 0 if report["ok"] else 1
 

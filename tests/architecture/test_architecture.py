@@ -62,6 +62,10 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.components.flashinfer": _COMPONENT | {"dockergen.components.cuda",
                                                      "dockergen.components.python",
                                                      "dockergen.resources"},
+    # the engine's start-up JIT kernels take their arguments from the model's config.json
+    "dockergen.components.engine_jit": _COMPONENT | {"dockergen.components.cuda",
+                                                     "dockergen.plan.shapes",
+                                                     "dockergen.resources"},
     "dockergen.components.flash_attn": _COMPONENT | {"dockergen.components.cuda",
                                                      "dockergen.components.python",
                                                      "dockergen.components.torch"},
@@ -94,6 +98,7 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.smoke": _BASE | {"dockergen.buildrecord", "dockergen.components",
                                 "dockergen.components.flash_attn",
                                 "dockergen.components.flashinfer",
+                                "dockergen.components.engine_jit",
                                 "dockergen.components.python", "dockergen.resources",
                                 "dockergen.components.torch",
                                 "dockergen.components.serving.base", "dockergen.daemon",
@@ -127,6 +132,7 @@ ALLOWED: dict[str, set[str]] = {
     # run configurations are written from the resolution; facts of their own
     "dockergen.deploy": _BASE | {"dockergen.pipeline", "dockergen.buildrecord", "dockergen.layers",
                                  "dockergen.kube",
+                                 "dockergen.model",
                                  "dockergen.components.serving",
                                  "dockergen.components.serving.run",
                                  "dockergen.deploy.compose", "dockergen.deploy.facts",

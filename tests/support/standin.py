@@ -66,7 +66,12 @@ DEVEL_DOCKERFILE = (Path(__file__).resolve().parent / "standin_images" / "devel.
 BASE = DEVEL_DOCKERFILE.split("\n", 1)[0].removeprefix("FROM ")
 
 REAL_WHEELS = ["uv==0.13.9", "pip==26.3", "setuptools==80.9.0", "wheel==0.45.1",
-               "ninja==1.13.2", "packaging==25.0", "psutil==7.2.2", "einops==0.8.2"]
+               "ninja==1.13.2", "packaging==25.0", "psutil==7.2.2", "einops==0.8.2",
+               # CUDA's compiler wheels as the SGLang image's jit-toolchain stage installs them
+               # (cuda-toolkit 13.0.2's METADATA pins; nvvm and crt at its nvcc's version)
+               "cuda-toolkit==13.0.2", "nvidia-cuda-nvcc==13.0.88", "nvidia-nvvm==13.0.88",
+               "nvidia-cuda-crt==13.0.88", "nvidia-cuda-cccl==13.0.85",
+               "nvidia-cuda-runtime==13.0.96"]
 
 
 def _source(path: str, version: str = "") -> str:

@@ -31,7 +31,7 @@ from dockergen import inputs, kernels, pylockfile
 from dockergen.components import cuda, python
 from dockergen.components import torch as torch_component
 from dockergen.components.base import Context, describe_all, dotted, release_edits
-from dockergen.components.serving.run import ContextLimit, EngineRun, ModelContext
+from dockergen.components.serving.run import IMAGE_ENV, ContextLimit, EngineRun, ModelContext
 from dockergen.errors import Edit
 from dockergen.knowledge import in_range, is_unverified, load_facts
 from dockergen.model import (
@@ -797,7 +797,7 @@ class ServingEngine:
                             bytecode=python.bytecode_mode(d))
         serve = self.serve(c, d)
         env = {"HF_HOME": f"{APP_HOME}/.cache/huggingface", "HOME": APP_HOME,
-               **self.extra_env(c)}
+               **{name: value for name, value, _ in IMAGE_ENV}, **self.extra_env(c)}
         facts = self.facts()
         health_path = self.probe_path()
         health = (f"import urllib.request; urllib.request.urlopen("

@@ -44,12 +44,37 @@ class EngineRun:
     env: tuple[tuple[str, str, str], ...]  # (name, value, why + src) set at run time
 
 
+# OpenShift's restricted-v2 SCC runs a container as an arbitrary UID from the namespace's
+# range, with GID 0 and no /etc/passwd entry. So HOME, under which the engine makes every
+# cache folder below, belongs to group 0 with the owner's rights (chgrp -R 0, chmod -R g=u),
+# and nothing may depend on the UID having a user name. The image does not make the cache
+# folders themselves: runc gives a tmpfs mounted over an existing folder that folder's mode
+# and root's ownership (measured: a 0775 folder became a root-owned 0775 tmpfs despite
+# mode=1777), which would lock the image's own user out of its Compose mounts.
+# src: OpenShift Container Platform 4 docs, "Creating images", "Support arbitrary user ids"
+# (chgrp -R 0, chmod -R g=u); restricted-v2 SCC (MustRunAsRange UID, GID 0); vLLM's
+# docker/Dockerfile nonroot target (UID 2000, GID 0).
+ARBITRARY_UID_GID = 0
+
+# torch names its inductor cache after getpass.getuser(), which raises for a UID without a
+# passwd entry (no USER/LOGNAME in the environment either): the first torch.compile of an
+# arbitrary UID would fail. A fixed folder under /tmp (mode 1777, a tmpfs/emptyDir in the
+# run configurations) does not ask for a name.
+INDUCTOR_CACHE = "/tmp/torchinductor"
+IMAGE_ENV = (
+    ("TORCHINDUCTOR_CACHE_DIR", INDUCTOR_CACHE,
+     "torch/_inductor/runtime/cache_dir_utils.py cache_dir(): TORCHINDUCTOR_CACHE_DIR, else "
+     "tempfile.gettempdir()/torchinductor_ + getpass.getuser() (raises for a UID without a "
+     "passwd entry, e.g. OpenShift's arbitrary UIDs)"),
+)
+
 # Every engine: /tmp and the XDG cache / config roots under HOME.
 TMP = CacheDir(
     "tmp", "/tmp",
-    "torch inductor writes /tmp/torchinductor_<user>; Python tempfiles; vLLM IPC sockets",
-    "torch/_inductor/runtime/cache_dir_utils.py default_cache_dir (tempfile.gettempdir() + "
-    "'torchinductor_' + user; torch wheel not unpacked here); vllm 0.33.0 wheel "
+    f"torch inductor writes {INDUCTOR_CACHE} (TORCHINDUCTOR_CACHE_DIR, set by the image); "
+    "Python tempfiles; vLLM IPC sockets",
+    "torch/_inductor/runtime/cache_dir_utils.py cache_dir (TORCHINDUCTOR_CACHE_DIR; torch "
+    "wheel not unpacked here); vllm 0.33.0 wheel "
     "vllm/envs.py VLLM_RPC_BASE_PATH = tempfile.gettempdir()", loads_code=True)
 CACHE = CacheDir(
     "cache", "{home}/.cache",

@@ -1,4 +1,5 @@
 import argparse
+import getpass
 import json
 import os
 import shutil
@@ -59,6 +60,53 @@ def triton_launcher() -> None:
     import importlib.util
     spec = importlib.util.spec_from_file_location("launcher", so)
     spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+def _home(*parts: str) -> str:
+    return os.path.join(os.path.expanduser("~"), *parts)
+
+
+def _xdg_cache(*parts: str) -> str:
+    return os.path.join(os.environ.get("XDG_CACHE_HOME") or _home(".cache"), *parts)
+
+
+# Where each library the real engines load puts its run-time cache, resolved as that library
+# resolves it (the environment variable, else its default), and a file it writes there.
+def _hf_modules() -> str:
+    # transformers creates HF_MODULES_CACHE (HF_HOME/modules) with an __init__.py at import
+    # (transformers/dynamic_module_utils.py init_hf_modules; huggingface_hub constants.py)
+    return os.path.join(os.environ.get("HF_HOME") or _xdg_cache("huggingface"), "modules")
+
+
+def _inductor() -> str:
+    # torch/_inductor/runtime/cache_dir_utils.py cache_dir(): no fallback around getuser(),
+    # which raises for a UID without a passwd entry
+    return os.environ.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(
+        tempfile.gettempdir(), "torchinductor_" + getpass.getuser())
+
+
+CACHES = {
+    "huggingface": _hf_modules,
+    "inductor": _inductor,
+    # vllm/envs.py VLLM_CACHE_ROOT (torch.compile artifacts under torch_compile_cache)
+    "vllm": lambda: os.path.join(os.environ.get("VLLM_CACHE_ROOT") or _xdg_cache("vllm"),
+                                 "torch_compile_cache"),
+    # flashinfer/jit/env.py FLASHINFER_WORKSPACE_BASE (default ~) /.cache/flashinfer
+    "flashinfer": lambda: os.path.join(os.environ.get("FLASHINFER_WORKSPACE_BASE")
+                                       or os.path.expanduser("~"), ".cache", "flashinfer"),
+    # sglang/srt/environ.py SGLANG_CACHE_DIR ~/.cache/sglang; SGLANG_JIT_CACHE_DIR under it
+    "sglang-jit": lambda: os.environ.get("SGLANG_JIT_CACHE_DIR") or _home(
+        ".cache", "sglang", "jit"),
+}
+
+
+def write_caches(*names: str) -> None:
+    """What the real engine writes at start, in the same folders: one file per cache."""
+    for name in names:
+        folder = CACHES[name]()
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "dockergen-standin-" + name), "w") as fh:
+            fh.write(name)
 
 
 def serve(host: str, port: int, served: str) -> None:

@@ -214,3 +214,20 @@ def test_real_vllm_libraries_cover_every_shipped_target(tmp_path: Path) -> None:
             bare = image_audit.audit([str(root)], 13, targets, [])
             assert len([p for p in bare["problems"] if "no code for" in p]) == 6  # type: ignore[union-attr]
     assert checked == 4
+
+
+def test_the_audit_lists_the_code_of_the_kernels_the_build_made(tmp_path: Path) -> None:
+    """Kernels compiled in the build (FlashInfer's ahead of time, an engine's seeded JIT cache)
+    are audited like any library and listed with their code; one built for another GPU fails."""
+    root = tmp_path / "venv"
+    (root / "aot" / "sampling").mkdir(parents=True)
+    _compile(tmp_path, "s.so", ["arch=compute_90a,code=sm_90a"]).rename(
+        root / "aot" / "sampling" / "sampling.so")
+    _compile(tmp_path, "other.so", GENCODES["sass80+90,ptx90"]).rename(root / "other.so")
+    code, report = _audit(root, "--targets", "9.0", f"--list={root}/aot/*.so")
+    assert code == 0, report
+    assert report["kernels"] == {"sampling.so": "sass_90a"}
+    code, report = _audit(root, "--targets", "10.0", f"--list={root}/aot/*.so")
+    assert code == 1 and report["kernels"] == {"sampling.so": "sass_90a"}
+    assert f"{root}/aot/sampling/sampling.so: no code for compute capability 10.0 (has " \
+        "sass_90a)" in report["problems"]  # type: ignore[operator]

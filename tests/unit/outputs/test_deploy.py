@@ -183,6 +183,58 @@ def test_kubernetes_restricted_profile_and_gfd_affinity() -> None:
     assert tp4["runtimeClassName"] == "nvidia"
 
 
+def test_nodes_follow_the_image_platform_and_prefer_the_profiles_gpu_products() -> None:
+    """The architecture is required (an amd64 image cannot run on arm64); the GFD product is
+    only preferred (an H100 is NVIDIA-H100-80GB-HBM3 or NVIDIA-H100-PCIe, -SHARED under
+    time-slicing): the compute capability terms are what the image needs."""
+    pod = _docs(_deploy("a100-h100", "k8s").out)[0]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"kubernetes.io/arch": "amd64"}
+    affinity = pod["affinity"]["nodeAffinity"]
+    (preferred,) = affinity["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert preferred["weight"] == 50
+    assert preferred["preference"]["matchExpressions"] == [{
+        "key": "nvidia.com/gpu.product", "operator": "In",
+        "values": ["NVIDIA-A100-80GB-PCIe", "NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3",
+                   "NVIDIA-H100-PCIe"]}]
+    required = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert all(e["key"] != "nvidia.com/gpu.product"
+               for term in required for e in term["matchExpressions"])
+    # GPUs given as compute capabilities have no known product: no preference at all
+    bare = _docs(_deploy("a100-h100", "k8s", "--set", 'gpu.targets=["8.0", "9.0"]').out)
+    bare_affinity = bare[0]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    assert "preferredDuringSchedulingIgnoredDuringExecution" not in bare_affinity
+    compose = yaml.safe_load(_deploy("a100-h100", "compose").out)
+    assert compose["services"]["a100-h100"]["platform"] == "linux/amd64"
+
+
+def test_openshift_lets_the_platform_assign_uid_gid_and_fsgroup() -> None:
+    """restricted-v2 assigns an arbitrary UID from the namespace's range with GID 0 and
+    refuses a pod that fixes a UID outside it; everything else stays as hardened."""
+    default = _docs(_deploy("h100-fp8", "k8s").out)
+    shift = _docs(_deploy("h100-fp8", "k8s", "--openshift").out)
+    pod = shift[0]["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    psc, csc = pod["securityContext"], c["securityContext"]
+    assert psc == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert csc == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                   "privileged": False, "readOnlyRootFilesystem": True,
+                   "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    for volume in pod["volumes"]:  # restricted-v2 allows these volume types
+        assert set(volume) - {"name"} <= PSS_VOLUME_TYPES, volume
+    # the default output fixes the image's uid; nothing but the security contexts differs
+    dpod = default[0]["spec"]["template"]["spec"]
+    assert dpod["securityContext"]["runAsUser"] == dpod["securityContext"]["fsGroup"] == 10001
+    assert dpod["containers"][0]["securityContext"]["runAsUser"] == 10001
+    for d in (default, shift):
+        del d[0]["spec"]["template"]["spec"]["securityContext"]
+        del d[0]["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    assert default == shift
+    # a Kubernetes option: with --format compose it would be dropped without a word
+    refused = run_cli("deploy", str(PROFILES / "h100-fp8.yaml"), "--format", "compose",
+                      "--openshift")
+    assert refused.rc == 64 and "--openshift applies to --format k8s only" in refused.err
+
+
 def _tool(name: str) -> str:
     path = shutil.which(name) or str(Path(sys.executable).parent / name)
     assert Path(path).exists(), f"{name} is missing: pip install -e '.[test]'"
@@ -199,14 +251,28 @@ def test_generated_manifests_pass_kubernetes_validate_and_checkov(tmp_path: Path
     pinned.write_text(_deploy("h100-fp8", "k8s", "--record",
                               str(_record(tmp_path, "h100-fp8"))).out)
     files.append(pinned)
-    kv = subprocess.run([_tool("kubernetes-validate"), "--strict", *map(str, files)],
+    openshift = tmp_path / "openshift" / "openshift.yaml"
+    openshift.parent.mkdir()
+    openshift.write_text(_deploy("h100-fp8", "k8s", "--openshift").out)
+    kv = subprocess.run([_tool("kubernetes-validate"), "--strict", *map(str, files),
+                         str(openshift)],
                         capture_output=True, text=True, check=False)
     assert kv.returncode == 0, kv.stdout + kv.stderr
-    assert kv.stdout.count("passed for resource") == 3 * len(files)
+    assert kv.stdout.count("passed for resource") == 3 * (len(files) + 1)
     env = {**os.environ, "BC_SKIP_MAPPING": "TRUE"}
+    # the OpenShift manifest fixes no UID (the platform assigns one from the namespace's
+    # range, 1000000000 and up): CKV_K8S_40 "run as a high UID" cannot see it, and is the
+    # only check it fails
+    ck_shift = subprocess.run([_tool("checkov"), "--config-file", str(ROOT / ".checkov.yaml"),
+                               "-d", str(openshift.parent), "-o", "json", "--quiet"],
+                              capture_output=True, text=True, check=False, env=env)
+    shift_report = json.loads(ck_shift.stdout)
+    failed = shift_report["results"]["failed_checks"]
+    assert [f["check_id"] for f in failed] == ["CKV_K8S_40"], ck_shift.stdout[:4000]
+    assert shift_report["summary"]["passed"] >= 80
     ck = subprocess.run([_tool("checkov"), "--config-file", str(ROOT / ".checkov.yaml"),
-                         "-d", str(tmp_path), "-o", "json", "--quiet"],
-                        capture_output=True, text=True, check=False, env=env)
+                         "-d", str(tmp_path), "--skip-path", "openshift", "-o", "json",
+                         "--quiet"], capture_output=True, text=True, check=False, env=env)
     report = json.loads(ck.stdout)
     summary = report["summary"] if isinstance(report, dict) else report[0]["summary"]
     assert summary["failed"] == 0, ck.stdout[:4000]
@@ -237,6 +303,7 @@ def test_docker_compose_config_accepts_every_generated_file(tmp_path: Path) -> N
         assert out.returncode == 0, out.stderr
         svc = json.loads(out.stdout)["services"][name]
         assert svc["read_only"] is True and svc["cap_drop"] == ["ALL"]
+        assert svc["platform"] == "linux/amd64"
     # and it refuses a file without the model folder (the ${MODEL_DIR:?} guard)
     no_model = {k: v for k, v in env.items() if k != "MODEL_DIR"}
     out = subprocess.run([docker, "compose", "-f", str(path), "config"], capture_output=True,

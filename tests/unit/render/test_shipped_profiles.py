@@ -13,7 +13,7 @@ from dockergen.api import render_profile
 from tests.conftest import EXAMPLES, PROFILES, ROOT, lint, run_cli, shipped_names
 
 NAMES = shipped_names()
-STAGES = ["build-base", "flash-attn", "engine", "flashinfer-aot", "runtime"]
+STAGES = ["build-base", "flash-attn", "engine", "flashinfer-aot", "jit-toolchain", "runtime"]
 
 
 def test_required_profiles_are_shipped() -> None:
@@ -47,7 +47,8 @@ def test_renders_parses_and_lints_clean(name: str, mode: str, hadolint: str) -> 
     commands = dockerfile.parse_string(text)
     stages = [c.value[-1] for c in commands if c.cmd == "FROM"]
     expected = [s for s in STAGES if (s != "flash-attn" or resolved.flash_attn)
-                and (s != "flashinfer-aot" or resolved.flashinfer_aot)]
+                and (s != "flashinfer-aot" or resolved.flashinfer_aot)
+                and (s != "jit-toolchain" or resolved.engine_jit)]
     assert stages == expected
     assert all(c.cmd == c.cmd.upper() for c in commands)
     result = lint(hadolint, text)
@@ -57,7 +58,7 @@ def test_renders_parses_and_lints_clean(name: str, mode: str, hadolint: str) -> 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_runtime_stage_is_hardened(name: str) -> None:
-    _, text = render_profile(PROFILES / f"{name}.yaml")
+    resolved, text = render_profile(PROFILES / f"{name}.yaml")
     commands = dockerfile.parse_string(text)
     runtime = commands[max(i for i, c in enumerate(commands) if c.cmd == "FROM"):]
     by_cmd = {c.cmd: c for c in runtime}
@@ -73,7 +74,41 @@ def test_runtime_stage_is_hardened(name: str) -> None:
                 "dockergen.quantization"):
         assert key in labels
     runtime_text = "\n".join(c.original for c in runtime)
-    assert "g++" not in runtime_text and "nvcc" not in runtime_text  # no compilers
+    if resolved.engine_jit is None:
+        assert "g++" not in runtime_text and "nvcc" not in runtime_text  # no compilers
+    else:  # the engine JIT-builds at start-up: g++, and CUDA's compiler off PATH
+        path = next(c.value[1] for c in runtime if c.cmd == "ENV" and c.value[0] == "PATH")
+        assert "g++" in resolved.runtime.apt and "nvcc" not in path
+        assert env["CUDA_HOME"].strip('"').startswith(resolved.engine_jit.target)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_home_is_group_0_writable_and_the_cache_mount_points_are_left_to_the_mounts(
+        name: str) -> None:
+    """OpenShift runs the image as an arbitrary UID with GID 0: HOME (where the engine makes
+    its caches) belongs to group 0 with the owner's rights, and torch's inductor cache does
+    not need a user name. The cache folders the run configurations mount are not made in the
+    image: a tmpfs over an existing folder takes its mode, owned by root, and locked the
+    image's own user out (tests/daemon/test_deploy_daemon.py runs that)."""
+    from dockergen.components.serving import engine_for
+
+    resolved, text = render_profile(PROFILES / f"{name}.yaml")
+    home, uid = resolved.runtime.home, resolved.runtime.uid
+    runtime = dockerfile.parse_string(text)
+    runtime = runtime[max(i for i, c in enumerate(runtime) if c.cmd == "FROM"):]
+    run = next(c.value[0] for c in runtime if c.cmd == "RUN" and "useradd" in c.value[0])
+    steps = [s.strip() for s in run.split("&&")]
+    assert steps[-2:] == [f"chown -R {uid}:0 {home}", f"chmod -R g=u {home}"]
+    caches = [c.path.replace("{home}", home)
+              for c in engine_for(resolved.profile.engine.name).run.caches]
+    assert f"{home}/.cache" in caches
+    runtime_text = "\n".join(c.original for c in runtime)
+    assert not any(f"{path} " in runtime_text or f"{path}\n" in runtime_text
+                   for path in caches if path.startswith(home + "/"))
+    env = next(c for c in runtime if c.cmd == "ENV" and "HOME" in c.value).value
+    env_map = dict(zip(env[::2], env[1::2], strict=True))
+    assert env_map["TORCHINDUCTOR_CACHE_DIR"] == '"/tmp/torchinductor"'
+    assert env_map["HOME"] == f'"{home}"'
 
 
 def test_classic_mode_has_no_buildkit_syntax() -> None:

@@ -164,7 +164,8 @@ def test_sglang_image_builds_passes_smoke_and_serves(index: str, docker_client, 
     jit = checks["a C extension compiles and imports (what Triton does at its first kernel)"]
     assert "compiled and imported a C extension with /usr/bin/gcc" in jit["detail"]
     assert "no compilers in the runtime image" not in checks
-    assert checks["no compiler but the C compiler in the runtime image"]["ok"]
+    # SGLang JIT-builds kernels at start-up: g++ is its host compiler; nvcc stays off PATH
+    assert checks["no compiler on PATH but gcc and g++ (the engine's JIT host compiler)"]["ok"]
     image = docker_client.api.inspect_image(record["image_id"])
     assert image["Config"]["Entrypoint"] == ["sglang", "serve"]
     # the image's own server: the real flag list, Triton's launcher build, /health, one token

@@ -28,7 +28,7 @@ ELSEWHERE = [
      "build.torch_index_url", "build.torch_from: pytorch-index"),
     (("cuda.runtime_image=nvidia/cuda:13.0.2-runtime-ubuntu22.04", "cuda.runtime_flavor=runtime"),
      "cuda.runtime_flavor", "remove cuda.runtime_image"),
-    (("engine.name=sglang", "engine.version=0.5.23", "build.flashinfer_aot=false"),
+    (("engine.name=sglang", "engine.version=0.5.22", "build.flashinfer_aot=false"),
      "build.flashinfer_aot", "an engine release whose FlashInfer start-up kernels are known"),
 ]
 

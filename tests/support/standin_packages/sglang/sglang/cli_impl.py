@@ -1,5 +1,5 @@
 """`sglang serve`: the real release's flags, Triton's launcher build, /health."""
-from server_common import serve, serve_args, sys, triton_launcher  # spliced in by standin.py
+from server_common import serve, serve_args, sys, triton_launcher, write_caches  # spliced
 
 
 def parse() -> dict:
@@ -14,6 +14,7 @@ def parse() -> dict:
 
 def serve_forever(args: dict) -> None:
     triton_launcher()
+    write_caches("huggingface", "sglang-jit", "flashinfer", "inductor")
     serve(args.get("host") or "127.0.0.1", int(args.get("port") or 30000),
           args.get("served_model_name") or args["model_path"])
 

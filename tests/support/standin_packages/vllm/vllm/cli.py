@@ -1,5 +1,5 @@
 """`vllm serve MODEL ...`: the real release's flags, Triton's launcher build."""
-from server_common import serve, serve_args, sys, triton_launcher  # spliced in by standin.py
+from server_common import serve, serve_args, sys, triton_launcher, write_caches  # spliced
 
 
 def parse() -> dict:
@@ -14,6 +14,7 @@ def parse() -> dict:
 def run(args: dict) -> None:
     model = args.get("model_tag") or args.get("model")
     triton_launcher()
+    write_caches("huggingface", "vllm", "flashinfer", "inductor")
     serve(args.get("host") or "0.0.0.0", int(args.get("port") or 8000),
           args.get("served_model_name") or model)
 
