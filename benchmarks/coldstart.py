@@ -322,6 +322,10 @@ def measure(run: Run, args: argparse.Namespace, sets: list[str], work: Path) -> 
                  "FlashAttention built for this profile: add --set flash_attn.build=none")
     refs = {"dockergen": reuse(run, args.reuse) if args.reuse
             else dockergen_image(run, args, sets, work)}
+    # the dockergen build's cache (the engine stage's venv, the flashinfer-aot stage) is
+    # pruned before the other build: both builds' caches beside both images do not fit a
+    # 100 GB disk (measured: the upstream build ran out of space), and the pulls need it gone
+    run.prune_cache(wait=30)
     pins = dists(run, refs["dockergen"])
     refs["upstream"] = upstream_image(run, resolved, pins, args)
     closure(pins, dists(run, refs["upstream"]))

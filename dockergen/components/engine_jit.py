@@ -76,7 +76,7 @@ def derive(c: Context, d: list[Derivation], facts: dict[str, Any], mode: Mode
                             "(cuda.yaml compiler_wheels): set runtime.jit_toolchain: true",
                             str(row["src"])))
         return None
-    kernels = _kernels(c, d, row, engine)
+    kernels = _kernels(c, d, row, engine, facts)
     archs = tuple(sorted({t.cc for t in c.gpus}, key=cc_tuple))
     cuda_home = f"{CUDA_COMPILER_DIR}/{home}"
     d.append(Derivation("engine JIT toolchain", f"{wheels[0]} + g++", f"{engine} JIT-builds "
@@ -93,9 +93,11 @@ def derive(c: Context, d: list[Derivation], facts: dict[str, Any], mode: Mode
         venv=VENV, mode=mode)
 
 
-def _kernels(c: Context, d: list[Derivation], row: dict[str, Any], engine: str
-             ) -> tuple[JitKernel, ...]:
-    """The start-up kernels with the model's arguments; () where the model is unknown."""
+def _kernels(c: Context, d: list[Derivation], row: dict[str, Any], engine: str,
+             facts: dict[str, Any]) -> tuple[JitKernel, ...]:
+    """The start-up kernels with the model's arguments; () where the model is unknown. The
+    activations' dtype is the checkpoint's unless the profile's quantization sets one
+    (``--dtype``, the engine's facts ``quantization.<weights>.dtype``)."""
     shape = _model(c)
     if shape is None:
         d.append(Derivation("engine JIT kernels seeded", "none", f"{engine} compiles "
@@ -105,7 +107,9 @@ def _kernels(c: Context, d: list[Derivation], row: dict[str, Any], engine: str
         return ()
     neox = row.get("rope_neox", {})
     known = next((neox[a] for a in shape.architectures if a in neox), None)
-    values = {"dtype": TORCH_DTYPES.get(shape.dtype), "rope_dim": shape.head_dim,
+    forced = (facts.get("quantization") or {}).get(c.p.quantization.weights, {}).get("dtype")
+    dtype = {"half": "float16"}.get(str(forced), str(forced)) if forced else shape.dtype
+    values = {"dtype": TORCH_DTYPES.get(dtype), "rope_dim": shape.head_dim,
               # the model's own setting where the engine reads one (llama.py:335), and only
               # for architectures whose RoPE dockergen has read
               "rope_neox": None if known is None else (
@@ -121,7 +125,7 @@ def _kernels(c: Context, d: list[Derivation], row: dict[str, Any], engine: str
             continue
         out.append(JitKernel(name, str(k["builder"]), tuple(args)))
     d.append(Derivation("engine JIT kernels seeded", ", ".join(k.name for k in out) or "none",
-                        f"for {shape.name} ({shape.dtype}, head_dim {shape.head_dim}) on "
+                        f"for {shape.name} ({dtype}, head_dim {shape.head_dim}) on "
                         f"{', '.join(t.given for t in c.gpus)}: a start finds them in the "
                         "image's JIT cache"
                         + (f"; not seeded (dockergen does not know their arguments for this "

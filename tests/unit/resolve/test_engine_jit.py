@@ -70,6 +70,9 @@ def test_without_the_model_the_compiler_ships_and_nothing_is_seeded(tmp_path: Pa
 def test_kernels_follow_the_profile_and_the_model(tmp_path: Path) -> None:
     assert "per_token_quant_fp8" not in _kernels(resolve_profile(
         SGLANG, ("quantization.weights=bf16",)))
+    # --dtype half on a bf16 checkpoint: SGLang's activations are float16
+    assert _kernels(resolve_profile(SGLANG, ("quantization.weights=fp16",)))[
+        "activation"] == ["torch.float16"]
     # head 96: SGLang runs its fallback RoPE kernel (no JIT); float16 checkpoint
     config = tmp_path / "config.json"
     config.write_text(json.dumps({
