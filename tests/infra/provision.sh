@@ -34,14 +34,15 @@ source "$(dirname "$0")/engine.sh"
 engine_start
 docker=$engine_prefix/root/usr/bin/docker
 
-# A full test run needs about 57 GB more under the engine's roots at its peak (measured
-# 2026-12-06 with the containerd image store, free space sampled every 30 s: 73.2 GB free at
-# the start, 15.8 GB at the least; it was 40 GB with 20.10's overlay2 store on 2026-12-04):
-# the real images from PyPI (tests/network/test_real_images*.py: each about 10 GB over its
-# build stages, the store keeping an unpacked snapshot beside each compressed layer), uv's
-# download cache, about 13 GB, which the stand-in builds start and both real builds fill,
-# and the stand-in images. What a run creates is removed as it goes and at its end
-# (tests/conftest.py). 60 GiB (64 GB) leaves about 7 GB of margin.
+# A full test run needs about 64 GiB more under the engine's roots at its peak (measured
+# 2026-12-06 with the containerd image store, free space sampled every 10 s: 75 GiB free at
+# the start, 11 GiB at the least, while the SGLang image, which now carries its JIT compiler
+# and seeded cache, was tested; 57 GB before that; 40 GB with 20.10's overlay2 store on
+# 2026-12-04): the real images from PyPI (tests/network/test_real_images*.py: each about
+# 10 GB over its build stages, the store keeping an unpacked snapshot beside each compressed
+# layer), uv's download cache, about 13 GB, which the stand-in builds start and both real
+# builds fill, and the stand-in images. What a run creates is removed as it goes and at its
+# end (tests/conftest.py). 68 GiB leaves about 4 GiB of margin.
 # Stop here with the reason, not minutes later in whichever test first meets ENOSPC.
 # With the containerd image store the layers and snapshots live under containerd's root,
 # BuildKit's cache and the containers under the engine's data root: both are measured (the
@@ -50,8 +51,8 @@ docker=$engine_prefix/root/usr/bin/docker
 for root in "$("$docker" info -f '{{.DockerRootDir}}')" "$engine_data/containerd"; do
   [[ -d $root ]] || continue
   free_gib=$(( $(df -Pk "$root" | awk 'NR==2 {print $4}') / 1048576 ))
-  if (( free_gib < ${DOCKERGEN_TEST_MIN_FREE_GIB:-60} )); then
-    echo "provision: only ${free_gib} GiB free under $root; the tests need about 60 GiB." \
+  if (( free_gib < ${DOCKERGEN_TEST_MIN_FREE_GIB:-68} )); then
+    echo "provision: only ${free_gib} GiB free under $root; the tests need about 68 GiB." \
          "Free space (docker system df shows what the engine holds), then run this again." >&2
     exit 1
   fi
