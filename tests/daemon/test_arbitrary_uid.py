@@ -186,3 +186,13 @@ def test_the_sglang_image_runs_read_only_as_an_arbitrary_uid(
     for cache, path in SGLANG_WRITTEN.items():
         stat = container.exec_run(["stat", "-c", "%u", path])
         assert stat.output.decode().strip() == "1000730000", (cache, stat.output.decode())
+    # without that mount the unseeded image's first start cannot write the kernels it
+    # compiles on the read-only root: the stand-in fails there as SGLang's build would
+    unmounted = {path: opts for path, opts in sglang["tmpfs"].items()
+                 if path != engine_jit.CACHE_DIR}
+    assert len(unmounted) == len(sglang["tmpfs"]) - 1, sglang["tmpfs"]
+    container = _start(docker_client, cleanup, sglang["image"], port=sglang["port"],
+                       read_only=True, tmpfs=unmounted)
+    ok, logs = _health(container, port=sglang["port"])
+    assert not ok and "Read-only file system" in logs and engine_jit.CACHE_DIR in logs, \
+        logs[-3000:]
