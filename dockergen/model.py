@@ -245,7 +245,7 @@ class EngineJit:
     target: str  # the folder the compiler wheels are installed into
     cuda_home: str  # CUDA home inside it (CUDA_HOME at run time)
     apt: tuple[str, ...]  # the host compiler nvcc hands host code to, and links with
-    env: Mapping[str, str]  # CUDA_HOME and the engine's JIT cache folder
+    script_dir: str  # where the seeding script and the driver stub are in the image
     cache_dir: str  # the engine's JIT cache, seeded here, writable by the runtime user
     cache_env: str  # the engine's variable naming its JIT cache folder
     crash_env: str  # the engine's switch that turns a cache miss into an error
@@ -257,10 +257,21 @@ class EngineJit:
     mode: Mode
 
     @property
+    def env(self) -> dict[str, str]:
+        """The runtime image's environment for it: CUDA_HOME and the engine's cache folder."""
+        return {"CUDA_HOME": self.cuda_home, self.cache_env: self.cache_dir}
+
+    @property
+    def kernel_rows(self) -> list[dict[str, Any]]:
+        """The kernels as JSON values: what the seeding script and the check read, and what
+        the profile hash covers."""
+        return [{"name": k.name, "builder": k.builder, "args": list(k.args)}
+                for k in self.kernels]
+
+    @property
     def kernels_json(self) -> str:
-        """The kernels as the seeding script and the check read them."""
-        return json.dumps([{"name": k.name, "builder": k.builder, "args": list(k.args)}
-                           for k in self.kernels], sort_keys=True, separators=(",", ":"))
+        """:attr:`kernel_rows` as the seeding script's and the check's argument."""
+        return json.dumps(self.kernel_rows, sort_keys=True, separators=(",", ":"))
 
 
 # --- engine stage -------------------------------------------------------------------------

@@ -85,9 +85,8 @@ def derive(c: Context, d: list[Derivation], facts: dict[str, Any], mode: Mode
                         str(row["src"])))
     return EngineJit(
         engine=engine, toolchain=wheels, target=CUDA_COMPILER_DIR, cuda_home=cuda_home,
-        apt=HOST_COMPILER_APT,
-        env={"CUDA_HOME": cuda_home, str(row["cache_env"]): CACHE_DIR},
-        cache_dir=CACHE_DIR, cache_env=str(row["cache_env"]), crash_env=str(row["crash_env"]),
+        apt=HOST_COMPILER_APT, script_dir=SCRIPT_DIR, cache_dir=CACHE_DIR,
+        cache_env=str(row["cache_env"]), crash_env=str(row["crash_env"]),
         override=str(row["override"]),
         archs=archs, kernels=kernels, max_jobs=max(1, c.p.build.memory_gib // JOB_GIB),
         venv=VENV, mode=mode)
@@ -162,7 +161,7 @@ def record(jit: EngineJit | None) -> dict[str, Any] | None:
     if jit is None:
         return None
     return {"toolchain": list(jit.toolchain), "archs": list(jit.archs),
-            "kernels": json.loads(jit.kernels_json)}
+            "kernels": jit.kernel_rows}
 
 
 def load_check(jit: EngineJit) -> CommandCheck:
@@ -188,7 +187,7 @@ def load_check(jit: EngineJit) -> CommandCheck:
 
     return CommandCheck(f"{jit.engine}'s start-up JIT kernels are in the image's cache "
                         f"({', '.join(k.name for k in jit.kernels)})",
-                        (f"{jit.venv}/bin/python", f"{SCRIPT_DIR}/{ENGINE_JIT_SCRIPT}", "check",
+                        (f"{jit.venv}/bin/python", f"{jit.script_dir}/{ENGINE_JIT_SCRIPT}", "check",
                          "--archs", ",".join(jit.archs), "--override", jit.override,
                          "--crash-env", jit.crash_env, "--kernels", jit.kernels_json),
                         verify)

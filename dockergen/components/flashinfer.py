@@ -36,8 +36,6 @@ from dockergen.model import (
 )
 from dockergen.resources import templates_dir
 
-# where the compiler wheels go in the stage (never into the venv: they are build tools)
-NVCC_TARGET = CUDA_COMPILER_DIR
 # GiB one of FlashInfer's nvcc jobs may take: the largest measured, one FP8 MoE file for
 # sm_90, peaked at 4.6 GB (shared/reference/platform-notes.md, 2026-12-06); the profile's build
 # memory bounds the parallel jobs (ninja's -j, MAX_JOBS) as it does flash-attn's
@@ -92,7 +90,8 @@ def derive(c: Context, d: list[Derivation], facts: dict[str, Any], flashinfer: s
         version=flashinfer, modules=modules, arch_list=" ".join(archs),
         nvcc=nvcc,
         ninja=f"ninja=={python.tool('ninja')}",
-        cuda_home=f"{NVCC_TARGET}/{home}", target=NVCC_TARGET, max_jobs=jobs, venv=VENV,
+        # the compiler wheels in a folder of the stage, never in the venv: build tools
+        cuda_home=f"{CUDA_COMPILER_DIR}/{home}", target=CUDA_COMPILER_DIR, max_jobs=jobs, venv=VENV,
         mode=mode,
         aot_dir=f"{VENV}/lib/python{c.p.python}/site-packages/flashinfer/data/aot")
 
