@@ -47,6 +47,9 @@ class Context:
     # The FlashInfer modules the engine release runs at start-up, once the release is known
     # (its facts' ``flashinfer_aot`` row; None: none known, nothing is built ahead of time).
     flashinfer_aot: Mapping[str, Any] | None = None
+    # The kernels the engine release JIT-builds at start-up (its facts' ``startup_jit`` row;
+    # None: none known); seeded in the build where serving.hf_config names the model.
+    startup_jit: Mapping[str, Any] | None = None
 
     @property
     def p(self) -> Profile:

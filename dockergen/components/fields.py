@@ -40,6 +40,11 @@ def _aot_built(c: Context) -> bool:
     return c.flashinfer_aot is not None and c.p.build.flashinfer_aot
 
 
+def _jit_seeded(c: Context) -> bool:
+    """The engine's start-up JIT kernels are compiled in the build (components/engine_jit.py)."""
+    return c.startup_jit is not None and c.p.serving.hf_config is not None
+
+
 _FA2 = ("set flash_attn.build: source", "the flash-attn stage (components/flash_attn.py), built "
         "only with flash_attn.build: source")
 CONDITIONAL: tuple[Conditional, ...] = (
@@ -58,10 +63,14 @@ CONDITIONAL: tuple[Conditional, ...] = (
                 "use an engine release whose FlashInfer start-up kernels are known (the "
                 "engine facts' flashinfer_aot table, e.g. vllm 0.33.0)",
                 "the flashinfer-aot stage (components/flashinfer.py derive)"),
-    Conditional(("build", "memory_gib"), lambda c: _fa2_source(c) or _aot_built(c),
-                "set flash_attn.build: source, or use an engine release whose FlashInfer "
-                "start-up kernels are built ahead of time (build.flashinfer_aot: true)",
-                "the compile jobs of the flash-attn and flashinfer-aot stages"),
+    Conditional(("build", "memory_gib"),
+                lambda c: _fa2_source(c) or _aot_built(c) or _jit_seeded(c),
+                "set flash_attn.build: source, or build kernels ahead of time (an engine "
+                "release whose FlashInfer start-up kernels are known, with "
+                "build.flashinfer_aot: true, or whose own start-up JIT kernels are known, with "
+                "serving.hf_config naming the model)",
+                "the compile jobs of the flash-attn and flashinfer-aot stages and of the "
+                "engine's seeded JIT cache"),
 )
 
 

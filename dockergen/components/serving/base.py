@@ -264,6 +264,7 @@ class ServingEngine:
             return
         c.release = release
         c.flashinfer_aot = (self.facts().get("flashinfer_aot") or {}).get(p.engine.version)
+        c.startup_jit = (self.facts().get("startup_jit") or {}).get(p.engine.version)
         c.torch_pin = p.engine.torch or str(release["torch"])
         mark = release.get("unverified")
         if mark:

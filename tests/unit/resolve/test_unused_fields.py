@@ -78,3 +78,20 @@ def test_fields_that_count_and_inherited_defaults_give_no_warning() -> None:
     counted = run_cli("validate", str(PROFILES / "a100-h100.yaml"), "--set",
                       "flash_attn.max_jobs=4")
     assert counted.rc == 0 and "has no effect" not in counted.err, counted.err
+
+
+def test_build_memory_counts_for_the_engines_seeded_jit_cache_only(tmp_path: Path) -> None:
+    """SGLang 0.5.23 with FlashInfer's stage off still compiles in the build (its own
+    start-up kernels, for the model serving.hf_config names): build.memory_gib bounds those
+    jobs; with no model named nothing is compiled and the field has no effect."""
+    sets = ["--set", "build.flashinfer_aot=false", "--set", "build.memory_gib=32"]
+    seeded = run_cli("validate", "h100-sglang-fp8", *sets)
+    assert seeded.rc == 0 and not _warnings(seeded.err, "build.memory_gib"), seeded.err
+    (tmp_path / "base.yaml").write_text((PROFILES / "base.yaml").read_text())
+    shipped = (PROFILES / "h100-sglang-fp8.yaml").read_text()
+    assert "  hf_config: llama-3-8b\n" in shipped
+    (tmp_path / "p.yaml").write_text(shipped.replace("  hf_config: llama-3-8b\n", ""))
+    unseeded = run_cli("validate", "p.yaml", *sets, cwd=tmp_path)
+    assert unseeded.rc == 0, unseeded.err
+    (line,) = _warnings(unseeded.err, "build.memory_gib")
+    assert "serving.hf_config" in line, line
