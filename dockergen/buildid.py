@@ -1,7 +1,7 @@
 """The immutable ``dg-<hash>`` tag: a hash of exactly what a build consumes.
 
 The bytes of every build-context file, the build args, the target stage, the platform,
-the build mode and the dockergen version. Issue 7: the tag used to hash the profile only,
+the build mode and the dockergen version. The tag used to hash the profile only,
 so a BuildKit and a classic rendering, another base image through ``--build-arg``, an
 intermediate ``--target`` stage and a ``--no-cache`` rebuild all got the same
 "immutable" tag. Two builds with this tag consumed identical inputs; a registry that

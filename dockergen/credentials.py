@@ -1,6 +1,6 @@
 """The no-secrets check, run on the raw profile data before the model validates it.
 
-Running before validation means a type error elsewhere never hides a credential (issue 7:
+Running before validation means a type error elsewhere never hides a credential (a user's report:
 "type errors hide the secret checks until they are fixed"), and scanning every string of
 the profile covers fields that reach the image without being listed here one by one
 (``description`` becomes a label; smoke commands end up in logs). The components hold no

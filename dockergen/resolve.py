@@ -195,7 +195,7 @@ _RESERVED_ENV = {
 
 
 def _check_env_names(loaded: LoadedProfile, derived: dict[str, str]) -> None:
-    """serving.env must not replace what dockergen's image depends on (issue 7: an env
+    """serving.env must not replace what dockergen's image depends on (it happened: an env
     PATH hid `vllm`, and NVIDIA_DRIVER_CAPABILITIES was silently overridden)."""
     problems = []
     for name in sorted(loaded.profile.serving.env):

@@ -3,7 +3,7 @@
 Generated from the pydantic model, then adapted to how profiles are written: a profile
 that says ``extends:`` (every shipped one) or ``abstract: true`` may leave out any field
 it inherits or leaves to its children, so only a standalone profile must have every
-required field. Issue 7: the plain model schema required ``cuda``, ``python``, ``engine``
+required field. Before, the plain model schema required ``cuda``, ``python``, ``engine``
 and ``image`` at the top level and flagged every extending profile in the editor.
 
 Shapes, types, choices and unknown keys are checked in both cases. Items of lists keep

@@ -140,7 +140,7 @@ def major_constraints(version: str) -> tuple[str, ...]:
 
 def _other_model(given: str, name: str) -> bool:
     """rtx3090 is not a typo of rtx5090 but another GPU (another architecture): a guess that
-    swaps digits of a model number, or changes the product line, is no guess (issue 7)."""
+    swaps digits of a model number, or changes the product line, is no guess."""
     family = re.compile(r"[a-z]*")  # rtx, h, a, l, b: a guess keeps the GPU line
     if family.match(given).group() != family.match(name).group():  # type: ignore[union-attr]
         return True

@@ -163,7 +163,7 @@ class DockerDaemon:
         """Drop the build connection: the engine cancels the build.
 
         Closing the response from another thread does not wake a read blocked on a silent
-        build step (issue 7: closed at 1 s, noticed at 15 s when the next byte came, and the
+        build step (it was: closed at 1 s, noticed at 15 s when the next byte came, and the
         daemon never saw a disconnect). Shutting the socket down does both at once: the
         blocked read returns, and the daemon gets end-of-stream and cancels the build.
         """

@@ -7,6 +7,7 @@ type checker sees it at once, without the network.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,3 +38,31 @@ def test_mypy_sees_a_call_with_the_wrong_types(tmp_path: Path) -> None:
                    "RangeReader('https://example/x.whl', 10)\n", encoding="utf-8")
     out = _run("mypy", "--no-incremental", "--strict", str(bad))
     assert out.returncode == 1 and "arg-type" in out.stdout, out.stdout
+
+
+# "issue 7", "Issue 12:", "(issue 6)": a tracker's number says nothing to a reader of the
+# code; the behaviour it names does. Upstream references ("flashinfer-ai/flashinfer#3262",
+# ".../issues/123") stay: they name where a fact was read.
+_ISSUE_NUMBER = re.compile(r"(?<![\w/])[Ii]ssues? ?#?\d+")
+
+
+def _issue_numbers(text: str) -> list[str]:
+    return [m.group(0) for m in _ISSUE_NUMBER.finditer(text)]
+
+
+def test_code_and_tests_name_behaviour_not_issue_numbers() -> None:
+    found = []
+    for folder in ("dockergen", "tests", "templates", "tools", "benchmarks"):
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.suffix not in {".py", ".j2", ".yaml", ".sh"} or "__pycache__" in path.parts:
+                continue
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if _issue_numbers(line) and path.name != "test_static.py":
+                    found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+def test_the_issue_number_rule_bites() -> None:
+    assert _issue_numbers('"""Issue 7: the tag hashed the profile only."""') == ["Issue 7"]
+    assert _issue_numbers("# before the fix (issue 12)") == ["issue 12"]
+    assert _issue_numbers("flashinfer-ai/flashinfer#3262 and .../issues/123") == []

@@ -14,7 +14,7 @@ PROFILE = ROOT / "tests" / "profiles" / "standin.yaml"
 
 
 def test_ca_cert_path_with_spaces(tmp_path: Path) -> None:
-    """Issue 7: the path went back through a YAML --set and failed the [A-Za-z0-9._/-] shape."""
+    """Was: the path went back through a YAML --set and failed the [A-Za-z0-9._/-] shape."""
     cert = tmp_path / "corp certs" / "proxy ca (2026).crt"
     cert.parent.mkdir()
     cert.write_text(a_pem_certificate())

@@ -26,7 +26,7 @@ def _field_problems(profile: str, overrides: tuple[str, ...], field: str) -> lis
 @pytest.mark.parametrize("profile", ["h100-fp8", "h100-trtllm-fp8"])
 @pytest.mark.parametrize("gpu", GPUS)
 def test_quantization_fixes_are_other_values_that_work(profile: str, gpu: str) -> None:
-    """Issue 7: "fp16 needs cc >= 8.0 ... use fp16", "use kv_cache: auto" when auto failed,
+    """Before the fix: "fp16 needs cc >= 8.0 ... use fp16", "use kv_cache: auto" when auto failed,
     "use bf16 or int8" on V100 where both are invalid. (tests/unit/resolve/test_fix_property.py
     applies every fix of every rule; this keeps the cases the issue named.)"""
     base = (f"gpu.targets=[{gpu}]", "flash_attn.build=none")
@@ -55,7 +55,7 @@ def test_quantization_fixes_are_other_values_that_work(profile: str, gpu: str) -
 @pytest.mark.parametrize(("given", "hint"), [("rtx3090", None), ("b30", "b300"), ("h10", "h100"),
                                              ("l40", "l40s"), ("rtx409", "rtx4090")])
 def test_gpu_name_guesses_stay_in_the_product_line(given: str, hint: str | None) -> None:
-    """Issue 7: `rtx3090` got "did you mean rtx5090", another architecture."""
+    """Before the fix: `rtx3090` got "did you mean rtx5090", another architecture."""
     result = run_cli("render", "-q", "h100-fp8", "--set", f"gpu.targets=[{given}]")
     assert result.rc == 2
     first = result.err.splitlines()[0]

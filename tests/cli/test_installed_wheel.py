@@ -15,7 +15,7 @@ from tests.conftest import ROOT, run_cli
 @pytest.mark.parametrize("command", [("render", "-q", "h100-fp8"), ("explain", "a100-bf16"),
                                      ("validate", "-q", "base", "l40s-awq")])
 def test_shipped_names_work_where_a_path_does(command: tuple[str, ...], tmp_path: Path) -> None:
-    """Issue 7: `dockergen profiles` listed names that `render h100-fp8` could not find."""
+    """Before the fix: `dockergen profiles` listed names that `render h100-fp8` could not find."""
     result = run_cli(*command, cwd=tmp_path)  # no profiles/ folder in sight
     assert result.rc == 0, result.err
 

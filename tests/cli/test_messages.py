@@ -11,7 +11,7 @@ from tests.support.bad_profile_cases import VALID
 
 
 def test_quiet_hides_warnings_also_when_there_are_errors() -> None:
-    """Issue 7: with errors, the warnings were printed despite -q."""
+    """Before the fix: with errors, the warnings were printed despite -q."""
     args = ("render", "profiles/h100-fp8.yaml", "--set", "gpu.targets=[v100]")
     loud = run_cli(*args)
     quiet = run_cli(*args, "-q")
@@ -23,7 +23,7 @@ def test_quiet_hides_warnings_also_when_there_are_errors() -> None:
 
 
 def test_top_level_set_typo_points_at_the_set() -> None:
-    """Issue 7: `--set sevring.port=9000` was blamed on base.yaml:1:1."""
+    """Before the fix: `--set sevring.port=9000` was blamed on base.yaml:1:1."""
     result = run_cli("render", "profiles/h100-fp8.yaml", "--set", "sevring.port=9000")
     assert result.rc == 2
     assert result.err.splitlines()[0].startswith(
@@ -39,7 +39,7 @@ def test_missing_field_of_a_child_is_reported_in_the_child(tmp_path: Path) -> No
 
 
 def test_unquoted_list_item_hint_is_valid_yaml(tmp_path: Path) -> None:
-    """Issue 7: `targets: [h100, 8.0]` got the hint `quote it: 1: "8.0"`."""
+    """Before the fix: `targets: [h100, 8.0]` got the hint `quote it: 1: "8.0"`."""
     (tmp_path / "profile.yaml").write_text(VALID.replace("targets: [h100]",
                                                          "targets: [h100, 8.0]"))
     result = run_cli("render", "profile.yaml", cwd=tmp_path)

@@ -9,7 +9,7 @@ from tests.conftest import ROOT, run_cli
 
 
 def test_validate_every_shipped_profile_with_the_glob() -> None:
-    """Issue 7: the abstract base.yaml made this exit 2."""
+    """Before the fix: the abstract base.yaml made this exit 2."""
     files = sorted(glob.glob("profiles/*.yaml", root_dir=ROOT))
     assert "profiles/base.yaml" in files
     result = run_cli("validate", "-q", *files)

@@ -104,7 +104,7 @@ def test_build_smoke_push_to_both_registries_and_pull_back(
     assert record["steps_by_stage"]["flash-attn"] == 3
     assert set(record["stage_seconds"]) <= {"build-base", "flash-attn", "engine", "runtime"}
     assert record["smoke"] and all(check["ok"] for check in record["smoke"])
-    # vLLM's Triton builds a C launcher at run time: the image proves it can (issue 6)
+    # vLLM's Triton builds a C launcher at run time: the image proves it can
     names = [check["name"] for check in record["smoke"]]
     assert "a C extension compiles and imports (what Triton does at its first kernel)" in names
     assert "no compilers in the runtime image" not in names

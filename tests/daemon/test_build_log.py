@@ -17,7 +17,7 @@ PASSWORD = "hunter2pass"
 
 @pytest.mark.parametrize("builder", ["buildkit", "classic"])
 def test_build_log_holds_no_credentials(builder: str) -> None:
-    """Issue 7: build.log kept the raw stream (BuildKit's output even base64-encoded)."""
+    """Before the fix: build.log kept the raw stream (BuildKit's output even base64-encoded)."""
     _engine_or_skip()
     from dockergen.daemon import connect
 

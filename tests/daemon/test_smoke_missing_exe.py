@@ -12,7 +12,7 @@ pytestmark = pytest.mark.daemon
 
 
 def test_missing_executable_is_a_failed_check_on_the_real_engine() -> None:
-    """Issue 7: the docker error escaped uncaught, and no build record was written."""
+    """Before the fix: the docker error escaped uncaught, and no build record was written."""
     _engine_or_skip()
     from dockergen.daemon import connect
 

@@ -1,7 +1,7 @@
 """`--timeout` interrupts a build step that prints nothing, and the daemon cancels it.
 
 Against the real engine: a RUN step that only sleeps sends no byte for its whole run, so
-the timer must wake the blocked read itself (issue 7: the read woke only when the next
+the timer must wake the blocked read itself (before the fix the read woke only when the next
 byte came, 15 s late, and the daemon never saw a disconnect).
 """
 

@@ -223,7 +223,7 @@ class ServingEngine:
         """serving.extra_args may not set what the profile derives, nor removed flags.
 
         A derived flag given again lands after the derived one and wins, while `explain`,
-        the labels and the lock file still show the profile's value (issue 7).
+        the labels and the lock file still show the profile's value.
         """
         removed = self.facts().get("removed_flags", {})
         version = Version(c.p.engine.version)
@@ -627,7 +627,17 @@ class ServingEngine:
                                 "that version (FlashInfer publishes it on "
                                 f"{FLASHINFER_INDEX['url']}): set build.flashinfer_index_url "
                                 "to install them, else FlashInfer downloads them at first use "
-                                "or JIT-builds them with nvcc", FLASHINFER_INDEX["src"]))
+                                f"or JIT-builds them with nvcc{self._aot_note(c)}",
+                                FLASHINFER_INDEX["src"]))
+
+    @staticmethod
+    def _aot_note(c: Context) -> str:
+        """Where the image builds FlashInfer's start-up modules ahead of time, the
+        "not installed" line must not read as if the first start compiled them."""
+        if not (c.flashinfer_aot and c.p.build.flashinfer_aot):
+            return ""
+        return ("; the modules it loads at start-up are built ahead of time instead "
+                "(FlashInfer kernels ahead of time, below)")
 
     def flashinfer_smoke_imports(self, c: Context) -> tuple[SmokeImport, ...]:
         """FlashInfer's kernels at flashinfer-python's version, when the image installs them.
@@ -647,7 +657,7 @@ class ServingEngine:
     def extra_args(self, c: Context, d: list[Derivation], src: str) -> tuple[str, ...]:
         """serving.extra_args, appended to the server command as given, one derivation per
         flag (with its value: ``--a=1`` or ``--a 1``) or plain argument, so that `explain`
-        shows every argument the server gets (issue 7)."""
+        shows every argument the server gets."""
         args = c.p.serving.extra_args
         skip = False
         for i, arg in enumerate(args):

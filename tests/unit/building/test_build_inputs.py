@@ -22,7 +22,7 @@ class _NoBuild(FakeDaemon):
 @pytest.mark.parametrize("tag", ["BAD TAG", "repo:", "upper/Case:1", "my_registry:5000/x",
                                  "repo:-x", "a:" + "x" * 129])
 def test_bad_tag_is_refused_before_the_build(tag: str, tmp_path: Path) -> None:
-    """Issue 7: `--tag 'BAD TAG'` built the whole image, then died with a traceback."""
+    """Before the fix: `--tag 'BAD TAG'` built the whole image, then died with a traceback."""
     with pytest.raises(UnsafeInput, match="not a valid image reference") as exc:
         build_profile(PROFILE, (), BuildOptions(tags=(tag,)), output=tmp_path / "ctx",
                       echo=lambda _: None, out=lambda _: None, daemon=_NoBuild())

@@ -32,7 +32,7 @@ def _tag(mode: str = "buildkit", overrides: tuple[str, ...] = (), **kw: object) 
 
 def test_every_build_input_changes_the_tag(tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 7: all of these got the same "immutable" tag (a hash of the profile only)."""
+    """Before the fix: all of these got the same "immutable" tag (a hash of the profile only)."""
     base = _tag()
     assert base == _tag() and base.startswith("dg-") and len(base) == 15  # deterministic
     cert = tmp_path / "corp.crt"
@@ -79,7 +79,7 @@ def test_the_final_stage_as_target_is_the_release(tmp_path: Path) -> None:
 
 
 def test_an_existing_immutable_tag_is_never_moved(tmp_path: Path) -> None:
-    """Issue 7: a --no-cache rebuild put a different image under the same tag."""
+    """Before the fix: a --no-cache rebuild put a different image under the same tag."""
     first = FakeDaemon()
     record = build_profile(PROFILE, ONE_CHECK, BuildOptions(progress="plain", push=True),
                            output=tmp_path / "a", echo=lambda _: None, out=lambda _: None,

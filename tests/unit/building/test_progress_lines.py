@@ -25,7 +25,7 @@ def _plain(tracker: BuildTracker, *updates: str) -> str:
 
 
 def test_a_line_cut_between_chunks_is_printed_whole() -> None:
-    """Issue 7: `+ einops==0.` / `8.2` was printed as two lines."""
+    """Before the fix: `+ einops==0.` / `8.2` was printed as two lines."""
     tracker = BuildTracker()
     text = _plain(tracker,
                   _aux(_vertex("sha256:a", "[flash-attn 1/3] RUN uv pip install", started=1)),

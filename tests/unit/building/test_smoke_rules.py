@@ -10,7 +10,7 @@ from tests.support.bad_profile_cases import VALID
 
 
 def test_a_profile_without_any_smoke_check_is_rejected(tmp_path: Path) -> None:
-    """Issue 7: `smoke.defaults: false` and nothing else passed, so --push ran unchecked."""
+    """Before the fix: `smoke.defaults: false` and nothing else passed, so --push ran unchecked."""
     (tmp_path / "profile.yaml").write_text(VALID + "smoke:\n  defaults: false\n")
     result = run_cli("validate", "profile.yaml", cwd=tmp_path)
     assert result.rc == 2
@@ -35,7 +35,7 @@ def test_an_empty_report_is_not_ok() -> None:
 
 
 def test_an_invalid_smoke_regex_is_a_validate_error(tmp_path: Path) -> None:
-    """Issue 7: it passed `validate` and raised re.error in the smoke test after the build."""
+    """Was: it passed `validate` and raised re.error in the smoke test after the build."""
     (tmp_path / "profile.yaml").write_text(
         VALID + 'smoke:\n  commands:\n    - name: x\n      command: ["true"]\n'
                 '      expected_output: ["(unclosed"]\n      excluded_output: ["ok", "*x"]\n')

@@ -53,7 +53,7 @@ def test_real_token_shapes_are_redacted(secret: str) -> None:
 
 
 def test_label_risk_management_prod_is_accepted(tmp_path: Path) -> None:
-    """Issue 7: the label value `risk-management-prod` was rejected as an `sk-` key."""
+    """Before the fix: the label value `risk-management-prod` was rejected as an `sk-` key."""
     text = VALID.replace("  name: registry.example.com/llm/vllm",
                          "  name: registry.example.com/llm/vllm\n  labels:\n"
                          "    com.example.team: risk-management-prod")
@@ -64,7 +64,7 @@ def test_label_risk_management_prod_is_accepted(tmp_path: Path) -> None:
 
 
 def test_token_in_description_is_rejected(tmp_path: Path) -> None:
-    """Issue 7: `description` becomes a label, and an hf_ token rendered into it."""
+    """Before the fix: `description` becomes a label, and an hf_ token rendered into it."""
     (tmp_path / "profile.yaml").write_text(VALID.replace(
         "name: test", f"name: test\ndescription: serving with {TOKEN}"))
     result = run_cli("render", "profile.yaml", cwd=tmp_path)
@@ -78,7 +78,7 @@ def test_token_in_description_is_rejected(tmp_path: Path) -> None:
 
 
 def test_type_errors_do_not_hide_the_secret_checks(tmp_path: Path) -> None:
-    """Issue 7: a wrong type anywhere used to stop validation before the secret checks."""
+    """Before the fix: a wrong type anywhere used to stop validation before the secret checks."""
     text = VALID.replace("  max_model_len: 8192", "  max_model_len: lots\n  env:\n"
                                                    "    HF_TOKEN: abc\n"
                                                    f"    LOG_SINK: {TOKEN}")

@@ -33,7 +33,7 @@ flash_attn:
 
 
 def test_releases_dockergen_lacks_can_be_added(tmp_path: Path) -> None:
-    """Issue 7: releases newer than dockergen (then vLLM 0.32.0, flash-attn 2.8.3.post2) were
+    """Before the fix: releases newer than dockergen (then vLLM 0.32.0, flash-attn 2.8.3.post2) were
     rejected, with no way around; here: releases that do not exist yet."""
     (tmp_path / "facts.yaml").write_text(FACTS)
     (tmp_path / "p.yaml").write_text(PROFILE)

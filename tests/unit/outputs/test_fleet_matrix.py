@@ -107,7 +107,7 @@ def test_strict_makes_a_dropped_point_an_error(tmp_path: Path) -> None:
     result = run_cli("validate", "--strict", "-q", "mx.yaml", cwd=cwd)
     assert result.rc == 2
     assert result.out == ""
-    shown = [line for line in T4_BF16 + T4_FP8 + T4_FP8_TRT  # -q: no warnings (issue 7)
+    shown = [line for line in T4_BF16 + T4_FP8 + T4_FP8_TRT  # -q: no warnings
              if not line.endswith("[warning]")]
     assert result.err.splitlines() == shown + ["dockergen: 6 problem(s); nothing was written"]
     render = run_cli("render", "--strict", "-q", "mx.yaml", "-o", "out", cwd=cwd)

@@ -44,7 +44,7 @@ def _replace_hook(monkeypatch: pytest.MonkeyPatch,
 
 def test_interrupt_between_the_renames_keeps_the_old_folder(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ctrl-C after `out -> .out.old` and before `staging -> out` (issue 7: both were lost)."""
+    """Ctrl-C after `out -> .out.old` and before `staging -> out` (both used to be lost)."""
     out = tmp_path / "out"
     write_context(out, OLD)
 

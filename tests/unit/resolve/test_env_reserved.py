@@ -21,7 +21,7 @@ FIX = "from serving.env (docker run -e {0}=... still overrides it at run time, o
     ("LD_LIBRARY_PATH", "LD_LIBRARY_PATH is set by the CUDA base image so that libcuda is found"),
 ])
 def test_reserved_env_name_is_an_error(name: str, why: str, tmp_path: Path) -> None:
-    """Issue 7: serving.env PATH silently replaced dockergen's, and `vllm` was not found."""
+    """Before the fix: serving.env PATH silently replaced dockergen's, and `vllm` was not found."""
     (tmp_path / "profile.yaml").write_text(VALID.replace(
         "  max_model_len: 8192", f"  max_model_len: 8192\n  env:\n    {name}: /usr/bin"))
     result = run_cli("render", "profile.yaml", cwd=tmp_path)

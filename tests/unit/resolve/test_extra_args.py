@@ -28,7 +28,7 @@ def _render(tmp_path: Path, extra: str, text: str = VALID) -> tuple[int, str, st
 
 
 def test_a_derived_flag_is_an_error_at_the_field(tmp_path: Path) -> None:
-    """Issue 7: `--tensor-parallel-size 2` won over the derived 1 that explain/labels showed."""
+    """Was: `--tensor-parallel-size 2` won over the derived 1 that explain/labels showed."""
     rc, _, err = _render(tmp_path, '[--tensor-parallel-size, "2", --max_model_len=4096, -q, awq]')
     assert rc == 2
     assert err.splitlines()[:3] == [
@@ -43,7 +43,7 @@ def test_a_derived_flag_is_an_error_at_the_field(tmp_path: Path) -> None:
 
 
 def test_a_removed_flag_is_an_error(tmp_path: Path) -> None:
-    """Issue 7: --swap-space passed although the knowledge records it removed in vLLM 0.18."""
+    """Was: --swap-space passed although the knowledge records it removed in vLLM 0.18."""
     rc, _, err = _render(tmp_path, "[--swap-space, '4']")
     assert rc == 2
     assert err.splitlines()[0] == (

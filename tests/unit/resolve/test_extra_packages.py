@@ -14,7 +14,7 @@ def _render(*overrides: str, profile: str = "h100-fp8") -> tuple[int, str, str]:
 
 
 def test_extra_pip_and_apt_packages_are_installed() -> None:
-    """Issue 7: there was no field for extra pip or apt packages."""
+    """Before the fix: there was no field for extra pip or apt packages."""
     rc, out, err = _render("packages.pip=[transformers==4.57.1, 'accelerate[torch]==1.10.1']",
                            "packages.apt=[libgl1]")
     assert rc == 0, err

@@ -1,4 +1,4 @@
-"""A flash-attn build beside an engine with its own attention says what it is for (issue 6).
+"""A flash-attn build beside an engine with its own attention says what it is for.
 
 The engine's note ("vLLM's own attention uses its bundled vllm-flash-attn") helps where a
 profile builds FlashAttention-2 without saying why; a profile that says why in

@@ -1,4 +1,4 @@
-"""FlashInfer's precompiled kernels where a vLLM release leaves them out (issue 6).
+"""FlashInfer's precompiled kernels where a vLLM release leaves them out.
 
 Read from the wheels (vllm/facts.yaml ``flashinfer``, checked by
 tests/unit/knowledge/test_vllm_quant.py):

@@ -1,4 +1,4 @@
-"""build.python_mirror: an air-gapped CPython for ``build.python_from: uv`` (issue 6).
+"""build.python_mirror: an air-gapped CPython for ``build.python_from: uv``.
 
 uv fetches python-build-standalone archives from Astral's copy of the GitHub releases; no
 machine of this project reaches either, and no package registry it reaches carries the

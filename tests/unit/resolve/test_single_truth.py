@@ -158,7 +158,7 @@ def _explained(lines: list[str]) -> dict[str, list[tuple[str, str]]]:
 @pytest.mark.parametrize("name", ["h100-fp8", "h100-sglang-fp8", "h100-trtllm-fp8"])
 def test_every_field_the_profile_sets_is_in_explain_the_dockerfile_and_the_lock(
         name: str) -> None:
-    """Issue 7: explain left out extra_args, env, labels, uid, the health start period,
+    """Before the fix: explain left out extra_args, env, labels, uid, the health start period,
     packages.apt, both index URLs and vLLM's model/host/port; the lock left out the main
     index. Each value is read back from the parsed Dockerfile, the lock and explain."""
     engine = render_context(Path(name)).resolved.profile.engine.name

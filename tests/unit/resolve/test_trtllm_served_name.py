@@ -6,7 +6,7 @@ from tests.conftest import run_cli
 
 
 def test_served_model_name_is_refused_for_trtllm() -> None:
-    """Issue 7: it was dropped silently, and the GPU smoke check then asked for that name."""
+    """Before the fix: it was dropped silently, and the GPU smoke check then asked for that name."""
     result = run_cli("render", "-q", "h100-trtllm-fp8", "--set", "serving.served_model_name=llama")
     assert result.rc == 2
     assert result.err.splitlines()[0] == (

@@ -76,7 +76,7 @@ class TensorrtLlm(ServingEngine):
             # The 1.x trtllm-serve options documented for 0.18/0.19 have no served-model-name
             # flag; a newer CLI mirror lists --served_model_name (engines-compat.md 3.5,
             # unverified for 1.1.0). Silently dropping it made the GPU smoke check ask for a
-            # name the server never had (issue 7), so it is refused instead.
+            # name the server never had, so it is refused instead.
             c.error(("serving", "served_model_name"), "trtllm-serve (TensorRT-LLM "
                     f"{c.p.engine.version}) has no verified flag for a served model name; "
                     "the server names the model by its MODEL argument (serving.model)",
