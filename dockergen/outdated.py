@@ -63,7 +63,7 @@ from dockergen.loader import (
     read_raw,
     with_overrides,
 )
-from dockergen.model import MAIN_INDEX
+from dockergen.model import MAIN_INDEX, is_pypi
 from dockergen.pipeline import resolution_of
 from dockergen.ranges import BLOCK, RangeError, RangeReader
 
@@ -399,10 +399,25 @@ def read_file(url: str, kind: str = "metadata") -> bytes | None:
 
 # --- verdicts -----------------------------------------------------------------------------
 
-def _verdict(loaded: LoadedProfile, setting: str, version: str) -> tuple[str, str]:
-    """What the rules say of the profile as read, with ``setting`` moved to ``version``."""
+def index_fields(loaded: LoadedProfile, index: str | None) -> dict[str, str]:
+    """The profile fields that make ``--index`` the index every rule judges: releases are
+    read from it, so a verdict must be the one of a profile installing from it (a release
+    pinning what only the mirror carries is then a warning, not an error). PyPI given in
+    full, for a profile that installs from PyPI, changes nothing."""
+    current = loaded.profile.build.pip_index_url
+    if index is None or index == current or (is_pypi(index) and (current is None
+                                                                 or is_pypi(current))):
+        return {}
+    return {"build.pip_index_url": index}
+
+
+def _verdict(loaded: LoadedProfile, setting: str, version: str,
+             fields: dict[str, str]) -> tuple[str, str]:
+    """What the rules say of the profile as read, with ``setting`` moved to ``version``
+    and ``fields`` (the index read) set."""
+    sets = (f"{setting}={version}", *(f"{k}={v}" for k, v in fields.items()))
     try:
-        r = resolution_of(with_overrides(loaded, (f"{setting}={version}",))).resolved
+        r = resolution_of(with_overrides(loaded, sets)).resolved
     except ProfileError as exc:
         first = next(p for p in exc.problems if p.severity is Severity.ERROR)
         return "error", redact(f"{first.field}: {first.message}" if first.field
@@ -478,7 +493,8 @@ def check(path: Path, overrides: tuple[str, ...] = (), index: str | None = None)
                                    "add its facts in a knowledge file (profile `knowledge:`), "
                                    "or wait for a dockergen release that has them"))
             else:
-                verdict, detail = _verdict(res.loaded, setting, str(v))
+                verdict, detail = _verdict(res.loaded, setting, str(v),
+                                           index_fields(res.loaded, index))
                 newer.append(Newer(str(v), is_known, verdict, detail))
         reports.append(PackageReport(name, current, setting, tuple(newer)))
     return Report(str(path), redact(where), tuple(reports))

@@ -355,10 +355,12 @@ def _value(loaded: LoadedProfile, dotted: str) -> str:
 
 
 def _move(loaded: LoadedProfile, version: str, known: bool, driver: str | None,
-          notes: tuple[str, ...] = ()) -> Move:
+          notes: tuple[str, ...] = (), index: dict[str, str] | None = None) -> Move:
     """The profile moved to ``version``, with the fixes the rules ask for on the way;
-    ``notes``: what deriving the release's facts could not read."""
-    fields: dict[str, str] = {"engine.version": version}
+    ``notes``: what deriving the release's facts could not read; ``index``: the fields that
+    make ``--index`` the profile's index (the release was read there, and a written
+    profile must install from where it was judged)."""
+    fields: dict[str, str] = {"engine.version": version, **(index or {})}
     reasons: list[str] = []
     for _ in range(ROUNDS):
         try:
@@ -508,7 +510,7 @@ def plan(path: Path, overrides: tuple[str, ...] = (), index: str | None = None,
             overlay = _with_rows(overlay, facts_name,
                                  {"quantization": derived["floors"][release]})
         moves.append(_move(dataclasses.replace(loaded, user_facts=overlay), str(v), known,
-                           driver, unread))
+                           driver, unread, outdated.index_fields(loaded, index)))
     return Plan(str(path), p.engine.name, p.engine.version, redact(where), tuple(moves),
                 derived["releases"], derived["kernels"], derived["serve_flags"],
                 derived["floors"], tuple(p.knowledge))

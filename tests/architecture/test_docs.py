@@ -191,3 +191,26 @@ def test_the_rule_table_is_only_the_generated_one() -> None:
     assert "| rule |" not in knowledge and not any(
         f"| {d.rules} |" in knowledge for d in RULE_DETAILS)
     assert "reference/checks.md#the-rules-in-detail" in knowledge
+
+
+def test_the_readme_names_every_file_render_writes(tmp_path: Path) -> None:
+    """The README's render row lists the build context's files by name: a file the code
+    starts writing (or stops writing) shows up here, not in a user's surprised diff."""
+    from dockergen.model import CERT_DIR
+
+    run = run_cli("render", "--all", "-q", "-o", str(tmp_path / "out"))
+    assert run.rc == 0, run.err
+    written = {path.name for path in (tmp_path / "out").rglob("*") if path.is_file()}
+    assert {"Dockerfile", "constraints.txt", "etc-hosts"} <= written
+    row = next(line for line in README.read_text().splitlines()
+               if line.startswith("| `dockergen render PROFILE -o DIR`"))
+    named = set(re.findall(r"`([^`]+)`", row))
+    assert f"`{CERT_DIR}/`" in row
+    assert sorted(written - named) == []
+
+
+def test_the_deploy_docs_run_compose_as_the_output_says() -> None:
+    """The Compose file's own "# Run:" line and docs/deploy.md give one command."""
+    compose = (ROOT / "examples" / "deploy" / "h100-fp8" / "compose.yaml").read_text()
+    run = next(line for line in compose.splitlines() if line.startswith("# Run: "))
+    assert run.removeprefix("# Run: ") in (DOCS / "deploy.md").read_text()

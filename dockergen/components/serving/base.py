@@ -330,7 +330,7 @@ class ServingEngine:
         version = self.kernel_version(p.engine.version)
         if not c.gpus or self.kernel_code(p.engine.version, c.gpus[0].cc) is None:
             c.warn(("engine", "version"), f"the GPU code of {package} {version} has not been "
-                   "read (tools/kernel_archs.py): whether it runs on every target is "
+                   "read: whether it runs on every target is "
                    "unknown until the image runs there", "test it on each GPU first")
             return
         bad = [t for t in c.gpus if not self._runs(p.engine.version, t)]
@@ -392,7 +392,8 @@ class ServingEngine:
                 c.warn(path, f"no minimum compute capability of {value} has been read for "
                        f"{p.engine.name} {p.engine.version} (known: "
                        f"{', '.join(entry['min_cc'])}; {entry['src']})",
-                       "read it with tools/vllm_quant.py and add the release's range")
+                       f"check {value} on each target GPU before serving it, or pin a "
+                       "release whose range is known (dockergen outdated lists them)")
             # a per-release floor names the release it was read from
             engine = p.engine.name + (f" {p.engine.version}"
                                       if isinstance(entry["min_cc"], Mapping) else "")

@@ -186,3 +186,22 @@ def test_pypi_itself() -> None:
     assert all(n["verdict"] for n in vllm["newer"])
     assert (result.rc == 9) == any(n["verdict"].startswith("ok") for p in report["packages"]
                                    for n in p["newer"])
+
+
+def test_a_mirror_given_with_index_is_the_index_every_rule_judges(
+        index: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM 0.34.0 pins a flashinfer-python PyPI never carried: from PyPI it is an error,
+    but `--index MIRROR` reads the releases from the mirror, so the verdict is the one of a
+    profile installing from it: a warning that the mirror must carry the pin."""
+    from dockergen import outdated
+
+    monkeypatch.setitem(FILES, "vllm", [*FILES["vllm"],
+                                        "vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl"])
+    report = outdated.check(Path(H100), (), index)
+    vllm = next(p for p in report.packages if p.name == "vllm")
+    moved = next(n for n in vllm.newer if n.version == "0.34.0")
+    assert moved.verdict.startswith("ok"), moved
+    assert f"the build must find it on {index}" in moved.detail, moved
+    pypi = outdated.index_fields(outdated.one_image(Path(H100), (), "outdated"),
+                                 "https://pypi.org/simple/")
+    assert pypi == {}  # PyPI in full is PyPI: nothing to judge differently

@@ -184,7 +184,9 @@ def test_upgrade_derives_each_release_and_accepts_or_refuses_it(index: str) -> N
     assert "CUDA: PyPI's torch 2.14.0 wheel" in plan["derived"]["0.36.0"]["src"]
 
     ok = _move(plan, "0.35.0")
-    assert ok["ok"] and ok["changes"] == [["engine.version", "0.33.0", "0.35.0"]]
+    # judged as installing from the index it was read from, and written so
+    assert ok["ok"] and ok["changes"] == [["build.pip_index_url", "", index],
+                                          ["engine.version", "0.33.0", "0.35.0"]]
     assert any("not in dockergen's knowledge" in n for n in ok["notes"])
 
     python = _move(plan, "0.36.0")
@@ -433,7 +435,7 @@ def test_upgrade_reads_a_new_releases_quantization_floors_and_judges_the_gpus_by
                             "0.46.0, but gpu.targets includes l40s (8.9)")
                for r in refused["reasons"]), refused["reasons"]
     assert mixed["proposal"] == "0.45.0" and _move(mixed, "0.45.0")["changes"] == [
-        ["engine.version", "0.33.0", "0.45.0"]]
+        ["build.pip_index_url", "", floor_index], ["engine.version", "0.33.0", "0.45.0"]]
 
     # written beside the profile, the floor judges the moved profile in `validate`
     (tmp_path / "serve.yaml").write_text("extends: h100-fp8\nname: serve\n")

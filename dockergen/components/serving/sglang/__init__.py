@@ -141,8 +141,8 @@ class Sglang(ServingEngine):
             return
         if flags is None:
             c.error(("engine", "version"), f"no flag list for sglang {c.p.engine.version}",
-                    "extract it with tools/sglang_flags.py into "
-                    "dockergen/components/serving/sglang/flags.json")
+                    "pin a release whose flags dockergen knows (dockergen outdated lists "
+                    "them)")
             return
         derived: dict[str, str | None] = {}  # flag -> the profile field that sets it
         for d in self._derivations(c):  # the profile's own extra_args are checked below

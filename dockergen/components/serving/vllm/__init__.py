@@ -124,8 +124,8 @@ class Vllm(ServingEngine):
             if flags is None:
                 c.warn(("serving", "extra_args", i), f"{name} is not checked: there is no "
                        f"flag list for vllm {c.p.engine.version}",
-                       "extract it with tools/vllm_flags.py into "
-                       "dockergen/components/serving/vllm/flags.json")
+                       "pin a release whose flags dockergen knows (dockergen outdated "
+                       "lists them)")
                 continue
             known = name in flags or (name.startswith("--no-") and "--" + name[5:] in flags)
             if not known:
