@@ -50,7 +50,6 @@ if TYPE_CHECKING:
     from dockergen.loader import Overrides
     from dockergen.pipeline import Resolution
 
-PYPI = "https://pypi.org/simple"
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 _UV_TIMEOUT_S = 900
 
