@@ -13,7 +13,8 @@ May import: :mod:`dockergen.api`, :mod:`dockergen.pipeline` (the one resolution 
 :mod:`dockergen.model` (the certificates a build is given),
 :mod:`dockergen.progress`,
 :mod:`dockergen.refs`, :mod:`dockergen.render`, :mod:`dockergen.smoke`, the serving-engine
-secret pattern.
+secret pattern, :mod:`dockergen.trust.attest` and :mod:`dockergen.trust.cosign` (the step
+after a push: SBOM, provenance, signatures).
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ import click
                    "profile hash, base digests and pushed digest.")
 def verify(image: str, key: str, lock: str | None, record: str | None) -> None:
     """Verify IMAGE's signature and its SBOM and provenance attestations (cosign)."""
-    from dockergen.trust.verify import VerifyFailed, verify as run
+    from dockergen.trust.verify import VerifyFailed
+    from dockergen.trust.verify import verify as run
 
     report = run(image, key, Path(lock) if lock else None, Path(record) if record else None)
     for line in report.lines():

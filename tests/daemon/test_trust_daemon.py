@@ -10,6 +10,7 @@ another repository), so no test depends on another's order.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import subprocess
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 from tests.conftest import ROOT, Run, run_cli
@@ -87,10 +89,8 @@ def signed(index: str, cosign: str, docker_client, tmp_path_factory: pytest.Temp
                  folder / "good.key", folder / "good.pub", folder / "other.key",
                  folder / "other.pub", sets)
     for tag in pushed:  # the local tags this module made (the registry's data is the session's)
-        try:
+        with contextlib.suppress(docker.errors.APIError):  # gone already, or shared
             docker_client.api.remove_image(tag)
-        except Exception:  # noqa: BLE001,S110 - gone already, or shared
-            pass
 
 
 def _verify(s: Signed, image: str, *args: str, key: Path | None = None) -> Run:
