@@ -230,14 +230,17 @@ def sbom(inp: SbomInputs) -> dict[str, Any]:
 
 def problems(document: object) -> str | None:
     """What makes ``document`` invalid CycloneDX 1.6 JSON (the schema cyclonedx-python-lib
-    ships, strict: no property the schema does not name); None: valid."""
+    ships, strict: no property the schema does not name; the schema takes any
+    ``specVersion`` string, so that is checked here); None: valid."""
     from cyclonedx.schema import SchemaVersion
     from cyclonedx.validation.json import JsonStrictValidator
 
     error = JsonStrictValidator(SchemaVersion.V1_6).validate_str(json.dumps(document))
-    if error is None:
-        return None
-    return str(error).splitlines()[0]
+    if error is not None:
+        return str(error).splitlines()[0]
+    if isinstance(document, dict) and document.get("specVersion") != SPEC:  # a free string there
+        return f"specVersion is {str(document.get('specVersion'))[:20]!r}, not {SPEC!r}"
+    return None
 
 
 def dumps(document: Mapping[str, Any]) -> str:
