@@ -575,9 +575,11 @@ def _build_and_record(daemon: ContainerDaemon, ctx: RenderedContext, plan: Build
     each step; return the record."""
     from dockergen import atomic
     from dockergen.render import LOG_FILE, RECORD_FILE, write_context
+    from dockergen.trust.attest import PROVENANCE_FILE, SBOM_FILE
 
     refs = plan.tags
-    write_context(folder, ctx.files, later=(RECORD_FILE, LOG_FILE))
+    # the evidence of a push is written beside the record after it (trust.attest)
+    write_context(folder, ctx.files, later=(RECORD_FILE, LOG_FILE, SBOM_FILE, PROVENANCE_FILE))
     record = BuildRecord(ctx.name, ctx.resolved.profile_hash, plan.builder, tuple(refs),
                          immutable, stage=stage)
     record_path = folder / RECORD_FILE

@@ -122,11 +122,13 @@ def evidence(res: Resolution, daemon: ContainerDaemon, record: BuildRecord,
 
 
 def _is_sbom(head: bytes) -> bool:
-    return b'"bomFormat": "CycloneDX"' in head or b'"$schema"' in head
+    """An SBOM dockergen wrote: sorted keys put ``bomFormat`` first."""
+    return head.startswith(b'{\n  "bomFormat": "CycloneDX"')
 
 
 def _is_statement(head: bytes) -> bool:
-    return provenance.STATEMENT.encode() in head or b'"_type"' in head
+    """A statement dockergen wrote: sorted keys put ``_type`` first."""
+    return head.startswith(b'{\n  "_type": "' + provenance.STATEMENT.encode())
 
 
 def write(folder: Path, ev: Evidence) -> None:

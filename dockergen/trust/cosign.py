@@ -116,13 +116,9 @@ def _error_of(stderr: str) -> str:
     return "; ".join(errors[-2:]) or (lines[-1] if lines else "")
 
 
-def _common(key_option: str, key: str) -> list[str]:
-    return [key_option, key]
-
-
 def sign(key: str, image: str) -> None:
     """Sign ``image`` (``NAME@sha256:...``) with the key; no transparency log."""
-    result = run(["sign", *_common("--key", key), "--tlog-upload=false", "--yes", image])
+    result = run(["sign", "--key", key, "--tlog-upload=false", "--yes", image])
     if not result.ok:
         raise SigningFailed(f"cosign could not sign {image}: {result.error}")
 
@@ -130,7 +126,7 @@ def sign(key: str, image: str) -> None:
 def attest(key: str, image: str, predicate: Path, kind: str) -> None:
     """Attach ``predicate`` to ``image`` as a signed in-toto attestation of ``kind``,
     replacing one of the same type (``--replace``)."""
-    result = run(["attest", *_common("--key", key), "--type", kind, "--predicate",
+    result = run(["attest", "--key", key, "--type", kind, "--predicate",
                   str(predicate), "--replace", "--tlog-upload=false", "--yes", image])
     if not result.ok:
         raise SigningFailed(f"cosign could not attach the {kind} attestation to {image}: "
@@ -139,7 +135,7 @@ def attest(key: str, image: str, predicate: Path, kind: str) -> None:
 
 def verify(key: str, image: str) -> tuple[Outcome, list[dict[str, Any]]]:
     """``cosign verify``: the outcome and the verified signature payloads."""
-    result = run(["verify", *_common("--key", key), "--insecure-ignore-tlog=true",
+    result = run(["verify", "--key", key, "--insecure-ignore-tlog=true",
                   "--output", "json", image])
     if not result.ok:
         return result, []
@@ -154,7 +150,7 @@ def verify_attestation(key: str, image: str, kind: str
                        ) -> tuple[Outcome, list[dict[str, Any]]]:
     """``cosign verify-attestation --type KIND``: the outcome and the in-toto statements
     of the verified attestations of that type (decoded from their DSSE envelopes)."""
-    result = run(["verify-attestation", *_common("--key", key), "--type", kind,
+    result = run(["verify-attestation", "--key", key, "--type", kind,
                   "--insecure-ignore-tlog=true", image])
     if not result.ok:
         return result, []

@@ -233,12 +233,18 @@ def _registry(method: str, repo_ref: str, body: bytes | None = None,
         return resp.read(), resp.headers.get("Content-Type", "")
 
 
-def test_replaced_signature_fails_naming_the_signature(cosign: str, signed: Signed) -> None:
-    """(d) the signature in the `.sig` manifest replaced by another."""
-    target = _copy(cosign, signed, "sig")
+@pytest.mark.parametrize("how", ["replaced", "removed"])
+def test_a_replaced_or_removed_signature_fails_naming_the_signature(cosign: str,
+                                                                   signed: Signed,
+                                                                   how: str) -> None:
+    """(d) the signature in the `.sig` manifest replaced by another, or every signature
+    layer taken out of it (distribution 2.8 refuses to delete a manifest by default)."""
+    target = _copy(cosign, signed, f"sig-{how}")
     sig_tag = f"{target.rsplit(':', 1)[0]}:{signed.digest.replace(':', '-')}.sig"
     body, content_type = _registry("GET", sig_tag)
     manifest = json.loads(body)
+    if how == "removed":
+        manifest["layers"] = []
     for layer in manifest["layers"]:
         layer["annotations"]["dev.cosignproject.cosign/signature"] = base64.b64encode(
             b"\x30\x44" + os.urandom(68)).decode()

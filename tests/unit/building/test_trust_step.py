@@ -80,3 +80,15 @@ def test_a_failed_signature_is_exit_7_without_the_password(tmp_path: Path, cosig
     record = json.loads((tmp_path / "ctx" / "build-record.json").read_text())
     assert record["status"] == "pushed" and "signed" not in record
     assert (tmp_path / "ctx" / "sbom.cdx.json").is_file()
+
+
+def test_a_second_push_into_the_same_folder_replaces_the_evidence(tmp_path: Path) -> None:
+    """The folder's manifest lists both documents: a rebuild replaces them with the folder,
+    as it does the build record."""
+    _build(tmp_path, FakeDaemon(), push=True)
+    (tmp_path / "ctx" / "sbom.cdx.json").write_text(
+        (tmp_path / "ctx" / "sbom.cdx.json").read_text().replace("libc6", "stale"))
+    record = _build(tmp_path, FakeDaemon(files={"/var/lib/dpkg/status": DPKG}), push=True)
+    assert record is not None and record.pushed
+    assert "libc6" in (tmp_path / "ctx" / "sbom.cdx.json").read_text()
+
