@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from typing import Any
 
 import pytest
 
@@ -49,7 +50,7 @@ BASES = {"nvidia/cuda:13.0.2-runtime-ubuntu22.04": "sha256:" + "cd" * 32}
 
 
 def _inputs(**changes: object) -> sbom.SbomInputs:
-    values: dict[str, object] = dict(
+    values: dict[str, Any] = dict(
         image="registry.example.com/llm/vllm", digest=DIGEST,
         lock=sbom.read_lock(LOCK, {}, "https://main.example.com/simple"), dpkg_status=DPKG,
         os_release='PRETTY_NAME="Ubuntu 22.04"\nID=ubuntu\n',
@@ -57,15 +58,15 @@ def _inputs(**changes: object) -> sbom.SbomInputs:
                                         "https://pypi.org/simple/flash-attn/", "80;90"),),
         bases=BASES)
     values.update(changes)
-    return sbom.SbomInputs(**values)  # type: ignore[arg-type]
+    return sbom.SbomInputs(**values)
 
 
-def _by_name(doc: dict[str, object]) -> dict[str, dict[str, object]]:
-    return {c["name"]: c for c in doc["components"]}  # type: ignore[index,union-attr]
+def _by_name(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in doc["components"]}
 
 
-def _props(comp: dict[str, object]) -> dict[str, str]:
-    return {p["name"]: p["value"] for p in comp["properties"]}  # type: ignore[index,union-attr]
+def _props(comp: dict[str, Any]) -> dict[str, str]:
+    return {p["name"]: p["value"] for p in comp["properties"]}
 
 
 def test_the_lock_is_read_with_hashes_and_indexes() -> None:
@@ -85,7 +86,8 @@ def test_every_source_becomes_components_and_the_document_is_valid() -> None:
                                       "https://download.pytorch.org/whl/cu130")
     assert comps["nvidia-cublas"]["hashes"] == [{"alg": "SHA-256", "content": H1},
                                                 {"alg": "SHA-256", "content": H2}]
-    assert comps["libc6"]["purl"] == "pkg:deb/ubuntu/libc6@2.36-9%2Bdeb12u10?arch=amd64&upstream=glibc"
+    assert comps["libc6"]["purl"] == ("pkg:deb/ubuntu/libc6@2.36-9%2Bdeb12u10?arch=amd64"
+                                      "&upstream=glibc")
     assert "removed-one" not in comps  # only what dpkg lists as installed
     # the CUDA libraries: which come from the lock and which from the base image
     assert _props(comps["nvidia-cublas"])["dockergen:cuda"] == "python-lock"
@@ -96,7 +98,7 @@ def test_every_source_becomes_components_and_the_document_is_valid() -> None:
     base = comps["nvidia/cuda"]
     assert base["purl"] == ("pkg:docker/nvidia/cuda@sha256:" + "cd" * 32
                             + "?tag=13.0.2-runtime-ubuntu22.04")
-    assert doc["metadata"]["component"]["version"] == DIGEST  # type: ignore[index]
+    assert doc["metadata"]["component"]["version"] == DIGEST
 
 
 def test_the_document_is_deterministic() -> None:
@@ -105,11 +107,11 @@ def test_the_document_is_deterministic() -> None:
     other = sbom.sbom(_inputs(digest="sha256:" + "ef" * 32))
     assert other["serialNumber"] != json.loads(first)["serialNumber"]
     stamped = sbom.sbom(_inputs(epoch=0))
-    assert stamped["metadata"]["timestamp"] == "1970-01-01T00:00:00Z"  # type: ignore[index]
+    assert stamped["metadata"]["timestamp"] == "1970-01-01T00:00:00Z"
     assert sbom.problems(stamped) is None
 
 
-def _torch(doc: dict[str, object]) -> dict[str, object]:
+def _torch(doc: dict[str, Any]) -> dict[str, Any]:
     return _by_name(doc)["torch"]
 
 
@@ -121,7 +123,7 @@ def _torch(doc: dict[str, object]) -> dict[str, object]:
     (lambda d: _torch(d).update(purl=7), "7 is not of type 'string'"),
     (lambda d: d.update(specVersion="1.5"), "specVersion is '1.5', not '1.6'"),
 ])
-def test_the_validator_rejects_a_broken_document(break_it, message: str) -> None:  # type: ignore[no-untyped-def]
+def test_the_validator_rejects_a_broken_document(break_it: Any, message: str) -> None:
     doc = copy.deepcopy(sbom.sbom(_inputs()))
     break_it(doc)
     problem = sbom.problems(doc)
