@@ -13,7 +13,8 @@ May import: :mod:`dockergen.api`, :mod:`dockergen.pipeline` (the one resolution 
 :mod:`dockergen.model` (the certificates a build is given),
 :mod:`dockergen.progress`,
 :mod:`dockergen.refs`, :mod:`dockergen.render`, :mod:`dockergen.smoke`, the serving-engine
-secret pattern.
+secret pattern, :mod:`dockergen.trust.attest` and :mod:`dockergen.trust.cosign` (the step
+after a push: SBOM, provenance, signatures).
 """
 
 from __future__ import annotations
@@ -102,6 +103,8 @@ class BuildOptions:
     pull: bool = False  # re-pull base images that exist locally
     smoke: bool = True
     gpus: bool = False
+    # --sign --sign-key KEY: what cosign signs the pushed digest with (None: unsigned)
+    sign_key: str | None = None
 
 
 @dataclass
@@ -504,8 +507,15 @@ def build(res: Resolution, options: BuildOptions, *, output: Path | None = None,
                                     res.at("image", "compression"))
     if problem is not None:  # before anything is written or built
         raise layers.EngineCannotWrite([problem])
-    return _build_and_record(daemon, ctx, plan, options, stage, immutable,
-                             output or Path("build") / ctx.name, echo, out)
+    folder = output or Path("build") / ctx.name
+    record = _build_and_record(daemon, ctx, plan, options, stage, immutable, folder, echo, out)
+    if options.push:  # the SBOM and provenance of what was pushed; signed with --sign
+        from dockergen.render import RECORD_FILE
+        from dockergen.trust.attest import publish
+
+        record = publish(res, ctx.files, daemon, record, plan.pulls, folder / RECORD_FILE,
+                         options.sign_key, echo)
+    return record
 
 
 def _check_options(options: BuildOptions, ca_certs: tuple[Path, ...]) -> None:
@@ -515,6 +525,13 @@ def _check_options(options: BuildOptions, ca_certs: tuple[Path, ...]) -> None:
     check_tags(options.tags)
     if options.push and not options.smoke:
         raise UnsafeInput("--push needs the smoke tests: drop --no-smoke")
+    if options.sign_key is not None:  # before anything is built: a push without its signature
+        from dockergen.trust import cosign
+
+        if not options.push:
+            raise UnsafeInput("--sign signs what is pushed: add --push")
+        cosign.check_key("--sign-key", options.sign_key)
+        cosign.find()
     for cert in ca_certs:  # a FIFO, device or loop is named by the certificate check
         if not os.path.lexists(cert):
             raise UnsafeInput(f"--ca-cert {str(cert)!r}: no such file; give a PEM certificate")
@@ -558,9 +575,11 @@ def _build_and_record(daemon: ContainerDaemon, ctx: RenderedContext, plan: Build
     each step; return the record."""
     from dockergen import atomic
     from dockergen.render import LOG_FILE, RECORD_FILE, write_context
+    from dockergen.trust.attest import PROVENANCE_FILE, SBOM_FILE
 
     refs = plan.tags
-    write_context(folder, ctx.files, later=(RECORD_FILE, LOG_FILE))
+    # the evidence of a push is written beside the record after it (trust.attest)
+    write_context(folder, ctx.files, later=(RECORD_FILE, LOG_FILE, SBOM_FILE, PROVENANCE_FILE))
     record = BuildRecord(ctx.name, ctx.resolved.profile_hash, plan.builder, tuple(refs),
                          immutable, stage=stage)
     record_path = folder / RECORD_FILE

@@ -89,6 +89,10 @@ class BuildRecord:
     smoke: tuple[SmokeCheck, ...] | None = None
     smoke_not_run: str | None = None
     pushed: dict[str, str] | None = None
+    # after a push: each base image by digest (what the provenance names), and the
+    # NAME@sha256 references cosign signed (``build --sign``)
+    bases: dict[str, str] | None = None
+    signed: tuple[str, ...] | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object written: a key for each value the build got to."""
@@ -98,7 +102,8 @@ class BuildRecord:
             "immutable_tag": self.immutable_tag, "target": self.stage or FINAL_STAGE,
             "status": self.status.value}
         optional = {"error": self.error, "image_id": self.image_id, "seconds": self.seconds,
-                    "pushed": self.pushed}
+                    "pushed": self.pushed, "bases": self.bases,
+                    "signed": list(self.signed) if self.signed is not None else None}
         data.update((key, value) for key, value in optional.items() if value is not None)
         if self.counts is not None:
             data.update(vars(self.counts))
@@ -167,7 +172,7 @@ def read_record(data: object) -> BuildRecord:
         immutable_tag=_reference("immutable_tag", data.get("immutable_tag"), tag=True),
         stage=None if target == FINAL_STAGE else target,
         image_id=data.get("image_id") if isinstance(data.get("image_id"), str) else None,
-        pushed=_pushed(data.get("pushed")))
+        pushed=_pushed(data.get("pushed")), bases=_bases(data.get("bases")))
 
 
 def _string(data: dict[str, Any], key: str) -> str:
@@ -190,6 +195,20 @@ def _reference(key: str, ref: object, tag: bool | None = None) -> str:
     if not refs.is_reference(ref, tag=tag, digest=False):
         raise RecordProblem(key, f"{shown_value(ref)} is not {_REFERENCE}")
     return ref
+
+
+def _bases(bases: object) -> dict[str, str] | None:
+    """The base images by digest (``verify --record`` compares them with the provenance)."""
+    if bases is None:
+        return None
+    if not isinstance(bases, dict):
+        raise RecordProblem("bases", f"{type(bases).__name__}, not a mapping of reference "
+                            "to digest")
+    for ref, digest in bases.items():
+        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+            raise RecordProblem("bases", f"the digest of {shown_value(str(ref))} is "
+                                f"{shown_value(str(digest))}, not sha256:<64 hex>")
+    return {str(ref): str(digest) for ref, digest in bases.items()}
 
 
 def _pushed(pushed: object) -> dict[str, str] | None:

@@ -236,6 +236,7 @@ class ExitCode(IntEnum):
     PUSH_FAILED = 7  # the push failed or carried no digest
     LOCK_STALE = 8  # `lock --check`: an image is missing from the lock, or its tag moved
     OUTDATED = 9  # `outdated`: a newer release exists that the profile can move to as it is
+    VERIFY_FAILED = 10  # `verify`: a signature, attestation or its content does not hold
     TIMEOUT = 124  # --timeout expired; the build was cancelled
     INTERRUPTED = 130  # Ctrl-C; the build was cancelled and our tags removed
     TERMINATED = 143  # SIGTERM (128 + 15): as Ctrl-C, the command's own staging removed

@@ -66,6 +66,22 @@ def hadolint() -> str:
     return found
 
 
+@pytest.fixture(scope="session")
+def cosign() -> str:
+    """The real cosign (2.x) that `build --sign` and `verify` run: $DOCKERGEN_COSIGN, which
+    tests/infra/provision.sh prints (trixie's static binary), else `cosign` on PATH. In CI
+    (DOCKERGEN_REQUIRE_ALL=1) a missing cosign fails the test that needs it."""
+    named = os.environ.get("DOCKERGEN_COSIGN")
+    found = shutil.which(named) if named else shutil.which("cosign")
+    if not found:
+        problem = (f"no cosign: DOCKERGEN_COSIGN={named!r} is not a program" if named
+                   else "no cosign on PATH") + " (run tests/infra/provision.sh)"
+        if os.environ.get("DOCKERGEN_REQUIRE_ALL") == "1":
+            pytest.fail(problem, pytrace=False)
+        pytest.skip(problem)
+    return found
+
+
 def lint(hadolint: str, text: str) -> subprocess.CompletedProcess[str]:
     """hadolint with the project's config at the strictest threshold."""
     return subprocess.run([hadolint, "-c", str(ROOT / ".hadolint.yaml"), "-t", "style",

@@ -21,6 +21,7 @@ from dockergen.cli import (
     reference,
     render,
     validate,
+    verify,
 )
 from dockergen.cli.app import SET_HELP, cli, main
 
@@ -31,5 +32,5 @@ __all__ = ["SET_HELP", "cli", "main"]
 for _command in (render.render, validate.validate, lock.lock, outdated.outdated,
                  outdated.upgrade, explain.explain, build.build, deploy.deploy, plan.plan,
                  observe.observe, reference.list_profiles, reference.schema,
-                 reference.reference):
+                 reference.reference, verify.verify):
     cli.add_command(_command)

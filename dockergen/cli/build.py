@@ -36,6 +36,13 @@ _WEEK_S = 7 * 24 * 3600  # the longest --timeout: a longer one is taken for a ty
 @click.option("--progress", type=params.PROGRESS, default="auto",
               show_default=True)
 @click.option("--push", is_flag=True, help="Push every tag after a successful build.")
+@click.option("--sign", is_flag=True,
+              help="Sign the pushed digest with cosign and attach the SBOM and provenance as "
+                   "signed attestations (needs --push and --sign-key; password: "
+                   "COSIGN_PASSWORD).")
+@click.option("--sign-key", metavar="KEY",
+              help="The cosign private key: a file, env://VAR, or a KMS reference "
+                   "(awskms://, gcpkms://, hashivault://, azurekms://).")
 @click.option("--dry-run", is_flag=True,
               help="Print the plan (context, pulls, tags); build nothing.")
 @click.option("--ca-cert", "ca_certs", multiple=True, type=click.Path(dir_okay=False),
@@ -50,7 +57,8 @@ _WEEK_S = 7 * 24 * 3600  # the longest --timeout: a longer one is taken for a ty
 @quiet_option
 def build(profile: str, overrides: tuple[str, ...], output: str | None, builder: str,
           tags: tuple[str, ...], no_cache: bool, build_args: tuple[str, ...],
-          stage: str | None, platform: str | None, progress: str, push: bool, dry_run: bool,
+          stage: str | None, platform: str | None, progress: str, push: bool, sign: bool,
+          sign_key: str | None, dry_run: bool,
           ca_certs: tuple[str, ...], timeout: float | None, network: str, pull: bool,
           no_smoke: bool, gpus: bool, quiet: bool) -> None:
     """Render PROFILE, build it through the Docker Engine API, and optionally push it."""
@@ -63,6 +71,9 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
     if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= _WEEK_S):
         raise click.UsageError(f"--timeout {timeout}: expected seconds, more than 0 and at "
                                f"most {_WEEK_S} (a week); leave it out for no limit")
+    if sign != (sign_key is not None):
+        raise click.UsageError("--sign and --sign-key go together: --sign --sign-key "
+                               "cosign.key (keyless signing: see docs/trust.md)")
     args: dict[str, str] = {}
     for item in build_args:
         name, sep, value = item.partition("=")
@@ -73,7 +84,7 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
         builder=builder, tags=tags, no_cache=no_cache, build_args=args, stage=stage,
         platform=platform, progress=progress, push=push, timeout=timeout,
         network=None if network == "default" else network, pull=pull, smoke=not no_smoke,
-        gpus=gpus)
+        gpus=gpus, sign_key=sign_key)
     build_profile(Path(profile), overrides, options, output=Path(output) if output else None,
                   dry_run=dry_run, ca_certs=tuple(Path(c) for c in ca_certs), quiet=quiet,
                   echo=lambda text: click.echo(text, err=True), out=click.echo)

@@ -135,6 +135,11 @@ class ContainerDaemon(Protocol):
     def registry_digest(self, ref: str) -> str | None:
         """The digest ``ref`` has in its registry now, or None if the tag is not there."""
 
+    def read_file(self, image: str, path: str, limit: int) -> bytes | None:
+        """The bytes of the regular file ``path`` in ``image``, read from a created and
+        never-started container (no shell or program of the image runs); None: no such
+        file. More than ``limit`` bytes raise :class:`DaemonError`."""
+
 
 def connect() -> ContainerDaemon:
     """The local Docker daemon (``DOCKER_HOST`` or the socket); imports docker-py lazily."""

@@ -206,6 +206,37 @@ class DockerDaemon:
         finally:
             container.remove(force=True)
 
+    def read_file(self, image: str, path: str, limit: int) -> bytes | None:
+        """A regular file of ``image`` through the archive endpoint of a container that is
+        created and never started: nothing of the image runs (an image without a shell,
+        or a hostile entrypoint, is read the same)."""
+        import io
+        import tarfile
+
+        container = self.client.containers.create(image, ["/dockergen-never-run"],
+                                                  entrypoint=[], network_disabled=True)
+        try:
+            try:
+                stream, stat = container.get_archive(path)
+            except docker.errors.NotFound:
+                return None
+            if int(stat.get("size", 0)) > limit:
+                raise DaemonError(f"{path} in {image} is {stat['size']} bytes, more than the "
+                                  f"{limit} read")
+            data = bytearray()
+            for chunk in stream:  # a tar of the one file, a little larger than it
+                data += chunk
+                if len(data) > limit + 65536:
+                    raise DaemonError(f"{path} in {image} is more than the {limit} bytes read")
+            with tarfile.open(fileobj=io.BytesIO(bytes(data))) as tar:
+                member = tar.next()
+                if member is None or not member.isfile():
+                    return None
+                extracted = tar.extractfile(member)
+                return extracted.read(limit + 1) if extracted else None
+        finally:
+            container.remove(force=True)
+
     def serve_check(self, image: str, port: int, model: str, *, timeout: float = 300,
                     run_id: str = "", gpus: bool = False) -> tuple[bool, str]:
         """Start the image's own server; wait for /health, then ask for one token."""

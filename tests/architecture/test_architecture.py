@@ -116,7 +116,10 @@ ALLOWED: dict[str, set[str]] = {
                                 "dockergen.pipeline",
                                 "dockergen.loader",
                                 "dockergen.progress", "dockergen.render", "dockergen.smoke",
-                                "dockergen.components.serving.base"},
+                                "dockergen.components.serving.base",
+                                # the step after a push (SBOM, provenance, signatures)
+                                "dockergen.trust", "dockergen.trust.attest",
+                                "dockergen.trust.cosign"},
     # fleet (bake files, matrices, base-image locks): only the adapter reads the loader
     # and the resolved model; the rest is pure or talks to registries
     "dockergen.fleet.adapter": _BASE | {"dockergen.components.image", "dockergen.loader",
@@ -188,6 +191,18 @@ ALLOWED: dict[str, set[str]] = {
     # the Python lock's file format: the lock command, resolution's check and the engine
     # stage's install read and write it here (leaf)
     "dockergen.pylockfile": {"dockergen.inputs"},
+    # evidence about a pushed image (SBOM, provenance, cosign, verify): the documents are
+    # pure; attest reads the resolution and the daemon after a push; verify reads files
+    "dockergen.trust": set(),
+    "dockergen.trust.sbom": {"dockergen", "dockergen.errors", "dockergen.refs"},
+    "dockergen.trust.provenance": {"dockergen", "dockergen.refs"},
+    "dockergen.trust.cosign": {"dockergen.errors"},
+    "dockergen.trust.attest": _BASE | {"dockergen.buildrecord",
+                                       "dockergen.components.serving.base", "dockergen.daemon",
+                                       "dockergen.pipeline", "dockergen.pylockfile",
+                                       "dockergen.trust", "dockergen.trust.*"},
+    "dockergen.trust.verify": _BASE | {"dockergen.buildrecord", "dockergen.trust",
+                                       "dockergen.trust.*"},
     # maintainer tools: read the knowledge files and PyPI, never the rendering pipeline
     "dockergen.maint": set(),
     "dockergen.maint.": _BASE | {"dockergen.knowledge", "dockergen.maint", "dockergen.net",
@@ -198,7 +213,8 @@ ONLY_IMPORTER = {"docker": "dockergen.daemon.docker", "requests": "dockergen.dae
                  "urllib3": "dockergen.net", "truststore": "dockergen.net",
                  "pypi_simple": "dockergen.outdated",
                  "click": "dockergen.cli", "jinja2": "dockergen.render",
-                 "grafana_foundation_sdk": "dockergen.observe.dashboard"}
+                 "grafana_foundation_sdk": "dockergen.observe.dashboard",
+                 "cyclonedx": "dockergen.trust.sbom", "packageurl": "dockergen.trust.sbom"}
 
 
 def module_name(path: Path) -> str:

@@ -131,3 +131,34 @@ engine_plugins() {
       install -m 0755 "$engine_prefix/root/usr/libexec/docker/cli-plugins/$pkg" "$plugins/$pkg"
   done
 }
+
+# cosign from Debian trixie's suite (a static Go binary: no libc of trixie's comes with it),
+# pinned by version like the engine: the signing tests run the real cosign against the local
+# registry. Unpacked into its own prefix (never apt-installed: that would pull trixie's libc).
+cosign_pin="cosign 2.5.0-"
+cosign_unpack() {
+  local debs=$state/debs/trixie index=$state/debs/trixie/Packages.xz want pkg prefix file version sum
+  local root=$engine_prefix/cosign
+  [[ -x $root/usr/bin/cosign && -f $root/.complete ]] && return 0
+  mkdir -p "$debs"
+  curl -fsS -o "$debs/InRelease" "$mirror/dists/trixie/InRelease"
+  gpgv --keyring /usr/share/keyrings/debian-archive-keyring.gpg "$debs/InRelease" 2>/dev/null \
+    || { echo "provision: trixie's InRelease from $mirror has no valid Debian signature" >&2; exit 1; }
+  want=$(awk '$3 == "main/binary-amd64/Packages.xz" {s = $1} END {print s}' "$debs/InRelease")
+  curl -fsS -o "$index" "$mirror/dists/trixie/main/binary-amd64/Packages.xz"
+  echo "$want  $index" | sha256sum -c --quiet - >&2
+  read -r pkg prefix <<<"$cosign_pin"
+  read -r file version sum < <(xz -dc "$index" | awk -v p="$pkg" '
+    $1 == "Package:" {hit = ($2 == p)} hit && $1 == "Version:" {v = $2}
+    hit && $1 == "Filename:" {f = $2} hit && $1 == "SHA256:" {print f, v, $2; exit}')
+  if [[ $version != "$prefix"* ]]; then
+    echo "provision: trixie now carries $pkg ${version:-(none)}, not the pinned $prefix*;" \
+         "run the signing tests on it, then update cosign_pin in tests/infra/engine.sh." >&2
+    exit 1
+  fi
+  curl -fsS -o "$debs/$pkg.deb" "$mirror/$file"
+  echo "$sum  $debs/$pkg.deb" | sha256sum -c --quiet - >&2
+  rm -rf "$root" && mkdir -p "$root"
+  dpkg-deb -x "$debs/$pkg.deb" "$root"
+  touch "$root/.complete"
+}

@@ -3,8 +3,8 @@
 # Docker Engine 28 with the containerd image store (zstd layers need it), the docker-registry
 # and htpasswd programs (the test session runs two registries with them:
 # tests/support/registries.py), a debootstrap'ed base image local/debian:bookworm, the buildx
-# and compose CLI plugins and promtool/Prometheus. Prints the environment the tests read
-# (eval it).
+# and compose CLI plugins, cosign (from trixie) and promtool/Prometheus. Prints the environment
+# the tests read (eval it).
 set -euo pipefail
 state=${DOCKERGEN_TEST_STATE:-/tmp/dockergen-test}
 mkdir -p "$state"
@@ -64,6 +64,10 @@ engine_plugins
 "$docker" buildx version >&2
 "$docker" compose version >&2
 
+# cosign 2.5.0 from trixie, for the signing and verify tests (engine.sh: cosign_unpack)
+cosign_unpack
+"$engine_prefix/cosign/usr/bin/cosign" version 2>&1 | grep -E '^(GitVersion|GoVersion)' >&2
+
 if ! "$docker" image inspect local/debian:bookworm >/dev/null 2>&1; then
   rm -rf "$state/rootfs"
   debootstrap --variant=minbase bookworm "$state/rootfs" "$mirror" >"$state/debootstrap.log" 2>&1
@@ -76,3 +80,5 @@ fi
 echo "export DOCKERGEN_TEST_STATE=$state"
 # sid's docker CLI (28.5.2) first on PATH: the tests run `docker buildx`/`docker compose`
 echo "export PATH=$engine_prefix/root/usr/bin:\$PATH"
+# the cosign the signing tests and `dockergen build --sign`/`verify` run (DOCKERGEN_COSIGN)
+echo "export DOCKERGEN_COSIGN=$engine_prefix/cosign/usr/bin/cosign"

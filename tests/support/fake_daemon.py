@@ -36,6 +36,7 @@ class FakeDaemon:
     repo_digests: list[str] = field(default_factory=list)  # the image's RepoDigests
     store: str = "containerd"  # the image store: containerd (writes zstd) or classic
     exporters: list[dict[str, str] | None] = field(default_factory=list)  # per build
+    files: dict[str, bytes] = field(default_factory=dict)  # path -> what read_file finds
 
     def has_buildkit(self) -> bool:
         return True
@@ -109,3 +110,6 @@ class FakeDaemon:
 
     def registry_digest(self, ref: str) -> str | None:
         return self.registry.get(ref)
+
+    def read_file(self, image: str, path: str, limit: int) -> bytes | None:
+        return self.files.get(path)
