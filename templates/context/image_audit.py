@@ -24,8 +24,9 @@ with dlopen only when a feature is used excuse exactly the libraries of that fea
 (``--optional``), and libraries that keep their kernels outside the fatbin skip the arch check
 (``--kernels-elsewhere``).
 
-Usage: image_audit.py --cuda-major 13 --targets 8.0,9.0 [--machine 183] [--arch-scope GLOB=CC,... ...]
-       [--optional GLOB=LIB,... ...] [--kernels-elsewhere GLOB ...] ROOT...
+Usage: image_audit.py --cuda-major 13 --targets 8.0,9.0 [--machine 183]
+       [--arch-scope GLOB=CC,... ...] [--optional GLOB=LIB,... ...]
+       [--kernels-elsewhere GLOB ...] ROOT...
 Prints one JSON object; exit 0 when nothing is wrong, 1 otherwise, 2 on usage errors.
 """
 
