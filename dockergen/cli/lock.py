@@ -122,8 +122,9 @@ def _platforms(text: str | None) -> tuple[str, ...]:
               help="With --python: uv --python-platform (default: from cuda.os, e.g. "
                    "x86_64-manylinux_2_35 for ubuntu22.04).")
 @click.option("--platform", "platform_list", metavar="OS/ARCH,...",
-              help="With --python: one lock per platform of a multi-platform image, e.g. "
-                   "linux/amd64,linux/arm64 (the profile's own platform in "
+              help="The platforms of a multi-platform image, e.g. linux/amd64,linux/arm64: "
+                   "each base image's index must hold each (the lock keeps each platform's "
+                   "digest); with --python one lock per platform (the profile's own in "
                    "PROFILE.python.lock, each other in PROFILE.ARCH.python.lock).")
 @click.option("--torch-index", metavar="URL",
               help="With --python: resolve the torch family from this index instead.")
@@ -149,9 +150,9 @@ def lock(profiles: tuple[str, ...], overrides: tuple[str, ...], check: bool, rem
     from dockergen.fleet import locks
     from dockergen.fleet.project import collect
 
-    if python_platform or torch_index or platform_list:
-        raise click.UsageError("--python-platform, --platform and --torch-index go with "
-                               "--python")
+    if python_platform or torch_index:
+        raise click.UsageError("--python-platform and --torch-index go with --python")
+    base_platforms = _platforms(platform_list) or ("linux/amd64",)
     if remote and not check:
         raise click.UsageError("--remote goes with --check")
     if check and (update or mirrors):
@@ -183,7 +184,7 @@ def lock(profiles: tuple[str, ...], overrides: tuple[str, ...], check: bool, rem
             continue
         refs = [ref for ref in images if "@" not in ref]
         changed = locks.update_lock(lock_file, refs, update=update, mirrors=mirror_map,
-                                    echo=click.echo)
+                                    echo=click.echo, platforms=base_platforms)
         click.echo(f"wrote {lock_file}" if changed else f"{lock_file}: up to date", err=True)
     if stale:
         raise locks.LockStaleError(stale)

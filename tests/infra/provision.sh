@@ -84,15 +84,17 @@ engine_plugins
 "$docker" compose version >&2
 
 # local/debian:bookworm is one image for both platforms: each platform's debootstrap'ed root
-# (arm64's second stage runs under qemu, about 80 s) imported as local/debian:bookworm-ARCH,
-# then joined into one multi-platform image (the containerd image store keeps the index) by
-# a build whose only instruction is FROM the platform's own import: the layers stay those of
-# the import. An existing single-platform local/debian:bookworm is kept as the amd64 part.
+# (arm64's second stage runs under qemu, about 80 s) imported as local/debian:bookworm-ARCH
+# (single-platform images: what tests that push a plain manifest tag), then joined into one
+# multi-platform image (the containerd image store keeps the index) by a build whose only
+# instruction is FROM the platform's own import: the layers stay those of the import. A
+# single-platform local/debian:bookworm of an earlier provisioning becomes the amd64 part.
 base_for() {  # ARCH: local/debian:bookworm-ARCH, imported once
   local arch=$1
   "$docker" image inspect "local/debian:bookworm-$arch" >/dev/null 2>&1 && return
-  if [[ $arch == amd64 ]] && "$docker" image inspect --platform linux/amd64 \
-       local/debian:bookworm >/dev/null 2>&1; then
+  if [[ $arch == amd64 ]] &&
+     "$docker" image inspect local/debian:bookworm >/dev/null 2>&1 &&
+     ! "$docker" image inspect --platform linux/arm64 local/debian:bookworm >/dev/null 2>&1; then
     "$docker" tag local/debian:bookworm local/debian:bookworm-amd64 >&2
     return
   fi
@@ -103,10 +105,10 @@ base_for() {  # ARCH: local/debian:bookworm-ARCH, imported once
     "$docker" import --platform "linux/$arch" - "local/debian:bookworm-$arch" >&2
   rm -rf "$state/rootfs-$arch"
 }
+base_for amd64
+base_for arm64
 if ! "$docker" image inspect --platform linux/arm64 local/debian:bookworm >/dev/null 2>&1 ||
    ! "$docker" image inspect --platform linux/amd64 local/debian:bookworm >/dev/null 2>&1; then
-  base_for amd64
-  base_for arm64
   join=$(mktemp -d)
   printf 'ARG TARGETARCH\nFROM local/debian:bookworm-${TARGETARCH}\n' >"$join/Dockerfile"
   "$docker" buildx build --builder default --provenance=false --sbom=false \
