@@ -108,7 +108,8 @@ def render(profile: str | None, output: str | None, render_all: bool,
         return
     out = Path(output)  # type: ignore[arg-type]
     if render_all or matrix:
-        text = bake_text(fleet, single_context=False, platforms=platforms)  # checks cache refs before any write
+        # checks cache refs before any write
+        text = bake_text(fleet, single_context=False, platforms=platforms)
         # the variants and the bake file change together; variants an earlier run wrote
         # that this one does not (an excluded point) go with the change
         write_contexts(out, {m.name: m.files for m in fleet.members},
