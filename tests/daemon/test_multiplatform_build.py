@@ -65,8 +65,7 @@ def test_two_platforms_one_index_in_the_registry(index: str, docker_client,  # t
     for platform, entry in by_platform.items():  # each platform image as the engine runs it
         docker_client.api.remove_image(entry["tag"], force=True)
         arch = platform.split("/")[1]
-        pulled = docker_client.images.pull(f"{REPO}@{index_digest}", platform=platform)
-        assert pulled.attrs["Architecture"] == arch
+        docker_client.images.pull(f"{REPO}@{index_digest}", platform=platform)
         out = docker_client.containers.run(f"{REPO}@{index_digest}", ["-m"], entrypoint="uname",
                                            platform=platform, remove=True).decode().strip()
         assert out == {"amd64": "x86_64", "arm64": "aarch64"}[arch]
