@@ -14,7 +14,8 @@ May import: :mod:`dockergen.api`, :mod:`dockergen.pipeline` (the one resolution 
 :mod:`dockergen.progress`,
 :mod:`dockergen.refs`, :mod:`dockergen.render`, :mod:`dockergen.smoke`, the serving-engine
 secret pattern, :mod:`dockergen.trust.attest` and :mod:`dockergen.trust.cosign` (the step
-after a push: SBOM, provenance, signatures).
+after a push: SBOM, provenance, signatures); :mod:`dockergen.platforms` (what ``--platform``
+may name) and :mod:`dockergen.multiplatform` (several platforms: one index) inside functions.
 """
 
 from __future__ import annotations
@@ -175,10 +176,19 @@ def check_declared_args(args: dict[str, str], dockerfile: str) -> None:
 
 
 def check_platform(platform: str | None) -> None:
-    """``--platform`` is one OS/ARCH[/VARIANT], as the engine parses it."""
-    if platform is not None and not _PLATFORM.fullmatch(platform):
+    """``--platform`` is one OS/ARCH[/VARIANT], as the engine parses it, or a list of
+    platforms dockergen knows the CPU of (one image index: :mod:`dockergen.multiplatform`)."""
+    from dockergen.platforms import PlatformError, parse_list
+
+    if platform is None:
+        return
+    if "," not in platform and not _PLATFORM.fullmatch(platform):
         raise UnsafeInput(f"--platform {shown_value(platform)}: not a platform; write "
                           "OS/ARCH[/VARIANT] in lowercase, e.g. linux/amd64 or linux/arm64/v8")
+    try:
+        parse_list(platform)
+    except PlatformError as exc:
+        raise UnsafeInput(f"--platform {shown_value(platform)}: {exc}") from None
 
 
 def check_tags(tags: tuple[str, ...]) -> None:
@@ -508,6 +518,8 @@ def build(res: Resolution, options: BuildOptions, *, output: Path | None = None,
     if problem is not None:  # before anything is written or built
         raise layers.EngineCannotWrite([problem])
     folder = output or Path("build") / ctx.name
+    if options.platform and "," in options.platform:
+        return _build_index(daemon, ctx, plan, options, stage, immutable, folder, echo, out)
     record = _build_and_record(daemon, ctx, plan, options, stage, immutable, folder, echo, out)
     if options.push:  # the SBOM and provenance of what was pushed; signed with --sign
         from dockergen.render import RECORD_FILE
@@ -516,6 +528,32 @@ def build(res: Resolution, options: BuildOptions, *, output: Path | None = None,
         record = publish(res, ctx.files, daemon, record, plan.pulls, folder / RECORD_FILE,
                          options.sign_key, echo)
     return record
+
+
+def _build_index(daemon: ContainerDaemon, ctx: RenderedContext, plan: BuildPlan,
+                 options: BuildOptions, stage: str | None, immutable: str, folder: Path,
+                 echo: Callable[[str], None], out: Callable[[str], None]) -> BuildRecord:
+    """Several platforms: this module's one-platform build, once per platform, under
+    :mod:`dockergen.multiplatform`, which smoke-tests each and writes the index."""
+    from dockergen import multiplatform
+    from dockergen.platforms import parse_list
+
+    if stage is not None:
+        raise UnsafeInput(f"--target {stage}: an image index is built of final images only; "
+                          "build an intermediate stage for one platform")
+    refused = multiplatform.problem(tuple(plan.tags), immutable, plan.builder)
+    if refused:
+        raise UnsafeInput(refused)
+
+    def build_one(platform: str, tag: str, log: IO[str]) -> tuple[str, float]:
+        result = run_build(daemon, ctx.files, replace(plan, tags=[tag]),
+                           replace(options, platform=platform), log, sys.stderr)
+        return result.image_id, result.seconds
+
+    job = multiplatform.IndexBuild(parse_list(options.platform or ""), plan.builder,
+                                   tuple(plan.tags), immutable, options.smoke, options.gpus,
+                                   options.push)
+    return multiplatform.build_index(daemon, ctx, job, build_one, folder, echo, out)
 
 
 def _check_options(options: BuildOptions, ca_certs: tuple[Path, ...]) -> None:
@@ -530,6 +568,11 @@ def _check_options(options: BuildOptions, ca_certs: tuple[Path, ...]) -> None:
 
         if not options.push:
             raise UnsafeInput("--sign signs what is pushed: add --push")
+        if options.platform and "," in options.platform:
+            # the SBOM reads one image's packages; an index has one per platform
+            raise UnsafeInput(f"--sign with --platform {options.platform}: signing an image "
+                              "index is not supported yet; build and sign each platform, "
+                              "or sign the pushed index with `cosign sign IMAGE@DIGEST`")
         cosign.check_key("--sign-key", options.sign_key)
         cosign.find()
     for cert in ca_certs:  # a FIFO, device or loop is named by the certificate check

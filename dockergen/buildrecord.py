@@ -71,6 +71,16 @@ _REFERENCE = "an image reference like registry.example.com/llm/vllm:dg-<hash>"
 
 
 @dataclass(frozen=True)
+class PlatformImage:
+    """One platform's image of a multi-platform build: the index lists its manifest."""
+
+    platform: str  # "linux/arm64"
+    tag: str  # the platform's own immutable tag (the index's tag + "-arm64")
+    image_id: str
+    digest: str | None = None  # its manifest's digest in the registry, once pushed
+
+
+@dataclass(frozen=True)
 class BuildRecord:
     """One build, as far as it got. ``stage`` is the intermediate stage built (``--target``),
     None for the image itself; ``smoke_not_run`` says why no smoke test ran, if none did."""
@@ -93,6 +103,8 @@ class BuildRecord:
     # NAME@sha256 references cosign signed (``build --sign``)
     bases: dict[str, str] | None = None
     signed: tuple[str, ...] | None = None
+    # a multi-platform build: each platform's image; ``pushed`` then names the index
+    platforms: tuple[PlatformImage, ...] | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object written: a key for each value the build got to."""
@@ -107,6 +119,9 @@ class BuildRecord:
         data.update((key, value) for key, value in optional.items() if value is not None)
         if self.counts is not None:
             data.update(vars(self.counts))
+        if self.platforms is not None:
+            data["platforms"] = [{k: v for k, v in vars(p).items() if v is not None}
+                                 for p in self.platforms]
         if self.smoke is not None:
             data["smoke"] = [vars(check) for check in self.smoke]
         elif self.smoke_not_run is not None:
@@ -172,7 +187,35 @@ def read_record(data: object) -> BuildRecord:
         immutable_tag=_reference("immutable_tag", data.get("immutable_tag"), tag=True),
         stage=None if target == FINAL_STAGE else target,
         image_id=data.get("image_id") if isinstance(data.get("image_id"), str) else None,
-        pushed=_pushed(data.get("pushed")), bases=_bases(data.get("bases")))
+        pushed=_pushed(data.get("pushed")), bases=_bases(data.get("bases")),
+        platforms=_platforms(data.get("platforms")))
+
+
+def _platforms(value: object) -> tuple[PlatformImage, ...] | None:
+    """The per-platform images of a multi-platform record (their tags and digests are
+    references and digests a reader may copy into YAML: checked like ``pushed``)."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise RecordProblem("platforms", "not a list of {platform, tag, image_id, digest}")
+    out = []
+    for n, entry in enumerate(value, 1):
+        digest = entry.get("digest")
+        if digest is not None and (not isinstance(digest, str)
+                                   or not _SHA256.fullmatch(digest)):
+            raise RecordProblem(f"platforms (entry {n})", f"the digest "
+                                f"{shown_value(str(digest))} is not sha256:<64 hex>")
+        platform, image_id = entry.get("platform"), entry.get("image_id")
+        if not isinstance(platform, str) or not re.fullmatch(r"[a-z0-9]+/[a-z0-9_]+(/\w+)?",
+                                                             platform):
+            raise RecordProblem(f"platforms (entry {n})", f"{shown_value(str(platform))} is "
+                                "not a platform such as linux/arm64")
+        if not isinstance(image_id, str) or not _SHA256.fullmatch(image_id):
+            raise RecordProblem(f"platforms (entry {n})", "the image_id is not sha256:<64 hex>")
+        out.append(PlatformImage(platform, _reference(f"platforms (entry {n})",
+                                                      entry.get("tag"), tag=True),
+                                 image_id, digest))
+    return tuple(out)
 
 
 def _string(data: dict[str, Any], key: str) -> str:

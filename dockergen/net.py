@@ -276,6 +276,28 @@ def get(url: str, kind: str, headers: dict[str, str] | None = None,
 
 
 
+def put(url: str, body: bytes, content_type: str,
+        credentials: tuple[Credential, ...] = ()) -> Response:
+    """PUT ``body`` (e.g. an image index to a registry) by the same rules as :func:`get`:
+    one origin's credential, bounded answer, the command's deadline and request bound. A
+    redirect is not followed (a registry that moves an upload elsewhere is refused)."""
+    origin = origin_of(url)
+    auth = [c.authorization for c in credentials if c.origin == origin]
+    headers = {"Content-Type": checked_value(content_type, "the Content-Type header"),
+               **({"Authorization": auth[0]} if auth else {})}
+    budget = _spend(url)
+    try:
+        with _alarm(budget.remaining()):
+            response = _fetch(url, headers, LIMITS["error"], budget.remaining(), "PUT", body)
+    except _Expired:
+        raise DeadlineError(f"{redact(url)}: the network deadline of {budget.timeout_s:g} s "
+                            f"passed; give more with --timeout (or {TIMEOUT_ENV})") from None
+    if response.status in _REDIRECTS:
+        raise NetError(f"{redact(url)}: the upload was redirected; dockergen does not follow "
+                       "a redirect with a body", response.status)
+    return response
+
+
 # --- urllib3 ------------------------------------------------------------------------------
 
 _pools: dict[str, urllib3.PoolManager] = {}
@@ -352,8 +374,10 @@ def _pool_for(url: str) -> urllib3.PoolManager:
     return _pools[key]
 
 
-def _fetch(url: str, headers: dict[str, str], cap: int, remaining: float) -> Response:
-    """One GET, no redirect followed, body bounded by ``cap`` (errors: by their limit)."""
+def _fetch(url: str, headers: dict[str, str], cap: int, remaining: float,
+           method: str = "GET", body: bytes | None = None) -> Response:
+    """One request (a GET, or a PUT of ``body``), no redirect followed, the answer's body
+    bounded by ``cap`` (errors: by their limit)."""
     import http.client
 
     import urllib3
@@ -362,7 +386,7 @@ def _fetch(url: str, headers: dict[str, str], cap: int, remaining: float) -> Res
                               read=max(min(READ_TIMEOUT_S, remaining), 0.001))
     sent = {"User-Agent": "dockergen", "Accept-Encoding": "identity", **headers}
     try:
-        reply = _pool_for(url).urlopen("GET", url, headers=sent, redirect=False,
+        reply = _pool_for(url).urlopen(method, url, body=body, headers=sent, redirect=False,
                                        retries=_retry(), timeout=timeout,
                                        preload_content=False, decode_content=False)
         try:

@@ -97,6 +97,14 @@ def _entry_problems(entry: object) -> list[str]:
         value = entry.get(key)
         if value is not None and not (isinstance(value, str) and form.fullmatch(value)):
             found.append(f"{key} is not what `dockergen lock` writes there")
+    per_platform = entry.get("platform_digests")
+    if per_platform is not None and not (
+            isinstance(per_platform, dict) and per_platform and all(
+                isinstance(k, str) and _TEXT_FIELDS["platform"].fullmatch(k)
+                and isinstance(v, str) and _DIGEST.fullmatch(v)
+                for k, v in per_platform.items())):
+        found.append("platform_digests is not a mapping of platform (linux/arm64) to "
+                     "sha256:<64 hex digits>")
     return found
 
 

@@ -18,7 +18,8 @@ engine stage's install read too); :func:`check_matches` compares them with the p
 a stale lock is an error whose fix is ``dockergen lock --python PROFILE``.
 May import: :mod:`dockergen.atomic`, :mod:`dockergen.errors`, :mod:`dockergen.inputs`,
 :mod:`dockergen.pipeline` (the resolution the lock is made from),
-:mod:`dockergen.pylockfile` (the file format).
+:mod:`dockergen.pylockfile` (the file format), :mod:`dockergen.platforms` (each platform's
+CPU).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from dockergen import atomic, inputs
 from dockergen.errors import DockergenError, ExitCode, MissingToolError
+from dockergen.platforms import for_platform, platform_of
 from dockergen.pylockfile import (
     MARK,
     LockHeaderError,
@@ -131,11 +133,37 @@ def _compile(inp: LockInputs, family: tuple[str, ...], work: Path) -> str:
                                f"({causes[-1] if causes else 'no answer'}); check the "
                                f"network, or the index addresses {inp.main_index} and "
                                f"{inp.torch_index}")
+    missing = _missing_wheel(proc.stderr, inp) if proc.returncode != 0 else None
+    if missing:
+        raise LockError(missing)
     if proc.returncode != 0:
         raise LockError(f"uv pip compile could not resolve {inp.engine} with torch=="
                         f"{inp.torch} (torch family from {inp.torch_index} only, the rest "
                         f"from {inp.main_index}): {proc.stderr.strip()[-1500:]}")
     return proc.stdout
+
+
+# uv 0.13's words for a release without a wheel for the platform (and, in its hint, the
+# platforms it has wheels for)
+_NO_WHEEL = re.compile(r"([A-Za-z0-9_.-]+)==(\S+) has no wheels with a matching platform tag")
+_HAS_WHEELS = re.compile(r"Wheels are available for `([^`]+)` \(v([^)]+)\) on the following "
+                         r"platforms?: (.+)")
+
+
+def _missing_wheel(stderr: str, inp: LockInputs) -> str | None:
+    """The verdict for a closure that has no wheel for the lock's platform, or None."""
+    m = _NO_WHEEL.search(stderr)
+    if not m:
+        return None
+    name, version = m.group(1), m.group(2)
+    hint = _HAS_WHEELS.search(stderr)
+    has = (f" (its wheels are for {hint.group(3).strip()})" if hint else "")
+    machine = inp.platform.split("-", 1)[0]
+    return (f"{name} {version} has no wheel for {inp.platform}{has}, so the "
+            f"{platform_of(inp.platform)} image cannot install {inp.engine} with torch=="
+            f"{inp.torch}; fix: pin a release of {name} that publishes {machine} wheels "
+            f"(e.g. engine.version), serve a {machine} wheel of {name} {version} on "
+            f"{inp.main_index}, or build without {platform_of(inp.platform)}")
 
 
 def compile_lock(inp: LockInputs) -> str:
@@ -199,6 +227,24 @@ def check_matches(lock_path: Path, inp: LockInputs, profile: Path) -> None:
 def default_path(profile: Path) -> Path:
     """Where ``dockergen lock --python`` keeps a profile's lock: beside the profile."""
     return path_of(profile)
+
+
+def platform_inputs(inp: LockInputs, platforms: tuple[str, ...]
+                    ) -> list[tuple[str, LockInputs]]:
+    """(platform, its lock inputs) for each platform of a multi-platform image: the same
+    closure request, resolved for that platform's CPU at the profile's glibc."""
+    return [(p, dataclasses.replace(inp, platform=for_platform(inp.platform, p)))
+            for p in platforms]
+
+
+def platform_path(profile: Path, platform: str, own: str) -> Path:
+    """Where one platform's lock lives: the profile's own platform (``own``) in
+    ``PROFILE.python.lock``, every other in ``PROFILE.<arch>.python.lock``."""
+    if platform == own:
+        return path_of(profile)
+    lock = path_of(profile)
+    arch = platform.split("/", 1)[1].replace("/", "")
+    return lock.with_name(lock.name.removesuffix(".python.lock") + f".{arch}.python.lock")
 
 
 def write_lock(path: Path, text: str) -> None:

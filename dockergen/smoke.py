@@ -9,7 +9,8 @@ GPU checks run only when asked for (``--gpus``).
 May import: :mod:`dockergen.components` (flash_attn, flashinfer, python, torch, serving.base),
 :mod:`dockergen.daemon` (the protocol only), :mod:`dockergen.resources`,
 :mod:`dockergen.buildrecord` (a check's outcome, as recorded),
-:mod:`dockergen.errors`, :mod:`dockergen.model`, :mod:`dockergen.profile`.
+:mod:`dockergen.errors`, :mod:`dockergen.model`, :mod:`dockergen.platforms`,
+:mod:`dockergen.profile`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dockergen.components import engine_jit, flash_attn, flashinfer, python, tor
 from dockergen.daemon import ContainerDaemon, DaemonError
 from dockergen.errors import SECRET_NAME, SECRET_VALUE, DockergenError, ExitCode
 from dockergen.model import CommandCheck, Resolved, cc_tuple
+from dockergen.platforms import ARCHES
 from dockergen.profile import CommandTest
 from dockergen.resources import templates_dir
 
@@ -90,7 +92,7 @@ def default_checks(r: Resolved, inspect: dict[str, Any], history: list[str],
     if compilers is not None:
         checks.append(compilers)
     checks += [(c.name, list(c.command), c.verify) for c in flash_attn.smoke_checks(r.flash_attn)]
-    audit = image_audit_check(r)
+    audit = image_audit_check(r, str(inspect.get("Architecture") or "") or None)
     checks.append((audit.name, list(audit.command), audit.verify))
     return checks
 
@@ -209,8 +211,11 @@ def serve_parser_check(r: Resolved, driver_stub: str) -> CommandCheck:
                          *argv), verify)
 
 
-def image_audit_check(r: Resolved) -> CommandCheck:
-    """The whole-image audit (templates/context/image_audit.py) run in the built image."""
+def image_audit_check(r: Resolved, arch: str | None = None) -> CommandCheck:
+    """The whole-image audit (templates/context/image_audit.py) run in the built image;
+    ``arch`` (the image config's ``Architecture``, e.g. ``arm64``): every ELF file must be
+    for that CPU (an amd64 wheel in the arm64 image of an index is caught here)."""
+    known = ARCHES.get(arch or "")
     script = (templates_dir() / "context" / "image_audit.py").read_text(encoding="utf-8")
     major = r.profile.cuda.version.split(".")[0]
     targets = ",".join(sorted({t.cc for t in r.gpus}, key=cc_tuple))
@@ -239,10 +244,12 @@ def image_audit_check(r: Resolved) -> CommandCheck:
             "; ".join(problems[:20]) + (f" (+{len(problems) - 20} more)" if len(problems) > 20
                                         else "") if problems else summary)
 
-    return CommandCheck(f"whole-image audit: libraries resolve, link CUDA {major}, carry code "
-                        f"for {targets}",
+    cpu = f" ({known.machine})" if known else ""
+    return CommandCheck(f"whole-image audit{cpu}: libraries resolve, link CUDA {major}, carry "
+                        f"code for {targets}",
                         (f"{r.runtime.venv}/bin/python", "-c", script, "--cuda-major", major,
                          "--targets", targets,
+                         *([f"--machine={known.elf_machine}"] if known else []),
                          *[f"--arch-scope={glob}={','.join(ccs)}" for glob, ccs in r.arch_scopes],
                          *[f"--optional={o['glob']}={','.join(o['missing'])}"
                            for o in python.facts()["optional_libraries"]],

@@ -8,11 +8,15 @@ library at the top; the rest of dockergen inside functions (start-up time).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from dockergen.cli.app import network_timeout_option, set_option
 from dockergen.errors import OutputError
+
+if TYPE_CHECKING:
+    from dockergen.pylockfile import LockInputs
 
 # What uv's --python-platform accepts for a Linux GPU image: glibc targets only (the
 # images are Ubuntu/Debian), src: `uv pip compile --help` of the uv dockergen pins.
@@ -37,13 +41,28 @@ def _check_python_lock_options(python_platform: str | None, torch_index: str | N
 
 
 def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
-                 python_platform: str | None, torch_index: str | None) -> None:
-    """`dockergen lock --python`: write or check one profile's hashed Python lock."""
-    from dockergen import owners, pylock
+                 python_platform: str | None, torch_index: str | None,
+                 platforms: tuple[str, ...] = ()) -> None:
+    """`dockergen lock --python`: write or check one profile's hashed Python lock, or with
+    ``platforms`` one lock per platform of a multi-platform image, each resolved for its
+    own CPU (a platform's missing wheel stops the command before any build)."""
+    from dockergen import platforms as known
+    from dockergen import pylock
 
     inp = pylock.inputs_of(pylock.lock_resolution(path, overrides), platform=python_platform,
                            torch_index=torch_index)
-    lock_file = pylock.default_path(path)
+    if not platforms:
+        _one_python_lock(path, inp, pylock.default_path(path), check)
+        return
+    own = known.platform_of(inp.platform)
+    for platform, each in pylock.platform_inputs(inp, platforms):
+        _one_python_lock(path, each, pylock.platform_path(path, platform, own), check)
+
+
+def _one_python_lock(path: Path, inp: LockInputs, lock_file: Path, check: bool) -> None:
+    """Write (or check) the lock of one platform's closure in ``lock_file``."""
+    from dockergen import owners, pylock
+
     if check:
         pylock.check_matches(lock_file, inp, path)
         click.echo(f"{lock_file}: matches {path}")
@@ -62,7 +81,25 @@ def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
     except OSError as exc:
         raise OutputError(f"{lock_file}: cannot write: {exc.strerror}") from None
     count = sum(1 for line in text.splitlines() if "==" in line and not line.startswith("#"))
-    click.echo(f"wrote {lock_file} ({count} packages, torch from {inp.torch_index})")
+    click.echo(f"wrote {lock_file} ({count} packages for {inp.platform}, torch from "
+               f"{inp.torch_index})")
+
+
+def _platforms(text: str | None) -> tuple[str, ...]:
+    """The ``--platform`` list, or a usage error that says what to write."""
+    from dockergen.platforms import PlatformError, arch_of, parse_list
+
+    if text is None:
+        return ()
+    try:
+        found = parse_list(text)
+    except PlatformError as exc:
+        raise click.UsageError(f"--platform: {exc}") from None
+    unknown = [p for p in found if arch_of(p) is None]
+    if unknown:
+        raise click.UsageError(f"--platform {unknown[0]!r}: no Python platform is known for "
+                               "it; use linux/amd64 or linux/arm64")
+    return found
 
 
 @click.command()
@@ -84,12 +121,18 @@ def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
 @click.option("--python-platform", metavar="PLATFORM",
               help="With --python: uv --python-platform (default: from cuda.os, e.g. "
                    "x86_64-manylinux_2_35 for ubuntu22.04).")
+@click.option("--platform", "platform_list", metavar="OS/ARCH,...",
+              help="The platforms of a multi-platform image, e.g. linux/amd64,linux/arm64: "
+                   "each base image's index must hold each (the lock keeps each platform's "
+                   "digest); with --python one lock per platform (the profile's own in "
+                   "PROFILE.python.lock, each other in PROFILE.ARCH.python.lock).")
 @click.option("--torch-index", metavar="URL",
               help="With --python: resolve the torch family from this index instead.")
 @network_timeout_option
 def lock(profiles: tuple[str, ...], overrides: tuple[str, ...], check: bool, remote: bool,
          update: bool, mirrors: tuple[str, ...], python_lock: bool,
-         python_platform: str | None, torch_index: str | None) -> None:
+         python_platform: str | None, torch_index: str | None,
+         platform_list: str | None) -> None:
     """Pin the base images of PROFILE... by digest in PROFILE.lock.json (registry API v2).
 
     Credentials come from your docker config (docker login). render then writes
@@ -100,14 +143,16 @@ def lock(profiles: tuple[str, ...], overrides: tuple[str, ...], check: bool, rem
         if remote or update or mirrors:
             raise click.UsageError("--python goes with --check only")
         _check_python_lock_options(python_platform, torch_index)
+        platforms = _platforms(platform_list)
         for path in profiles:
-            _python_lock(Path(path), overrides, check, python_platform, torch_index)
+            _python_lock(Path(path), overrides, check, python_platform, torch_index, platforms)
         return
     from dockergen.fleet import locks
     from dockergen.fleet.project import collect
 
     if python_platform or torch_index:
         raise click.UsageError("--python-platform and --torch-index go with --python")
+    base_platforms = _platforms(platform_list) or ("linux/amd64",)
     if remote and not check:
         raise click.UsageError("--remote goes with --check")
     if check and (update or mirrors):
@@ -139,7 +184,7 @@ def lock(profiles: tuple[str, ...], overrides: tuple[str, ...], check: bool, rem
             continue
         refs = [ref for ref in images if "@" not in ref]
         changed = locks.update_lock(lock_file, refs, update=update, mirrors=mirror_map,
-                                    echo=click.echo)
+                                    echo=click.echo, platforms=base_platforms)
         click.echo(f"wrote {lock_file}" if changed else f"{lock_file}: up to date", err=True)
     if stale:
         raise locks.LockStaleError(stale)

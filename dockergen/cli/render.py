@@ -35,6 +35,25 @@ def _check_syntax(ctx: click.Context, param: click.Parameter, value: str | None)
     return value
 
 
+def _bake_platforms(text: str | None, output: str | None) -> tuple[str, ...] | None:
+    """``--platform``: the bake file's platforms (None: its default), or a usage error."""
+    from dockergen.platforms import PlatformError, arch_of, parse_list
+
+    if text is None:
+        return None
+    if to_stdout(output):
+        raise click.UsageError("--platform sets the bake file's platforms: give -o DIR")
+    try:
+        found = parse_list(text)
+    except PlatformError as exc:
+        raise click.UsageError(f"--platform: {exc}") from None
+    unknown = [p for p in found if arch_of(p) is None]
+    if unknown:
+        raise click.UsageError(f"--platform {unknown[0]!r}: dockergen builds linux/amd64 "
+                               "and linux/arm64")
+    return found
+
+
 @click.command()
 @click.argument("profile", required=False, type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(file_okay=False), callback=path_given,
@@ -46,11 +65,14 @@ def _check_syntax(ctx: click.Context, param: click.Parameter, value: str | None)
 @mode_option
 @click.option("--syntax", metavar="IMAGE", callback=_check_syntax,
               help="Emit a '# syntax=IMAGE' parser directive (needs that frontend image).")
+@click.option("--platform", "platform_list", metavar="OS/ARCH,...",
+              help="The bake file's platforms: one image index of each target, e.g. "
+                   "linux/amd64,linux/arm64 (default: linux/amd64).")
 @strict_option
 @quiet_option
 def render(profile: str | None, output: str | None, render_all: bool,
-           overrides: tuple[str, ...], mode: str, syntax: str | None, strict: bool,
-           quiet: bool) -> None:
+           overrides: tuple[str, ...], mode: str, syntax: str | None, platform_list: str | None,
+           strict: bool, quiet: bool) -> None:
     """Render PROFILE to a Dockerfile (stdout) or a build context and bake file (-o DIR).
 
     A profile with a matrix renders one context per valid point into DIR/<variant>/ and
@@ -69,6 +91,7 @@ def render(profile: str | None, output: str | None, render_all: bool,
 
     if render_all == bool(profile):
         raise click.UsageError("give either PROFILE or --all")
+    platforms = _bake_platforms(platform_list, output)
     if render_all and to_stdout(output):
         raise click.UsageError("--all needs -o DIR")
     paths = shipped_renderable() if render_all else [Path(profile)]  # type: ignore[arg-type]
@@ -85,7 +108,8 @@ def render(profile: str | None, output: str | None, render_all: bool,
         return
     out = Path(output)  # type: ignore[arg-type]
     if render_all or matrix:
-        text = bake_text(fleet, single_context=False)  # checks cache refs before any write
+        # checks cache refs before any write
+        text = bake_text(fleet, single_context=False, platforms=platforms)
         # the variants and the bake file change together; variants an earlier run wrote
         # that this one does not (an excluded point) go with the change
         write_contexts(out, {m.name: m.files for m in fleet.members},
@@ -98,6 +122,7 @@ def render(profile: str | None, output: str | None, render_all: bool,
         click.echo(f"wrote {out / bake.BAKE_FILE}", err=True)
         return
     member = fleet.members[0]
-    files = {**member.files, bake.BAKE_FILE: bake_text(fleet, single_context=True).encode()}
+    files = {**member.files, bake.BAKE_FILE: bake_text(fleet, single_context=True,
+                                                           platforms=platforms).encode()}
     write_context(out, dict(sorted(files.items())))
     click.echo(f"wrote {output}", err=True)

@@ -77,7 +77,16 @@ class DockerDaemon:
                               ) from None
 
     def inspect(self, ref: str) -> dict[str, Any]:
-        return dict(self.api.inspect_image(ref))
+        """The image's inspect document; a DaemonError when it is gone (another process
+        removed it between the build and its smoke tests) or the engine refuses."""
+        try:
+            return dict(self.api.inspect_image(ref))
+        except docker.errors.ImageNotFound:
+            raise DaemonError(f"{ref}: the image is gone (removed after it was built, by "
+                              "another process?); build again") from None
+        except docker.errors.APIError as exc:
+            raise DaemonError(f"cannot inspect {ref}: {redact(exc.explanation or str(exc))}"
+                              ) from None
 
     def pull(self, ref: str) -> None:
         """Pull ``ref`` with the user's credentials; fail on any in-band error."""

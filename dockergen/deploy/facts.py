@@ -1,10 +1,12 @@
 """Run-time facts every engine shares, each with its source: shm, ulimits, node labels,
 opt-ins. An engine's own run facts (health endpoint, writable caches, environment) are in
 its folder (:attr:`dockergen.components.serving.base.ServingEngine.run`).
-May import: nothing of dockergen.
+May import: :mod:`dockergen.platforms` (the architectures).
 """
 
 from __future__ import annotations
+
+from dockergen.platforms import BY_MACHINE
 
 # /dev/shm: Docker's default is 64 MB; NVIDIA recommends --shm-size=1g for NGC containers
 # (NGC banner quoted in awslabs/benchmark-ai#17), vLLM's Kubernetes example mounts a 2Gi
@@ -51,7 +53,7 @@ GFD_PRODUCT_WEIGHT = 50  # of 1..100: steers where the scheduler has a choice
 # image-index spec platform.architecture). The image's machine is the one its wheels are
 # resolved for (the Python lock's platform, e.g. x86_64-manylinux_2_35).
 NODE_ARCH = "kubernetes.io/arch"
-GOARCH_OF_MACHINE = {"x86_64": "amd64", "aarch64": "arm64"}
+GOARCH_OF_MACHINE = {machine: a.goarch for machine, a in BY_MACHINE.items()}
 
 # Opt-ins: settings that share host namespaces; each prints a warning when used.
 OPT_INS: dict[str, str] = {

@@ -166,8 +166,10 @@ def _target_body(t: BakeTarget) -> dict[str, Any]:
     return body
 
 
-def bake_data(targets: Iterable[BakeTarget]) -> dict[str, Any]:
-    """The bake definition (the same structure as ``docker-bake.json``)."""
+def bake_data(targets: Iterable[BakeTarget],
+              platforms: tuple[str, ...] = PLATFORMS) -> dict[str, Any]:
+    """The bake definition (the same structure as ``docker-bake.json``); with several
+    ``platforms`` buildx builds each target as one image index."""
     targets = sorted(targets, key=lambda t: t.name)
     check_bake_targets(targets)
     groups: dict[str, list[str]] = {"default": [t.name for t in targets]}
@@ -175,7 +177,7 @@ def bake_data(targets: Iterable[BakeTarget]) -> dict[str, Any]:
         if t.group:
             groups.setdefault(t.group, []).append(t.name)
     out_targets: dict[str, Any] = {COMMON: {"dockerfile": DOCKERFILE, "target": FINAL_STAGE,
-                                            "platforms": list(PLATFORMS)}}
+                                            "platforms": list(platforms)}}
     out_targets.update({t.name: _target_body(t) for t in targets})
     ordered = {"default": groups.pop("default")} | dict(sorted(groups.items()))
     return {"group": {g: {"targets": names} for g, names in ordered.items()},

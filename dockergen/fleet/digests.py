@@ -166,7 +166,8 @@ def _realm_gets_credentials(realm: str, registry: net.Origin) -> bool:
 
 
 class RegistryClient:
-    """A small registry API v2 client: manifests and blobs, basic and bearer auth."""
+    """A small registry API v2 client: manifests and blobs, basic and bearer auth; it writes
+    one thing, an image index over manifests the engine pushed."""
 
     def __init__(self) -> None:
         self._auth: dict[str, net.Credential] = {}  # registry -> the credential that worked
@@ -305,6 +306,63 @@ class RegistryClient:
         if found != platform:
             raise RegistryError(f"{image}: is a {redact(found)[:80]} image, not {platform}")
         return Resolution(digest, None, platform, digest, media_type)
+
+
+    def descriptor(self, image: str, platform: str) -> dict[str, Any]:
+        """The OCI descriptor of ``image``'s manifest for ``platform`` (media type, digest,
+        size, platform), checked against the bytes the registry serves: what an image index
+        lists for that platform."""
+        res = self.resolve(image, platform)
+        ref = parse_reference(image)
+        response = self._get(ref, f"manifests/{res.platform_digest}", ACCEPT)
+        if "sha256:" + hashlib.sha256(response.body).hexdigest() != res.platform_digest:
+            raise RegistryError(f"{image}: the {platform} manifest is not the bytes its digest "
+                                "names")
+        manifest = _json_object(response.body, f"{image}: the {platform} manifest is not a "
+                                               "JSON object")
+        media_type = manifest.get("mediaType") or response.header("Content-Type").split(";")[0]
+        if media_type not in MANIFEST_TYPES:
+            raise RegistryError(f"{image}: the {platform} entry is a {media_type!r}, not an "
+                                "image manifest")
+        os_name, _, arch = platform.partition("/")
+        return {"mediaType": media_type, "digest": res.platform_digest,
+                "size": len(response.body), "platform": {"os": os_name, "architecture": arch}}
+
+    def put_index(self, image: str, manifests: list[dict[str, Any]]) -> str:
+        """Write an OCI image index of ``manifests`` (descriptors in the same repository)
+        under ``image``'s tag; return its digest once the registry confirmed it."""
+        ref = parse_reference(image)
+        body = json.dumps({"schemaVersion": 2, "mediaType": INDEX_TYPES[0],
+                           "manifests": manifests}, sort_keys=True, indent=2).encode()
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
+        url = self._url(ref, f"manifests/{_manifest_key(ref)}")
+        shown = f"{ref.registry}/{ref.repository}"
+        known = self._auth.get(ref.registry)
+        response = self._put(url, body, shown, known)
+        if response.status == 401:  # the challenge names the push scope it wants
+            auth = self._answer(response, ref, net.origin_of(url), shown)
+            response = self._put(url, body, shown, auth)
+        if response.status in (401, 403):
+            raise RegistryError(f"{shown}: the registry refused to store the image index "
+                                f"({response.status}); check that your account may push: "
+                                f"docker login {ref.registry}")
+        if response.status != 201:
+            raise RegistryError(f"{shown}: the registry answered HTTP {response.status} to the "
+                                "image index; try again later")
+        announced = response.header("Docker-Content-Digest")
+        if announced and announced != digest:
+            raise RegistryError(f"{image}: the registry stored the index as {announced}, not "
+                                f"{digest} (the sha256 of what was sent)")
+        return digest
+
+    def _put(self, url: str, body: bytes, shown: str,
+             credential: net.Credential | None) -> net.Response:
+        try:
+            return net.put(url, body, INDEX_TYPES[0], (credential,) if credential else ())
+        except (net.DeadlineError, net.BudgetError):
+            raise
+        except net.NetError as exc:
+            raise RegistryError(f"{shown}: cannot write the image index: {exc}") from None
 
 
 def token_of(body: bytes, shown: str) -> str:

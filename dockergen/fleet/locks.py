@@ -12,6 +12,8 @@ File layout (JSON, sorted keys, so diffs stay small)::
          "digest": "sha256:...",          # pinned in FROM (index digest if there is one)
          "index_digest": "sha256:..." | null,
          "platform": "linux/amd64", "platform_digest": "sha256:...",
+         # `lock --platform linux/amd64,linux/arm64`: each platform's manifest in the index
+         "platform_digests": {"linux/amd64": "sha256:...", "linux/arm64": "sha256:..."},
          "media_type": "...", "mirror": "<mirror ref>" | null,
          "locked_at": "2026-11-30T23:00:00Z"}}}
 
@@ -103,19 +105,40 @@ def mirror_of(ref: str, mirrors: dict[str, str]) -> str | None:
     return None
 
 
-def _entry(res: Resolution, mirror: str | None, locked_at: str) -> dict[str, Any]:
-    return {"digest": res.digest, "index_digest": res.index_digest,
-            "platform": res.platform, "platform_digest": res.platform_digest,
-            "media_type": res.media_type, "mirror": mirror, "locked_at": locked_at}
+def _entry(res: Resolution, mirror: str | None, locked_at: str,
+           others: tuple[Resolution, ...] = ()) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "digest": res.digest, "index_digest": res.index_digest, "platform": res.platform,
+        "platform_digest": res.platform_digest, "media_type": res.media_type,
+        "mirror": mirror, "locked_at": locked_at}
+    if others:
+        entry["platform_digests"] = {r.platform: r.platform_digest for r in (res, *others)}
+    return entry
+
+
+def resolve_platforms(client: RegistryClient, ref: str, platforms: tuple[str, ...]
+                      ) -> tuple[Resolution, tuple[Resolution, ...]]:
+    """``ref`` resolved for each platform: one index that holds every one of them (a
+    single-platform image, or an index without one of them, is a RegistryError naming it)."""
+    first = client.resolve(ref, platforms[0])
+    others = tuple(client.resolve(ref, p) for p in platforms[1:])
+    moved = [r for r in others if r.digest != first.digest]
+    if moved:  # the tag moved between two reads: resolve again rather than mix two indexes
+        raise DockergenError(f"{ref}: the tag moved while it was read ({first.digest}, then "
+                             f"{moved[0].digest}); run the command again")
+    return first, others
 
 
 def update_lock(lock_file: Path, images: list[str], *, update: bool,
                 mirrors: dict[str, str], client: RegistryClient | None = None,
-                echo: Callable[[str], None] = lambda _: None) -> bool:
+                echo: Callable[[str], None] = lambda _: None,
+                platforms: tuple[str, ...] = ("linux/amd64",)) -> bool:
     """Resolve ``images`` into the lock; return whether the file changed.
 
     Without ``update`` only images missing from the lock are resolved (existing pins stay);
-    with it every image is resolved again and moved pins are reported.
+    with it every image is resolved again and moved pins are reported. With several
+    ``platforms`` each image's index must hold each of them; the lock keeps each platform's
+    manifest digest (``platform_digests``).
     """
     client = client or RegistryClient()
     data = read_lock(lock_file) or {}
@@ -124,15 +147,18 @@ def update_lock(lock_file: Path, images: list[str], *, update: bool,
     for ref in sorted(set(images)):
         old = entries.get(ref)
         mirror = mirror_of(ref, mirrors) or (old or {}).get("mirror")
-        if old is not None and not update and (old.get("mirror") == mirror):
+        has = sorted((old or {}).get("platform_digests") or [(old or {}).get("platform")])
+        if (old is not None and not update and old.get("mirror") == mirror
+                and has == sorted(platforms)):
             echo(f"kept   {ref} {old['digest']}")
             continue
-        res = client.resolve(mirror or ref)
+        res, others = resolve_platforms(client, mirror or ref, platforms)
         via = f" (via {mirror})" if mirror else ""
-        if old is not None and old.get("digest") == res.digest and old.get("mirror") == mirror:
+        if (old is not None and old.get("digest") == res.digest and old.get("mirror") == mirror
+                and has == sorted(platforms)):
             echo(f"same   {ref} {res.digest}{via}")
             continue
-        entries[ref] = _entry(res, mirror, _now())
+        entries[ref] = _entry(res, mirror, _now(), others)
         if old is None:
             echo(f"locked {ref} {res.digest}{via}")
         else:

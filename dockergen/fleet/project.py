@@ -106,12 +106,14 @@ def _member(res: Resolution, group: str | None, source: str, syntax: str | None,
                   source, base_images(res, view))
 
 
-def bake_text(fleet: Fleet, single_context: bool) -> str:
-    """The bake file: contexts ``.`` (one profile rendered into DIR) or ``<name>``."""
+def bake_text(fleet: Fleet, single_context: bool,
+              platforms: tuple[str, ...] | None = None) -> str:
+    """The bake file: contexts ``.`` (one profile rendered into DIR) or ``<name>``; every
+    target built for ``platforms`` (default: :data:`bake.PLATFORMS`), one index each."""
     bake_targets = [bake.bake_target_from(t.view, "." if single_context else t.name,
                                           t.group) for t in fleet.members]
     sources = sorted({os.path.basename(t.source) for t in fleet.members})
-    return bake.to_hcl(bake.bake_data(bake_targets), sources)
+    return bake.to_hcl(bake.bake_data(bake_targets, platforms or bake.PLATFORMS), sources)
 
 
 def check_bake(fleet: Fleet) -> None:

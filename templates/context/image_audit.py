@@ -12,7 +12,10 @@ ELF file under the given roots:
   ``sm_90a`` code only on exactly 9.0) or PTX it can JIT (version <= the GPU's; ``a`` PTX
   only on its own arch); otherwise the GPU stops with "no kernel image is available".
   Libraries an engine ships for some GPU families only (``--arch-scope GLOB=CC,...``, from
-  the engine's facts) are checked against the targets in their scope only.
+  the engine's facts) are checked against the targets in their scope only;
+- with ``--machine N``: every ELF file is for the image's CPU (ELF ``e_machine``: 62 x86-64,
+  183 aarch64); CUDA device code (190) is not CPU code and passes. A wheel of the other
+  architecture in an arm64 image loads nowhere there ("cannot open shared object file").
 The fatbin entries are read directly (no cuobjdump in a runtime image); the test suite
 checks this reader against NVIDIA's cuobjdump on code compiled by the real nvcc.
 
@@ -21,8 +24,9 @@ with dlopen only when a feature is used excuse exactly the libraries of that fea
 (``--optional``), and libraries that keep their kernels outside the fatbin skip the arch check
 (``--kernels-elsewhere``).
 
-Usage: image_audit.py --cuda-major 13 --targets 8.0,9.0 [--arch-scope GLOB=CC,... ...]
-       [--optional GLOB=LIB,... ...] [--kernels-elsewhere GLOB ...] ROOT...
+Usage: image_audit.py --cuda-major 13 --targets 8.0,9.0 [--machine 183]
+       [--arch-scope GLOB=CC,... ...] [--optional GLOB=LIB,... ...]
+       [--kernels-elsewhere GLOB ...] ROOT...
 Prints one JSON object; exit 0 when nothing is wrong, 1 otherwise, 2 on usage errors.
 """
 
@@ -41,6 +45,9 @@ import sys
 FATBIN_MAGIC = 0xBA55ED50
 DRIVER_LIBS = re.compile(r"^(libcuda\.so|libnvidia-|libnvcuvid\.so|libnvoptix\.so)")
 CUDART = re.compile(r"^libcudart\.so\.(\d+)")
+# ELF e_machine values (src: the System V gABI's registry, /usr/include/elf.h EM_*)
+MACHINES = {3: "i386", 40: "arm", 62: "x86-64", 183: "aarch64", 190: "cuda"}
+EM_CUDA = 190  # cubins: GPU code, loaded by the driver, whatever the host CPU
 
 
 class ElfError(ValueError):
@@ -228,6 +235,32 @@ def _elf_files(roots: list[str]) -> list[str]:
     return out
 
 
+def elf_machine(path: str) -> int:
+    """The ``e_machine`` of an ELF file (little-endian, at offset 18 in ELF32 and ELF64)."""
+    with open(path, "rb") as fh:
+        head = fh.read(20)
+    if len(head) < 20:
+        raise ElfError(f"the file is cut short: {len(head)} bytes, under an ELF header's 20")
+    return int(struct.unpack_from("<H", head, 18)[0])
+
+
+def machine_problems(paths: list[str], machine: int) -> list[str]:
+    """Every ELF file for another CPU than ``machine`` (GPU code excepted)."""
+    problems = []
+    want = MACHINES.get(machine, str(machine))
+    for path in paths:
+        try:
+            found = elf_machine(path)
+        except (ElfError, OSError) as exc:
+            problems.append(f"{path}: cannot read its ELF header: {exc}")
+            continue
+        if found not in (machine, EM_CUDA):
+            problems.append(f"{path}: an ELF file for {MACHINES.get(found, str(found))} "
+                            f"(e_machine {found}), not {want} (e_machine {machine}): this "
+                            "image's CPU cannot load it")
+    return problems
+
+
 def _soname(data: bytes, sections: dict[str, tuple[int, int]]) -> str | None:
     names = _dynamic(data, sections, 14)  # DT_SONAME
     return names[0] if names else None
@@ -245,10 +278,13 @@ def _read(path: str) -> tuple[bool, str | None, list[str], set[tuple[str, int, s
 def audit(roots: list[str], cuda_major: int, targets: list[tuple[int, int]],
           scopes: list[tuple[str, set[tuple[int, int]]]],
           optional: list[tuple[str, list[str]]] = (),
-          elsewhere: list[str] = (), listed: list[str] = ()) -> dict[str, object]:
+          elsewhere: list[str] = (), listed: list[str] = (),
+          machine: int | None = None) -> dict[str, object]:
     problems: list[str] = []
     elves = cuda_libs = 0
     paths = _elf_files(roots)
+    if machine is not None:
+        problems += machine_problems(paths, machine)
     read = {}
     for path in paths:
         try:
@@ -290,6 +326,8 @@ def audit(roots: list[str], cuda_major: int, targets: list[tuple[int, int]],
                                  "cuda_libraries": cuda_libs, "problems": sorted(problems)}
     if listed:
         report["kernels"] = kernels
+    if machine is not None:
+        report["machine"] = MACHINES.get(machine, str(machine))
     return report
 
 
@@ -306,6 +344,8 @@ def main() -> int:
                         help="a library whose kernels are not in .nv_fatbin")
     parser.add_argument("--list", action="append", default=[], metavar="GLOB",
                         help="libraries whose code the report lists (kernels the build made)")
+    parser.add_argument("--machine", type=int, default=None,
+                        help="the ELF e_machine every CPU file must have (183: aarch64)")
     parser.add_argument("roots", nargs="+")
     args = parser.parse_args()
     targets = [tuple(int(x) for x in t.split(".")) for t in args.targets.split(",")]
@@ -316,7 +356,7 @@ def main() -> int:
     optional = [(item.partition("=")[0], item.partition("=")[2].split(","))
                 for item in args.optional]
     report = audit(args.roots, args.cuda_major, targets, scopes,  # type: ignore[arg-type]
-                   optional, args.kernels_elsewhere, args.list)
+                   optional, args.kernels_elsewhere, args.list, args.machine)
     print(json.dumps(report, sort_keys=True))
     return 0 if report["ok"] else 1
 

@@ -27,6 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.inputs": {"dockergen.errors"},
     "dockergen.atomic": {"dockergen.errors", "dockergen.inputs"},
     "dockergen.refs": set(),  # the image-reference grammar: a leaf every layer may read
+    "dockergen.platforms": set(),  # the architectures (goarch, machine, ELF e_machine): a leaf
     # the namespace, labels and port name deploy's and observe's Kubernetes objects share
     "dockergen.kube": {"dockergen.errors"},
     "dockergen.ranges": {"dockergen.errors"},  # a remote file through range requests
@@ -96,6 +97,7 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.daemon": _BASE | {"dockergen.daemon.docker"},  # connect(), lazily
     "dockergen.daemon.docker": _BASE | {"dockergen.daemon"},
     "dockergen.smoke": _BASE | {"dockergen.buildrecord", "dockergen.components",
+                                "dockergen.platforms",
                                 "dockergen.components.flash_attn",
                                 "dockergen.components.flashinfer",
                                 "dockergen.components.engine_jit",
@@ -116,10 +118,17 @@ ALLOWED: dict[str, set[str]] = {
                                 "dockergen.pipeline",
                                 "dockergen.loader",
                                 "dockergen.progress", "dockergen.render", "dockergen.smoke",
-                                "dockergen.components.serving.base",
+                                "dockergen.components.serving.base", "dockergen.platforms",
+                                "dockergen.multiplatform",
                                 # the step after a push (SBOM, provenance, signatures)
                                 "dockergen.trust", "dockergen.trust.attest",
                                 "dockergen.trust.cosign"},
+    # several platforms, one image index: the one-platform build repeated, the index written
+    # in the registry
+    "dockergen.multiplatform": _BASE | {"dockergen.api", "dockergen.buildrecord",
+                                        "dockergen.daemon",
+                                        "dockergen.fleet.digests", "dockergen.platforms",
+                                        "dockergen.render", "dockergen.smoke"},
     # fleet (bake files, matrices, base-image locks): only the adapter reads the loader
     # and the resolved model; the rest is pure or talks to registries
     "dockergen.fleet.adapter": _BASE | {"dockergen.components.image", "dockergen.loader",
@@ -140,7 +149,8 @@ ALLOWED: dict[str, set[str]] = {
                                  "dockergen.components.serving.run",
                                  "dockergen.deploy.compose", "dockergen.deploy.facts",
                                  "dockergen.deploy.kubernetes"},
-    "dockergen.deploy.": _BASE | {"dockergen.deploy", "dockergen.deploy.facts", "dockergen.kube"},
+    "dockergen.deploy.": _BASE | {"dockergen.deploy", "dockergen.deploy.facts", "dockergen.kube",
+                                  "dockergen.platforms"},
     # the capacity plan of a resolution (GPU memory sizes are in its GPU targets)
     "dockergen.plan": _BASE | {"dockergen.pipeline", "dockergen.plan.capacity",
                                "dockergen.plan.shapes", "dockergen.plan.table",
@@ -187,7 +197,7 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.cli.": {"dockergen", "dockergen.*"},
     "dockergen.__main__": {"dockergen.cli"},
     "dockergen.pylock": _BASE | {"dockergen.loader", "dockergen.pipeline",
-                                 "dockergen.pylockfile"},
+                                 "dockergen.pylockfile", "dockergen.platforms"},
     # the Python lock's file format: the lock command, resolution's check and the engine
     # stage's install read and write it here (leaf)
     "dockergen.pylockfile": {"dockergen.inputs"},

@@ -32,7 +32,9 @@ pytestmark = pytest.mark.daemon
 
 USER, PASSWORD = "fleet-bearer", "bearer-secret-pass"
 SERVICE, ISSUER = "dockergen-bearer-test", "dockergen-test-issuer"
-BASE = "local/debian:bookworm"
+# one platform (provisioning's per-arch import): pushed as a plain image manifest; the
+# multi-platform local/debian:bookworm would push an index
+BASE = "local/debian:bookworm-amd64"
 
 
 def _b64(data: bytes) -> str:

@@ -21,7 +21,9 @@ from tests.support.registries import ANON, AUTH, PASSWORD, USER
 
 pytestmark = [pytest.mark.daemon, pytest.mark.usefixtures("registries")]
 
-BASE = "local/debian:bookworm"
+# one platform (provisioning's per-arch import): pushed as a plain image manifest; the
+# multi-platform local/debian:bookworm would push an index
+BASE = "local/debian:bookworm-amd64"
 EPOCH = "1764543600"  # 2025-11-30T23:00:00Z
 STAMP = "2025-11-30T23:00:00Z"
 SINGLE = ("application/vnd.docker.distribution.manifest.v2+json",

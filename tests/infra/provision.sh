@@ -2,9 +2,12 @@
 # Provision what the daemon tests need on a Debian 12 machine (run as root; idempotent):
 # Docker Engine 28 with the containerd image store (zstd layers need it), the docker-registry
 # and htpasswd programs (the test session runs two registries with them:
-# tests/support/registries.py), a debootstrap'ed base image local/debian:bookworm, the buildx
-# and compose CLI plugins, cosign (from trixie) and promtool/Prometheus. Prints the environment
-# the tests read (eval it).
+# tests/support/registries.py), a debootstrap'ed base image local/debian:bookworm for linux/amd64
+# and linux/arm64 (one multi-platform image: a profile's base resolves for both platforms of
+# an index), qemu-user-static registered in binfmt_misc (the arm64 builds and smoke tests run
+# under emulation), the buildx and compose CLI plugins, cosign (from trixie) and
+# promtool/Prometheus. Prints the environment the tests read (eval it), and nothing else on
+# stdout.
 set -euo pipefail
 state=${DOCKERGEN_TEST_STATE:-/tmp/dockergen-test}
 mkdir -p "$state"
@@ -22,10 +25,27 @@ command -v gpgv >/dev/null || need+=(gpgv)
 # comes from apt
 command -v runc >/dev/null || need+=(runc)
 command -v iptables >/dev/null || need+=(iptables)
+# aarch64 under emulation: Debian 12's qemu 7.2 registers qemu-aarch64 with the F
+# (fix-binary) flag, so containers run arm64 programs without an interpreter inside
+command -v qemu-aarch64-static >/dev/null || need+=(qemu-user-static)
+command -v update-binfmts >/dev/null || need+=(binfmt-support)
 if ((${#need[@]})); then
   apt-get update -qq >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
 fi
+
+# binfmt_misc is not mounted in every container or VM; the packages register nothing then
+if [[ ! -e /proc/sys/fs/binfmt_misc/register ]]; then
+  mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc >&2
+fi
+if [[ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]]; then
+  update-binfmts --enable qemu-aarch64 >&2
+fi
+grep -q '^flags: .*F' /proc/sys/fs/binfmt_misc/qemu-aarch64 || {
+  echo "provision: qemu-aarch64 is registered without the fix-binary flag (F); containers" \
+       "cannot run arm64 programs: reinstall qemu-user-static" >&2
+  exit 1
+}
 
 mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)
 mirror=${mirror:-http://deb.debian.org/debian}
@@ -68,11 +88,37 @@ engine_plugins
 cosign_unpack
 "$engine_prefix/cosign/usr/bin/cosign" version 2>&1 | grep -E '^(GitVersion|GoVersion)' >&2
 
-if ! "$docker" image inspect local/debian:bookworm >/dev/null 2>&1; then
-  rm -rf "$state/rootfs"
-  debootstrap --variant=minbase bookworm "$state/rootfs" "$mirror" >"$state/debootstrap.log" 2>&1
-  tar -C "$state/rootfs" -c . | "$docker" import - local/debian:bookworm >&2
-  rm -rf "$state/rootfs"
+# local/debian:bookworm is one image for both platforms: each platform's debootstrap'ed root
+# (arm64's second stage runs under qemu, about 80 s) imported as local/debian:bookworm-ARCH
+# (single-platform images: what tests that push a plain manifest tag), then joined into one
+# multi-platform image (the containerd image store keeps the index) by a build whose only
+# instruction is FROM the platform's own import: the layers stay those of the import. A
+# single-platform local/debian:bookworm of an earlier provisioning becomes the amd64 part.
+base_for() {  # ARCH: local/debian:bookworm-ARCH, imported once
+  local arch=$1
+  "$docker" image inspect "local/debian:bookworm-$arch" >/dev/null 2>&1 && return
+  if [[ $arch == amd64 ]] &&
+     "$docker" image inspect local/debian:bookworm >/dev/null 2>&1 &&
+     ! "$docker" image inspect --platform linux/arm64 local/debian:bookworm >/dev/null 2>&1; then
+    "$docker" tag local/debian:bookworm local/debian:bookworm-amd64 >&2
+    return
+  fi
+  rm -rf "$state/rootfs-$arch"
+  debootstrap --arch "$arch" --variant=minbase bookworm "$state/rootfs-$arch" "$mirror" \
+    >"$state/debootstrap-$arch.log" 2>&1
+  tar -C "$state/rootfs-$arch" -c . |
+    "$docker" import --platform "linux/$arch" - "local/debian:bookworm-$arch" >&2
+  rm -rf "$state/rootfs-$arch"
+}
+base_for amd64
+base_for arm64
+if ! "$docker" image inspect --platform linux/arm64 local/debian:bookworm >/dev/null 2>&1 ||
+   ! "$docker" image inspect --platform linux/amd64 local/debian:bookworm >/dev/null 2>&1; then
+  join=$(mktemp -d)
+  printf 'ARG TARGETARCH\nFROM local/debian:bookworm-${TARGETARCH}\n' >"$join/Dockerfile"
+  "$docker" buildx build --builder default --provenance=false --sbom=false \
+    --platform linux/amd64,linux/arm64 -t local/debian:bookworm "$join" >&2 2>&1
+  rm -rf "$join"
 fi
 
 # The two registries (anonymous on 127.0.0.1:5000, htpasswd on 127.0.0.1:5001) are started by

@@ -72,6 +72,9 @@ REAL_WHEELS = ["uv==0.13.9", "pip==26.3", "setuptools==80.9.0", "wheel==0.45.1",
                "cuda-toolkit==13.0.2", "nvidia-cuda-nvcc==13.0.88", "nvidia-nvvm==13.0.88",
                "nvidia-cuda-crt==13.0.88", "nvidia-cuda-cccl==13.0.85",
                "nvidia-cuda-runtime==13.0.96"]
+# The real wheels above that are built for one CPU, as aarch64 wheels too (downloaded once):
+# the vLLM stand-in's arm64 image installs uv and its build tools from the same index.
+AARCH64_WHEELS = ["uv==0.13.9", "psutil==7.2.2", "ninja==1.13.2"]
 
 
 def _source(path: str, version: str = "") -> str:
@@ -280,7 +283,16 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
                         "--platform", "manylinux_2_17_x86_64", "--platform",
                         "manylinux2014_x86_64", "--platform", "manylinux_2_28_x86_64",
                         "-d", str(wheels), *REAL_WHEELS], check=True)
-    for wheel in wheels.iterdir():
+    aarch64 = CACHE / "wheels-aarch64"
+    if not all(any(aarch64.glob(f"{w.split('==')[0]}-{w.split('==')[1]}-*aarch64*.whl"))
+               for w in AARCH64_WHEELS):
+        aarch64.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q",
+                        "--only-binary=:all:", "--python-version", "3.11",
+                        "--platform", "manylinux_2_17_aarch64", "--platform",
+                        "manylinux2014_aarch64", "--platform", "manylinux_2_28_aarch64",
+                        "-d", str(aarch64), *AARCH64_WHEELS], check=True)
+    for wheel in [*wheels.iterdir(), *aarch64.iterdir()]:
         target = files / wheel.name
         if not target.exists():
             target.write_bytes(wheel.read_bytes())

@@ -106,3 +106,22 @@ def test_good_platforms_and_declared_build_args_pass() -> None:
                    ("--build-arg", "no_proxy=localhost,127.0.0.1")):
         result = run_cli("build", str(PROFILE), "--dry-run", "-q", *option)
         assert result.rc == 0, (option, result.err)
+
+
+@pytest.mark.parametrize(("platforms", "message"), [
+    ("linux/amd64,linux/amd64", "a platform is named twice; name each once"),
+    ("linux/amd64,windows/amd64", "'windows/amd64': an image index is built only for "
+                                  "linux/amd64, linux/arm64"),
+    ("linux/amd64,", "'' is not a platform"),
+])
+def test_platform_lists_are_checked_in_dry_run(platforms: str, message: str) -> None:
+    result = run_cli("build", str(PROFILE), "--dry-run", "-q", "--platform", platforms)
+    assert result.rc == 64, result.out + result.err
+    assert message in result.err and "Traceback" not in result.err
+    assert result.out == ""
+
+
+def test_a_platform_list_passes_the_dry_run() -> None:
+    result = run_cli("build", str(PROFILE), "--dry-run", "-q", "--platform",
+                     "linux/amd64,linux/arm64")
+    assert result.rc == 0, result.err

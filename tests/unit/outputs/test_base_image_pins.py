@@ -100,3 +100,23 @@ def test_the_lock_command_reads_the_unpinned_images(tmp_path: Path) -> None:
     profile = str(_locked_profile(tmp_path))
     run = run_cli("lock", "--check", profile)
     assert run.rc == 0, run.err
+
+
+def test_a_lock_with_each_platforms_digest_pins_the_index(tmp_path: Path) -> None:
+    """`lock --platform linux/amd64,linux/arm64` keeps each platform's digest; FROM pins the
+    index, whichever platform is built."""
+    entry = _entry(DEVEL_DIGEST) | {"platform_digests": {"linux/amd64": "sha256:" + "3" * 64,
+                                                         "linux/arm64": "sha256:" + "4" * 64}}
+    profile = str(_locked_profile(tmp_path, {DEVEL: entry, RUNTIME: _entry(RUNTIME_DIGEST)}))
+    out = tmp_path / "out"
+    _ok("render", profile, "-q", "-o", str(out))
+    assert re.findall(r"^FROM (\S+) AS (?:build-base|runtime)$",
+                      (out / "Dockerfile").read_text(), re.MULTILINE) == PINNED
+
+
+def test_a_platform_digests_entry_dockergen_never_writes_is_refused(tmp_path: Path) -> None:
+    entry = _entry(DEVEL_DIGEST) | {"platform_digests": {"linux/arm64": "sha256:short"}}
+    profile = str(_locked_profile(tmp_path, {DEVEL: entry, RUNTIME: _entry(RUNTIME_DIGEST)}))
+    run = run_cli("render", profile, "-q")
+    assert run.rc != 0 and "Traceback" not in run.err
+    assert "platform_digests is not a mapping of platform (linux/arm64) to sha256:" in run.err

@@ -246,3 +246,18 @@ def test_validate_runs_the_bake_checks_render_runs(tmp_path: Path) -> None:
                     "image: {tags: ['fixed-{name}']}\n")
     (tmp_path / "fixed.yaml").write_text(fixed)
     assert run_cli("validate", "fixed.yaml", cwd=tmp_path).rc == 0  # the fix it names
+
+
+def test_bake_file_for_two_platforms_builds_one_index_per_target(tmp_path: Path) -> None:
+    """`render --platform linux/amd64,linux/arm64`: buildx reads both platforms for every
+    target (one image index each); without it, linux/amd64 alone."""
+    out = tmp_path / "ctx"
+    result = run_cli("render", "-q", str(PROFILES / "h100-fp8.yaml"), "-o", str(out),
+                     "--platform", "linux/amd64,linux/arm64")
+    assert result.rc == 0, result.err
+    assert bake_print(out)["target"]["h100-fp8"]["platforms"] == ["linux/amd64", "linux/arm64"]
+    assert run_cli("render", "-q", str(PROFILES / "h100-fp8.yaml"), "-o", str(out)).rc == 0
+    assert bake_print(out)["target"]["h100-fp8"]["platforms"] == ["linux/amd64"]
+    refused = run_cli("render", "-q", str(PROFILES / "h100-fp8.yaml"), "-o", str(out),
+                      "--platform", "linux/amd64,linux/s390x")
+    assert refused.rc == 64 and "linux/s390x" in refused.err and "Traceback" not in refused.err
