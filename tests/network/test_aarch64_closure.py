@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 
 from dockergen import pylock
+from dockergen.model import MAIN_INDEX
 
 pytestmark = pytest.mark.network
 
 ROOT = Path(__file__).resolve().parents[2]
-PYPI = "https://pypi.org/simple"
+PYPI = MAIN_INDEX
 
 
 def _files(name: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from dockergen import owners, pylock
+from dockergen.model import MAIN_INDEX
 from tests.conftest import PROFILES, run_cli
 from tests.support.twoindex import PYPI_LIKE, PYTORCH_LIKE, build_index, serve
 
@@ -82,7 +83,7 @@ def test_pypi_closure_of_the_shipped_vllm_profile(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("UV_CACHE_DIR", os.environ.get(
         "UV_CACHE_DIR", str(Path.home() / ".cache" / "dockergen" / "uv")))
     text = pylock.compile_lock(pylock.inputs_of(pylock.lock_resolution(PROFILE),
-                                                torch_index=pylock.PYPI))
+                                                torch_index=MAIN_INDEX))
     assert len(owners.locked(text)) > 100
     shared = owners.read(text).shared
     pairs = {tuple(names) for names in shared.values()}
@@ -90,7 +91,7 @@ def test_pypi_closure_of_the_shipped_vllm_profile(monkeypatch: pytest.MonkeyPatc
     if pairs:
         assert all(path.startswith("cuda/bindings/") for path in shared)
         pinned = pylock.compile_lock(pylock.inputs_of(pylock.lock_resolution(
-            PROFILE, ('packages.pip=["cuda-python==13.0.3"]',)), torch_index=pylock.PYPI))
+            PROFILE, ('packages.pip=["cuda-python==13.0.3"]',)), torch_index=MAIN_INDEX))
         assert owners.read(pinned).shared == {}
 
 

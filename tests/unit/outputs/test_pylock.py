@@ -21,6 +21,7 @@ import pytest
 from dockergen import pylock
 from dockergen.api import shipped_single_images
 from dockergen.components import cuda
+from dockergen.model import MAIN_INDEX
 from dockergen.pipeline import resolution
 from tests.conftest import PROFILES, ROOT, run_cli
 from tests.support.twoindex import Indexes, two_indexes
@@ -217,7 +218,7 @@ def test_shipped_profile_closure_resolves_on_pypi(name: str,
     """The real closure for linux x86_64, from PyPI's metadata; the PyPI torch wheel of the
     same version stands in for the PyTorch index (download.pytorch.org is unreachable)."""
     monkeypatch.setenv("UV_CACHE_DIR", os.environ.get("UV_CACHE_DIR", str(pylock_cache())))
-    inp = pylock.inputs_of(pylock.lock_resolution(PROFILES / name), torch_index=pylock.PYPI)
+    inp = pylock.inputs_of(pylock.lock_resolution(PROFILES / name), torch_index=MAIN_INDEX)
     assert inp.platform == "x86_64-manylinux_2_35"  # ubuntu22.04's glibc
     text = pylock.compile_lock(inp)
     pins = dict(re.findall(r"^([a-z0-9_.-]+)==(\S+)", text, re.M))
