@@ -135,9 +135,11 @@ ALLOWED: dict[str, set[str]] = {
                                  "dockergen.model",
                                  "dockergen.components.serving",
                                  "dockergen.components.serving.run",
+                                 "dockergen.deploy.admission",
                                  "dockergen.deploy.compose", "dockergen.deploy.facts",
                                  "dockergen.deploy.kubernetes"},
-    "dockergen.deploy.": _BASE | {"dockergen.deploy", "dockergen.deploy.facts", "dockergen.kube"},
+    "dockergen.deploy.": _BASE | {"dockergen.deploy", "dockergen.deploy.admission",
+                                  "dockergen.deploy.facts", "dockergen.kube"},
     # the capacity plan of a resolution (GPU memory sizes are in its GPU targets)
     "dockergen.plan": _BASE | {"dockergen.pipeline", "dockergen.plan.capacity",
                                "dockergen.plan.shapes", "dockergen.plan.table",
