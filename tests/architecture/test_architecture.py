@@ -68,8 +68,10 @@ ALLOWED: dict[str, set[str]] = {
                                                      "dockergen.resources"},
     "dockergen.components.flash_attn": _COMPONENT | {"dockergen.components.cuda",
                                                      "dockergen.components.python",
-                                                     "dockergen.components.torch"},
+                                                     "dockergen.components.torch",
+                                                     "dockergen.reproducible"},
     "dockergen.components.serving.base": _COMPONENT | {"dockergen.pylockfile",
+                                                       "dockergen.reproducible",
                                                        "dockergen.components.cuda",
                                                        "dockergen.components.python",
                                                        "dockergen.components.serving.run",
@@ -90,7 +92,7 @@ ALLOWED: dict[str, set[str]] = {
                                      "dockergen.components.serving.*",
                                      "dockergen.engine_names"},
     "dockergen.components": set(),
-    "dockergen.resolve": _COMPONENT | {"dockergen.components.*"},
+    "dockergen.resolve": _COMPONENT | {"dockergen.components.*", "dockergen.reproducible"},
     "dockergen.render": _BASE | {"dockergen.model", "dockergen.resources"},
     "dockergen.progress": _BASE | {"dockergen.buildrecord"},
     "dockergen.daemon": _BASE | {"dockergen.daemon.docker"},  # connect(), lazily
@@ -113,7 +115,7 @@ ALLOWED: dict[str, set[str]] = {
                               "dockergen.resources", "dockergen.yamlsource"},
     "dockergen.build": _BASE | {"dockergen.api", "dockergen.buildid", "dockergen.buildrecord",
                                 "dockergen.daemon", "dockergen.layers", "dockergen.model",
-                                "dockergen.pipeline",
+                                "dockergen.pipeline", "dockergen.reproducible",
                                 "dockergen.loader",
                                 "dockergen.progress", "dockergen.render", "dockergen.smoke",
                                 "dockergen.components.serving.base"},
@@ -124,6 +126,8 @@ ALLOWED: dict[str, set[str]] = {
                                         "dockergen.profile", "dockergen.yamlsource"},
     # what each layer compression asks of the builder and the nodes (leaf)
     "dockergen.layers": {"dockergen.errors"},
+    # what makes two builds give one digest: the epoch, the exporter's rewrite, the noise (leaf)
+    "dockergen.reproducible": set(),
     "dockergen.fleet.": _BASE | {"dockergen.fleet", "dockergen.fleet.*", "dockergen.layers",
                                  "dockergen.loader", "dockergen.net",
                                  "dockergen.model", "dockergen.pins", "dockergen.pipeline",

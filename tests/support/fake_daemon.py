@@ -36,6 +36,7 @@ class FakeDaemon:
     repo_digests: list[str] = field(default_factory=list)  # the image's RepoDigests
     store: str = "containerd"  # the image store: containerd (writes zstd) or classic
     exporters: list[dict[str, str] | None] = field(default_factory=list)  # per build
+    buildargs: list[dict[str, str]] = field(default_factory=list)  # per build
 
     def has_buildkit(self) -> bool:
         return True
@@ -61,6 +62,7 @@ class FakeDaemon:
               network: str | None = None,
               exporter: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
         self.exporters.append(exporter)
+        self.buildargs.append(dict(buildargs))
         if self.silent_build:
             # like a RUN step that prints nothing: no message until the build is cancelled,
             # then the connection drops
