@@ -12,6 +12,7 @@ May import: :mod:`dockergen.api`, :mod:`dockergen.pipeline` (the one resolution 
 :mod:`dockergen.layers` (what each layer compression needs),
 :mod:`dockergen.model` (the certificates a build is given),
 :mod:`dockergen.progress`,
+:mod:`dockergen.reproducible` (the epoch and the exporter's timestamp rewrite),
 :mod:`dockergen.refs`, :mod:`dockergen.render`, :mod:`dockergen.smoke`, the serving-engine
 secret pattern, :mod:`dockergen.trust.attest` and :mod:`dockergen.trust.cosign` (the step
 after a push: SBOM, provenance, signatures); :mod:`dockergen.platforms` (what ``--platform``
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from dockergen import layers
+from dockergen import layers, reproducible
 from dockergen import refs as image_refs  # `refs` names the tags of a build below
 from dockergen.buildid import content_tag
 from dockergen.buildrecord import BuildRecord, Status, StepCounts
@@ -296,15 +297,18 @@ def run_build(daemon: ContainerDaemon, files: dict[str, bytes], plan: BuildPlan,
     started = time.monotonic()
     timed_out = threading.Event()
     timer = _deadline(daemon, options.timeout, timed_out)
+    buildkit = plan.builder == "buildkit"
+    # BuildKit: the epoch and the timestamp rewrite make the digest reproducible
+    exporter = (reproducible.exporter(layers.EXPORTER_ATTRS[plan.compression],
+                                      daemon.image_store()) if buildkit else None)
     try:
-        stream = daemon.build(context_tar(files), buildkit=plan.builder == "buildkit",
-                              tag=plan.tags[0], buildargs=plan.build_args, target=options.stage,
-                              nocache=options.no_cache, platform=options.platform,
-                              network=options.network,
-                              exporter=layers.EXPORTER_ATTRS[plan.compression]
-                              if plan.builder == "buildkit" else None)
-        image_id = _follow(stream, plan.builder == "buildkit", dockerfile, tracker, renderer,
-                           log)
+        stream = daemon.build(context_tar(files), buildkit=buildkit, tag=plan.tags[0],
+                              buildargs=reproducible.build_args(plan.build_args)
+                              if buildkit else plan.build_args,
+                              target=options.stage, nocache=options.no_cache,
+                              platform=options.platform, network=options.network,
+                              exporter=exporter)
+        image_id = _follow(stream, buildkit, dockerfile, tracker, renderer, log)
     except KeyboardInterrupt:
         daemon.cancel()
         raise BuildInterrupted("interrupted: the build was cancelled; no image was tagged"

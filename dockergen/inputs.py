@@ -37,6 +37,7 @@ LIMITS: dict[str, tuple[int, str]] = {
     # the format's own bound: "the header ... is limited to 100MB" (safetensors README)
     "safetensors-header": (8 + 100_000_000, "a safetensors header (its 8-byte length and "
                                             "JSON; the tensors are never read)"),
+    "public-key": (1 * _MIB, "a signature's public key (--require-signature, PEM)"),
     "record": (4 * _MIB, "a build record (--record, build-record.json)"),
     "lock": (16 * _MIB, "a base-image lock (PROFILE.lock.json) or a Python lock "
                         "(PROFILE.python.lock)"),

@@ -190,6 +190,9 @@ class FlashAttnStage:
     # (a pinned archive, installed with --require-hashes) or "flash-attn @ git+URL@COMMIT".
     requirement: str = ""
     source_kind: str = "pypi"  # pypi | archive | git
+    # the built wheel is stripped of its local symbols, repacked and dated to this epoch
+    # (why: components/flash_attn.py, where the stage is made); None: left as built
+    repack_epoch: int | None = None
 
 
 # --- FlashInfer ahead of time ----------------------------------------------------------------
@@ -301,6 +304,11 @@ class EngineStage:
     # compileall --invalidation-mode of the venv's bytecode (python.yaml bytecode); empty:
     # none is compiled
     bytecode: str = ""
+    # NAME=VALUE environment of the bytecode step (what makes the .pyc files reproducible)
+    bytecode_env: tuple[str, ...] = ()
+    # files uv writes into a dist-info for a local-file install, removed with their RECORD
+    # lines (they hold the file's ctime: dockergen/reproducible.py)
+    local_install_records: tuple[str, ...] = ()
 
     @property
     def requirement(self) -> str:
@@ -369,6 +377,9 @@ class RuntimeStage:
     # HOME's group, with the owner's rights (g=u): any UID of this group (OpenShift: an
     # arbitrary UID with GID 0) creates the engine's caches there
     home_group: int = 0
+    # build-time logs, caches and backups removed after the packages are installed (shell
+    # globs; what makes the package layer reproducible)
+    build_noise: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ lock data written next to the Dockerfile, the derivations ``dockergen explain`` 
 The base-image lock beside the profile (``PROFILE.lock.json``) is an input of resolution,
 read here and nowhere else, so that every output resolves the same pinned images.
 May import: :mod:`dockergen.components`, :mod:`dockergen.errors`, :mod:`dockergen.loader`,
-:mod:`dockergen.model`, :mod:`dockergen.pins`.
+:mod:`dockergen.model`, :mod:`dockergen.pins`, :mod:`dockergen.reproducible` (build noise).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import Any
 
-from dockergen import __version__, knowledge
+from dockergen import __version__, knowledge, reproducible
 from dockergen.components import (
     cuda,
     engine_jit,
@@ -308,7 +308,7 @@ def _runtime_stage(p: Profile, cuda_part: cuda.CudaPart, python_part: python.Pyt
         entrypoint=tuple(serving.serve.entrypoint), cmd=tuple(serving.serve.args),
         jit_toolchain=p.runtime.jit_toolchain, jit_c_compiler=serving.c_compiler,
         venv_layers=layers, after_venv=after_venv,
-        home_group=ARBITRARY_UID_GID,
+        home_group=ARBITRARY_UID_GID, build_noise=reproducible.BUILD_NOISE,
     )
 
 

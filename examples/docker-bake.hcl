@@ -22,7 +22,7 @@ target "_common" {
 target "a100-bf16" {
   inherits = ["_common"]
   context = "a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-6d7760fbaf17"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-a100-bf16", "registry.example.com/llm/vllm:dg-55b2c79ac9d4"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:f9b3e2a05949e3a4614e0d2952b73ed6801e42d3a62d051c61e436921d43f512"
@@ -39,7 +39,7 @@ target "a100-bf16" {
 target "a100-h100" {
   inherits = ["_common"]
   context = "a100-h100"
-  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-9289ac83f097"]
+  tags = ["registry.example.com/llm/vllm:0.32.0-cu130-a100-h100", "registry.example.com/llm/vllm:dg-f3eda91520b1"]
   labels = {
     "dockergen.engine" = "vllm==0.32.0"
     "dockergen.profile.hash" = "sha256:bda3274c70941bb5d5c465f37319f798b951cbd1c89be1558e4268d6e08519a0"
@@ -56,7 +56,7 @@ target "a100-h100" {
 target "fleet-a100-bf16" {
   inherits = ["_common"]
   context = "fleet-a100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-986a778dd441"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-a100-bf16", "registry.example.com/llm/vllm:dg-1eab453c75fe"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:4389b003830db60e33c4efd958f2aba795b6c4616b45f1d59f12b2096b8176c1"
@@ -73,7 +73,7 @@ target "fleet-a100-bf16" {
 target "fleet-h100-bf16" {
   inherits = ["_common"]
   context = "fleet-h100-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-c923b2a688cb"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-bf16", "registry.example.com/llm/vllm:dg-64d1f71b2111"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:63fa896faaed4db2334515ed7a04c4089ed4ce553a47aef30fedd4beb8832312"
@@ -90,7 +90,7 @@ target "fleet-h100-bf16" {
 target "fleet-h100-fp8" {
   inherits = ["_common"]
   context = "fleet-h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-54fb1e07371c"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-h100-fp8", "registry.example.com/llm/vllm:dg-19e6c8657239"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:4913bfd39d6049085d9b554decc3e733c0ccd6e2cd3cffbb26acf68234307c07"
@@ -107,7 +107,7 @@ target "fleet-h100-fp8" {
 target "fleet-l40s-bf16" {
   inherits = ["_common"]
   context = "fleet-l40s-bf16"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-0447777b9dcc"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-bf16", "registry.example.com/llm/vllm:dg-0875a181d059"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:e301e1b1bed428b418c8b2f6e07e9415fa4a315e05e0300fe238117474bfb40a"
@@ -124,7 +124,7 @@ target "fleet-l40s-bf16" {
 target "fleet-l40s-fp8" {
   inherits = ["_common"]
   context = "fleet-l40s-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-c684fa2b5c16"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-fleet-l40s-fp8", "registry.example.com/llm/vllm:dg-47467bd492e0"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:d3c43048d7ca944ab9c6a4cae159682d70c3abc9589d04b304cf0f33c2b8abe1"
@@ -141,7 +141,7 @@ target "fleet-l40s-fp8" {
 target "h100-fp8" {
   inherits = ["_common"]
   context = "h100-fp8"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-a76e23c31a4c"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-fp8", "registry.example.com/llm/vllm:dg-6b6fb3e0241b"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:f66b4da0f2fbbf6bf08180b824915b735b4f7b3ef79eed019d43ba1a954f3213"
@@ -158,7 +158,7 @@ target "h100-fp8" {
 target "h100-sglang-fp8" {
   inherits = ["_common"]
   context = "h100-sglang-fp8"
-  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-440f20e182d2"]
+  tags = ["registry.example.com/llm/sglang:0.5.23-cu130-h100-sglang-fp8", "registry.example.com/llm/sglang:dg-1a326213f7d6"]
   labels = {
     "dockergen.engine" = "sglang==0.5.23"
     "dockergen.profile.hash" = "sha256:db07e6aa8d5a87dbac9e030a8bc6ee2e3112691dbee73a07dfa0dee1cd2cf365"
@@ -175,7 +175,7 @@ target "h100-sglang-fp8" {
 target "h100-standalone" {
   inherits = ["_common"]
   context = "h100-standalone"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-standalone", "registry.example.com/llm/vllm:dg-5eaf78cbbd30"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-h100-standalone", "registry.example.com/llm/vllm:dg-bedeeb1c9934"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:94edfc817706d03a0bb0f4fc7eab4af2eaf053e52121bae5079d8225029007cb"
@@ -192,7 +192,7 @@ target "h100-standalone" {
 target "h100-trtllm-fp8" {
   inherits = ["_common"]
   context = "h100-trtllm-fp8"
-  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-5ab4804afbce"]
+  tags = ["registry.example.com/llm/tensorrt-llm:1.1.0-cu130-h100-trtllm-fp8", "registry.example.com/llm/tensorrt-llm:dg-2349b6d3da14"]
   labels = {
     "dockergen.engine" = "tensorrt-llm==1.1.0"
     "dockergen.profile.hash" = "sha256:6b16da06293613264708416e93aa8672aed3d00b9600894135705ebf964be488"
@@ -209,7 +209,7 @@ target "h100-trtllm-fp8" {
 target "l40s-awq" {
   inherits = ["_common"]
   context = "l40s-awq"
-  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-1c6adc1853d2"]
+  tags = ["registry.example.com/llm/vllm:0.33.0-cu130-l40s-awq", "registry.example.com/llm/vllm:dg-fb5dd3834f3a"]
   labels = {
     "dockergen.engine" = "vllm==0.33.0"
     "dockergen.profile.hash" = "sha256:48405005715f4ed35f4f1425da78cd816e925cc78eb28b448a24249db07e3d49"

@@ -54,6 +54,10 @@ from dockergen.cli.app import (
 @click.option("--openshift", is_flag=True,
               help="Kubernetes: OpenShift's restricted-v2 SCC assigns the UID, GID 0 and "
                    "fsGroup; the pod fixes none of them.")
+@click.option("--require-signature", "require_signature", metavar="KEY",
+              help="Kubernetes: add a Sigstore policy-controller ClusterImagePolicy that "
+                   "admits the image only with a cosign signature verified by KEY (a public "
+                   "key file such as cosign.pub, or a KMS reference).")
 @set_option
 @quiet_option
 @click.pass_context
@@ -61,7 +65,7 @@ def deploy(ctx: click.Context, profile: str | None, fmt: str, record: str | None
            output: str | None, deploy_all: bool, opt_in: tuple[str, ...], gpu_ids: str | None,
            bind_address: str, namespace: str, runtime_class: str | None, hf_secret: str,
            model_claim: str | None, cpus: int, memory_gib: int, openshift: bool,
-           overrides: tuple[str, ...], quiet: bool) -> None:
+           require_signature: str | None, overrides: tuple[str, ...], quiet: bool) -> None:
     """Write a hardened Compose file or Kubernetes manifest for PROFILE."""
     from dockergen import atomic
     from dockergen.api import shipped_single_images
@@ -79,7 +83,7 @@ def deploy(ctx: click.Context, profile: str | None, fmt: str, record: str | None
         gpu_ids=tuple(gpu_ids.split(",")) if gpu_ids is not None else (),
         bind_address=bind_address, namespace=namespace, runtime_class=runtime_class,
         hf_secret=hf_secret, model_claim=model_claim, cpus=cpus, memory_gib=memory_gib,
-        openshift=openshift)
+        openshift=openshift, require_signature=require_signature)
     try:
         check_options(options)  # before any profile is read
     except DeployUsageError as exc:
@@ -112,5 +116,5 @@ _DEPLOY_FORMAT_OPTIONS = (
     ("namespace", "--namespace", "k8s"), ("runtime_class", "--runtime-class", "k8s"),
     ("hf_secret", "--hf-secret", "k8s"), ("model_claim", "--model-claim", "k8s"),
     ("cpus", "--cpus", "k8s"), ("memory_gib", "--memory-gib", "k8s"),
-    ("openshift", "--openshift", "k8s"),
+    ("openshift", "--openshift", "k8s"), ("require_signature", "--require-signature", "k8s"),
 )

@@ -9,7 +9,7 @@ manifest; the wheel itself goes into the venv in the engine stage.
 May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.python` (the
 pinned pip), :mod:`dockergen.components.torch` (the C++ standard its headers need),
 :mod:`dockergen.components.cuda` (CUDA fixes), :mod:`dockergen.errors` (fix edits),
-:mod:`dockergen.knowledge`, :mod:`dockergen.model`.
+:mod:`dockergen.knowledge`, :mod:`dockergen.model`, :mod:`dockergen.reproducible` (the epoch).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from dockergen import reproducible
 from dockergen.components import cuda, python, torch
 from dockergen.components.base import Context, describe, nearest, release_edits
 from dockergen.errors import Edit
@@ -285,7 +286,15 @@ def derive(c: Context, d: list[Derivation], arch_list: str, mode: Mode) -> Flash
                         "FA@v2.8.3:setup.py NinjaBuildExtension ('~8-9GB when threads = 4')"))
     d.append(Derivation("NVCC_THREADS", str(p.flash_attn.nvcc_threads),
                         "flash_attn.nvcc_threads", "FA@v2.8.0..HEAD:setup.py"))
+    # Two builds of one source differed in the extension's symbol table, and only there
+    # (stand-in, 2026-12-06): nvcc names its intermediate file after its process id
+    # (tmpxft_<pid>_...cudafe1.cpp) and gcc writes that name into .symtab as the source
+    # file's. ``strip --strip-unneeded`` drops the local symbols (the dynamic ones, which
+    # the import resolves, stay); ``wheel pack`` rewrites RECORD with the new hash, and the
+    # wheel is dated to the epoch because uv records a local wheel's mtime in the
+    # installed uv_cache.json.
     return FlashAttnStage(
+        repack_epoch=reproducible.EPOCH,
         version=p.flash_attn.version, archs=";".join(fa_archs), torch_arch_list=arch_list,
         expect=",".join(f"sm_{a}" for a in fa_archs), max_jobs=max_jobs,
         max_jobs_reason=(f"{p.build.memory_gib} GiB build memory / {fa['job_gib']} GiB "

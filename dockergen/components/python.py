@@ -188,6 +188,14 @@ def derive(c: Context, d: list[Derivation], mode: Mode) -> PythonPart:
     )
 
 
+# The environment of the bytecode step: marshal writes a frozenset constant (``x in {...}``)
+# in its iteration order, which follows the strings' hashes, randomized per process unless
+# the seed is fixed; with it two builds write the same .pyc files (src: CPython
+# Python/marshal.c w_object, set and frozenset; reproducible-builds.org "Python: hash
+# randomization").
+BYTECODE_ENV = ("PYTHONHASHSEED=0",)
+
+
 def bytecode_mode(d: list[Derivation]) -> str:
     """How the venv's bytecode is compiled in the engine stage (compileall's
     ``--invalidation-mode``, ``python.yaml`` ``bytecode``), with its derivation."""

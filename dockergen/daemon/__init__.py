@@ -101,7 +101,8 @@ class ContainerDaemon(Protocol):
               network: str | None = None,
               exporter: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
         """Start a build; yield the decoded messages of its stream. ``exporter``: BuildKit
-        image-exporter attributes (layer compression), BuildKit builds only."""
+        image-exporter attributes (layer compression, the timestamp rewrite), BuildKit
+        builds only."""
 
     def image_store(self) -> str:
         """Where the engine keeps images: ``containerd`` (its exporter writes zstd layers)

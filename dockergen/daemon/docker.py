@@ -147,8 +147,9 @@ class DockerDaemon:
             params["labels"] = json.dumps(labels, sort_keys=True)
         if network:
             params["networkmode"] = network
-        if exporter and buildkit:  # the engine's own image exporter, with these attributes
-            params["outputs"] = json.dumps([{"type": "moby", "attrs": exporter}])
+        if exporter and buildkit:
+            params["outputs"] = json.dumps([{"type": _exporter_type(exporter),
+                                             "attrs": exporter}])
         headers = {"Content-Type": "application/x-tar"}
         auths = {reg: cfg for reg in self._config.get("auths", {})
                  if (cfg := docker.auth.resolve_authconfig(self._config, reg))}
@@ -373,6 +374,14 @@ class DockerDaemon:
                     wanted.registry, wanted.repository, digest):
                 return True
         return False
+
+
+def _exporter_type(attrs: dict[str, str]) -> str:
+    """The engine's own ``moby`` image exporter, or BuildKit's plain ``image`` exporter
+    when the layers' timestamps are rewritten: moby's forces ``unpack``, which BuildKit
+    refuses beside ``rewrite-timestamp`` (Engine 28.5.2); the plain one stores into the
+    same containerd image store, unpacked when a container first needs it."""
+    return "image" if attrs.get("rewrite-timestamp") == "true" else "moby"
 
 
 def _not_there(exc: docker.errors.APIError) -> bool:

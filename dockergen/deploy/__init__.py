@@ -117,6 +117,9 @@ class DeployOptions:
     # Kubernetes: OpenShift's restricted-v2 SCC assigns the UID (from the namespace's range),
     # GID 0 and the fsGroup; a pod that fixes them is refused there
     openshift: bool = False
+    # Kubernetes: a public key file or KMS reference; the manifest then carries an admission
+    # policy that admits the image only with a cosign signature by that key (deploy/admission.py)
+    require_signature: str | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,9 @@ class DeployFacts:
     gpu_products: tuple[str, ...] = ()
     # folders the image writes beyond its engine's own (the engine's JIT cache, unseeded)
     extra_caches: tuple[CacheDir, ...] = ()
+    # the admission policy's verifying key (``key`` of a ClusterImagePolicy authority);
+    # None: no policy is written
+    signature_key: dict[str, str] | None = None
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -241,6 +247,11 @@ def facts_of(res: Resolution, options: DeployOptions) -> DeployFacts:
                         "the download lands in the ~/.cache tmpfs/emptyDir (memory, size-capped) "
                         "on every start; serve a local folder (mounted read-only) instead")
     record = _read_record(options.record, resolved.profile_hash) if options.record else None
+    signature_key = None
+    if options.require_signature is not None:  # read before anything is written
+        from dockergen.deploy.admission import key_material
+
+        signature_key = key_material(options.require_signature)
     # the build's own immutable tag (it hashes the build's inputs), else the one a default
     # `dockergen build` of this profile gives
     hash_tag = str(refs.parse(record.immutable_tag).tag) if record else res.content_tag
@@ -258,7 +269,7 @@ def facts_of(res: Resolution, options: DeployOptions) -> DeployFacts:
         layers=layers.summary(p.image.compression),
         arch=GOARCH_OF_MACHINE[resolved.python_lock_inputs.platform.split("-", 1)[0]],
         gpu_products=tuple(sorted({g for t in resolved.gpus for g in t.gfd_products})),
-        extra_caches=_jit_cache(resolved), warnings=warnings)
+        extra_caches=_jit_cache(resolved), signature_key=signature_key, warnings=warnings)
 
 
 def _jit_cache(resolved: Resolved) -> tuple[CacheDir, ...]:
@@ -287,6 +298,9 @@ def deploy(res: Resolution, fmt: str, options: DeployOptions | None = None) -> D
     """Generate the Compose file or Kubernetes manifest of a resolved profile."""
     options = options or DeployOptions()
     check_options(options)
+    if options.require_signature is not None and fmt != "k8s":
+        raise DeployUsageError("--require-signature writes a Kubernetes admission policy; "
+                               "use it with --format k8s")
     facts = facts_of(res, options)
     if fmt == "compose":
         from dockergen.deploy.compose import render_compose

@@ -8,7 +8,8 @@ With ``--openshift`` the pod fixes no runAsUser, runAsGroup or fsGroup: OpenShif
 restricted-v2 SCC assigns them (an arbitrary UID from the namespace's range, GID 0) and
 refuses a pod whose fixed UID is outside that range (src: OpenShift 4 docs, "Managing
 security context constraints", restricted-v2).
-May import: :mod:`dockergen.deploy`, :mod:`dockergen.deploy.facts` and :mod:`dockergen.kube`
+May import: :mod:`dockergen.deploy`, :mod:`dockergen.deploy.admission` (the signature
+policy), :mod:`dockergen.deploy.facts` and :mod:`dockergen.kube`
 (the namespace, labels and port name observe's monitoring selects).
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 import yaml
 
 from dockergen import kube
-from dockergen.deploy import DeployFacts, DeployOptions, comment
+from dockergen.deploy import DeployFacts, DeployOptions, admission, comment
 from dockergen.deploy.facts import (
     GFD_COMPUTE_MAJOR,
     GFD_COMPUTE_MINOR,
@@ -200,8 +201,11 @@ def manifests(f: DeployFacts, o: DeployOptions) -> list[dict[str, Any]]:
     selector = kube.selector(f.name)
     volumes, mounts = _volumes_and_mounts(f, o)
     pod = _pod_spec(f, o, _server_container(f, o, mounts), volumes)
-    return [_deployment(f, o, labels, selector, pod), _service(f, o, labels, selector),
+    docs = [_deployment(f, o, labels, selector, pod), _service(f, o, labels, selector),
             _network_policy(f, o, labels, selector)]
+    if f.signature_key is not None:  # the same image the Deployment runs
+        docs.append(admission.cluster_image_policy(f.name, f.image, f.signature_key))
+    return docs
 
 
 def _header(f: DeployFacts, o: DeployOptions) -> str:
@@ -225,6 +229,8 @@ def _header(f: DeployFacts, o: DeployOptions) -> str:
         lines.append(f"#   {path}: {c.why} (src: {c.src})")
     for opt in o.opt_in:
         lines.append(f"# OPT-IN {comment(opt)}: enabled on request")
+    if f.signature_key is not None:
+        lines += admission.header_lines(f.image)
     return "\n".join(lines) + "\n"
 
 
@@ -253,6 +259,15 @@ class _NoAliases(yaml.SafeDumper):
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
+
+
+def _text_block(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    """A text of several lines (a PEM key) as a literal block, as people paste it."""
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_NoAliases.add_representer(str, _text_block)
 
 
 def render_kubernetes(f: DeployFacts, o: DeployOptions) -> str:

@@ -37,6 +37,7 @@ class FakeDaemon:
     store: str = "containerd"  # the image store: containerd (writes zstd) or classic
     exporters: list[dict[str, str] | None] = field(default_factory=list)  # per build
     files: dict[str, bytes] = field(default_factory=dict)  # path -> what read_file finds
+    buildargs: list[dict[str, str]] = field(default_factory=list)  # per build
 
     def has_buildkit(self) -> bool:
         return True
@@ -62,6 +63,7 @@ class FakeDaemon:
               network: str | None = None,
               exporter: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
         self.exporters.append(exporter)
+        self.buildargs.append(dict(buildargs))
         if self.silent_build:
             # like a RUN step that prints nothing: no message until the build is cancelled,
             # then the connection drops

@@ -11,7 +11,8 @@ formatted by ``templates/components/serving.j2``.
 May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.cuda`,
 :mod:`dockergen.components.python`, :mod:`dockergen.components.torch`,
 :mod:`dockergen.errors`, :mod:`dockergen.inputs` (the Python lock), :mod:`dockergen.kernels`
-(which GPUs compiled code runs on), :mod:`dockergen.knowledge`, :mod:`dockergen.model`.
+(which GPUs compiled code runs on), :mod:`dockergen.knowledge`, :mod:`dockergen.model`,
+:mod:`dockergen.reproducible` (what a local-file install leaves that differs per build).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any, ClassVar
 
 from packaging.version import Version
 
-from dockergen import inputs, kernels, pylockfile
+from dockergen import inputs, kernels, pylockfile, reproducible
 from dockergen.components import cuda, python
 from dockergen.components import torch as torch_component
 from dockergen.components.base import Context, describe_all, dotted, release_edits
@@ -806,7 +807,10 @@ class ServingEngine:
                             index_strategy=strategy, torch_cuda=torch.cuda,
                             torch_cuda_major_only=torch.from_main_index,
                             constraints=CONSTRAINTS_IN_IMAGE if constraints else "",
-                            bytecode=python.bytecode_mode(d))
+                            bytecode=python.bytecode_mode(d),
+                            bytecode_env=python.BYTECODE_ENV,
+                            local_install_records=reproducible.UV_LOCAL_INSTALL_RECORDS
+                            if flash_attn else ())
         serve = self.serve(c, d)
         env = {"HF_HOME": f"{APP_HOME}/.cache/huggingface", "HOME": APP_HOME,
                **{name: value for name, value, _ in IMAGE_ENV}, **self.extra_env(c)}

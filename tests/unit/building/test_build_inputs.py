@@ -71,7 +71,7 @@ def test_good_tags_and_targets_pass(tmp_path: Path) -> None:
                                          "control character"),
     (("--build-arg", "FOO=1"), "--build-arg FOO: the rendered Dockerfile declares no ARG FOO, "
                                "so it would change nothing but the tag; remove it (declared: "
-                               "DEBIAN_FRONTEND; Docker also takes HTTP_PROXY"),
+                               "DEBIAN_FRONTEND, SOURCE_DATE_EPOCH; Docker also takes HTTP_PROXY"),
     (("--build-arg", "A B=1"), "--build-arg 'A B': not an ARG name; write NAME=VALUE"),
     (("--build-arg", "X\nRUN=1"), "--build-arg 'X\\nRUN': not an ARG name"),
 ], ids=["platform-injection", "platform-no-arch", "platform-case", "platform-too-long",

@@ -33,15 +33,28 @@ def _build(daemon: FakeDaemon, tmp_path: Path, *overrides: str, builder: str = "
 def test_zstd_is_the_default_and_asks_for_oci_zstd_layers(tmp_path: Path) -> None:
     daemon = FakeDaemon()
     _build(daemon, tmp_path)
+    # with the timestamp rewrite the containerd store honours (dockergen/reproducible.py)
     assert daemon.exporters == [{"compression": "zstd", "force-compression": "true",
-                                 "oci-mediatypes": "true"}]
+                                 "oci-mediatypes": "true", "rewrite-timestamp": "true"}]
+    assert daemon.buildargs == [{"SOURCE_DATE_EPOCH": "0"}]
 
 
 def test_gzip_is_forced_too(tmp_path: Path) -> None:
     # without force-compression a layer BuildKit's cache holds as zstd would stay zstd
     daemon = FakeDaemon(store="classic")  # gzip needs no containerd store
     _build(daemon, tmp_path, "image.compression=gzip")
+    # the classic store ignores rewrite-timestamp: it is not asked for (the epoch still is)
     assert daemon.exporters == [{"compression": "gzip", "force-compression": "true"}]
+    assert daemon.buildargs == [{"SOURCE_DATE_EPOCH": "0"}]
+
+
+def test_a_given_epoch_is_kept(tmp_path: Path) -> None:
+    daemon = FakeDaemon()
+    build_profile(PROFILE, ONE_CHECK, BuildOptions(progress="plain", build_args={
+                      "SOURCE_DATE_EPOCH": "1764547200"}),
+                  output=tmp_path / "ctx", echo=lambda _: None, out=lambda _: None,
+                  daemon=daemon)
+    assert daemon.buildargs == [{"SOURCE_DATE_EPOCH": "1764547200"}]
 
 
 @pytest.mark.parametrize(("store", "builder", "why"), [

@@ -98,7 +98,8 @@ def test_home_is_group_0_writable_and_the_cache_mount_points_are_left_to_the_mou
     runtime = runtime[max(i for i, c in enumerate(runtime) if c.cmd == "FROM"):]
     run = next(c.value[0] for c in runtime if c.cmd == "RUN" and "useradd" in c.value[0])
     steps = [s.strip() for s in run.split("&&")]
-    assert steps[-2:] == [f"chown -R {uid}:0 {home}", f"chmod -R g=u {home}"]
+    assert steps[-3:-1] == [f"chown -R {uid}:0 {home}", f"chmod -R g=u {home}"]
+    assert steps[-1] == "rm -rf " + " ".join(resolved.runtime.build_noise)  # then the noise
     caches = [c.path.replace("{home}", home)
               for c in engine_for(resolved.profile.engine.name).run.caches]
     assert f"{home}/.cache" in caches
