@@ -51,7 +51,8 @@ def gpu(given: str) -> GpuTarget | None:
     entry = facts()["gpus"].get(key)
     if entry is not None:
         return GpuTarget(given, entry["cc"], key, entry["family"], entry["src"],
-                         int(entry["mem_gib"]), tuple(entry.get("gfd_product", ())))
+                         int(entry["mem_gib"]), tuple(entry.get("gfd_product", ())),
+                         tuple(entry.get("platforms", ())))
     m = _CC.fullmatch(key)
     if m:
         major = int(m.group(1))
@@ -199,6 +200,21 @@ def check_cuda(c: Context) -> None:
             c.error(("cuda", "version"), f"CUDA {version} dropped compute capability {t.cc} "
                     f"(CUDA <= {arch['max_cuda']} has it), but gpu.targets includes "
                     f"{describe(t)}", edits=[*older, *c.drop(t), *still])
+
+
+def check_platform(c: Context) -> None:
+    """gpu-platform: a GPU sold only inside one kind of host (GH200, GB200: a Grace CPU;
+    GB10: DGX Spark's) runs only images of that host's platform. An error, not a warning:
+    an amd64 image on a Grace host stops at its first binary ("exec format error"), and
+    nothing in the image could make it start."""
+    platform = c.p.build.platform
+    for t in c.gpus:
+        if t.platforms and platform not in t.platforms:
+            want = t.platforms[0]
+            c.error(("build", "platform"), f"{describe(t)} exists only in {want} hosts, "
+                    f"but build.platform is {platform}: the image could not start there",
+                    edits=[Edit.set("build.platform", want, f"use build.platform: {want}"),
+                           *c.drop(t)])
 
 
 # nvidia/cuda's tag scheme, kept by mirrors: VERSION-[cudnn-]FLAVOUR-OS

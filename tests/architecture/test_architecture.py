@@ -191,7 +191,8 @@ ALLOWED: dict[str, set[str]] = {
     # maintainer tools: read the knowledge files and PyPI, never the rendering pipeline
     "dockergen.maint": set(),
     "dockergen.maint.": _BASE | {"dockergen.knowledge", "dockergen.maint", "dockergen.net",
-                                 "dockergen.ranges", "dockergen.maint.*"},
+                                 "dockergen.ranges", "dockergen.maint.*",
+                                 "dockergen.kernels"},  # the fatbin reader, for the rows
 }
 # Third-party packages with one owner (a module, or a package and its modules).
 ONLY_IMPORTER = {"docker": "dockergen.daemon.docker", "requests": "dockergen.daemon.docker",
