@@ -137,6 +137,10 @@ RULE_DETAILS: tuple[RuleDetail, ...] = (
     RuleDetail("torch-cuda-index", "warning",
                "that torch has a `cuXYZ` index for the CUDA (unverified: download.pytorch.org "
                "cannot be read where the knowledge is checked)"),
+    RuleDetail("fa2-file-clash", "error",
+               "a FlashAttention-2 source build installs no file a distribution the engine "
+               "release requires ships too: flash-attn >= 2.8.3 (and a source of the "
+               "repository) carries `flash_attn/cute`, which SGLang's flash-attn-4 ships"),
     RuleDetail("fa2-cxx-std", "error",
                "the C++ standard flash-attn's setup.py forces (`-std=c++17` in every release up "
                "to 2.8.3.post2) must be one the torch headers accept: torch >= 2.14 needs C++20 "
