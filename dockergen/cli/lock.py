@@ -39,7 +39,7 @@ def _check_python_lock_options(python_platform: str | None, torch_index: str | N
 def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
                  python_platform: str | None, torch_index: str | None) -> None:
     """`dockergen lock --python`: write or check one profile's hashed Python lock."""
-    from dockergen import owners, pylock
+    from dockergen import closure, owners, pylock
 
     inp = pylock.inputs_of(pylock.lock_resolution(path, overrides), platform=python_platform,
                            torch_index=torch_index)
@@ -52,6 +52,11 @@ def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
     bad = pylock.verify_sources(text, inp)
     if bad:
         raise pylock.LockError("the resolved closure mixes indexes: " + "; ".join(bad))
+    # every distribution installs on the image's Python and machine, before any build
+    sources = closure.check(text, inp.python, inp.platform)
+    if sources:
+        click.echo("built from their sdists in the engine stage (no wheel on the index; pure "
+                   "Python): " + ", ".join(sources), err=True)
     unchecked = owners.check(text)  # two wheels writing one file: refused before any build
     if unchecked:
         click.echo("file ownership not checked for what has no wheel on its index (its files "

@@ -168,6 +168,8 @@ ALLOWED: dict[str, set[str]] = {
                                    "dockergen.net", "dockergen.ranges"},
     # who writes which file of a locked closure (RECORDs read from the index)
     "dockergen.owners": _BASE | {"dockergen.components.python", "dockergen.outdated"},
+    # every locked distribution has a wheel for the image's Python and machine
+    "dockergen.closure": _BASE | {"dockergen.outdated", "dockergen.owners"},
     # a profile moved to newer releases: resolution with facts derived from the index
     "dockergen.upgrade": _BASE | {"dockergen.components.cuda", "dockergen.components.serving",
                                   "dockergen.kernels", "dockergen.knowledge",
