@@ -120,6 +120,11 @@ RULE_DETAILS: tuple[RuleDetail, ...] = (
                "the release publishes a wheel for `build.platform`'s machine (vLLM 0.9.1: "
                "x86_64 only) whose manylinux glibc the base OS has (SGLang's manylinux_2_34 "
                "needs ubuntu22.04 or newer); read per release from the index's files"),
+    RuleDetail("closure-wheels", "error",
+               "every member of the engine release's whole resolved closure has a wheel for "
+               "the profile's Python and wheel platform, where that triple was read "
+               "(`closure_wheels`, tools/closure_wheels.py); `lock --python` judges the real "
+               "closure the same way online"),
     RuleDetail("engine-kernel-archs", "error",
                "every target runs the GPU code of the compiled library every model loads, read "
                "from the release's wheel for the image's machine (docs/knowledge.md tells "

@@ -98,11 +98,22 @@ def judge(name: str, version: str, hashes: set[str], files: list[outdated.IndexF
         return Verdict(name, version, "wheel")
     if not wheels:
         return Verdict(name, version, "sdist")
-    have = sorted({t.platform if t.platform != "any" else f"{t.interpreter}-{t.abi}"
-                   for f in wheels for t in _wheel_tags(f.name)})
-    return Verdict(name, version, "missing", f"its wheels are for {', '.join(have[:6])}"
-                   f"{' and more' if len(have) > 6 else ''}; " + _fixes(name, version, files,
-                                                                         python, platform))
+    return Verdict(name, version, "missing", f"its wheels are for {_covered(wheels)}; "
+                   + _fixes(name, version, files, python, platform))
+
+
+def _covered(wheels: list[outdated.IndexFile]) -> str:
+    """What a release's wheels cover, in words: its interpreters, then its platforms."""
+    tags = {t for f in wheels for t in _wheel_tags(f.name)}
+    interpreters = sorted({t.interpreter for t in tags}, key=_interpreter_key)
+    platforms = sorted({t.platform for t in tags})
+    shown = ", ".join(platforms[:4]) + (" and more" if len(platforms) > 4 else "")
+    return f"{', '.join(interpreters)} on {shown}"
+
+
+def _interpreter_key(tag: str) -> tuple[str, int]:
+    digits = re.sub(r"\D", "", tag)
+    return re.sub(r"\d", "", tag), int(digits) if digits else 0
 
 
 def _fixes(name: str, version: str, files: list[outdated.IndexFile], python: str,
@@ -113,15 +124,19 @@ def _fixes(name: str, version: str, files: list[outdated.IndexFile], python: str
     fit = sorted({f.version for f in files if f.name.endswith(".whl")
                   and not f.version.is_prerelease and _wheel_tags(f.name) & tags})
     here = [f for f in files if str(f.version) == version and f.name.endswith(".whl")]
-    pythons = [p for p in _PYTHONS if p != python and any(
-        _wheel_tags(f.name) & target_tags(p, platform) for f in here)]
+    minor = int(python.split(".")[1])
+    pythons = sorted((p for p in _PYTHONS if p != python and any(
+        _wheel_tags(f.name) & target_tags(p, platform) for f in here)),
+        key=lambda p: (abs(int(p.split(".")[1]) - minor), p))
     out = []
     if fit:
         near = sorted(fit, key=lambda v: (abs(_rank(str(v)) - _rank(version)), str(v)))[:2]
         out.append(f"pin {' or '.join(f'{name}=={v}' for v in near)} in packages.pip "
-                   f"(releases with a {platform} wheel for Python {python})")
+                   f"(releases with a wheel for Python {python} on {platform}) if the "
+                   "engine's requirements allow it")
     if pythons:
-        out.append(f"use python {' or '.join(pythons[:2])} (its wheels of {version} cover it)")
+        out.append(f"use python {' or '.join(pythons[:2])} (its wheels of {version} cover "
+                   "it) where the engine release supports it")
     out.append("or install a build toolchain for its sdist and accept a source build")
     return "; ".join(out)
 

@@ -39,5 +39,5 @@ def test_the_same_closure_on_an_older_glibc_names_what_has_no_wheel(lock_text: s
     message = str(err.value)
     assert "torch==2.14.0 (its wheels are for " in message, message
     assert "manylinux_2_28_aarch64" in message
-    assert "vllm==0.33.0 (its wheels are for manylinux_2_28_aarch64, manylinux_2_28_x86_64" \
-        in message
+    assert "vllm==0.33.0 (its wheels are for cp38 on manylinux_2_28_aarch64, " \
+        "manylinux_2_28_x86_64" in message

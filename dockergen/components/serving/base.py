@@ -400,6 +400,28 @@ class ServingEngine:
             return
         self._check_glibc(c, row)
 
+    def check_closure_wheels(self, c: Context) -> None:
+        """closure-wheels: every member of the release's whole closure has a wheel for the
+        image's Python and wheel platform, as read for that triple (``closure_wheels``,
+        tools/closure_wheels.py: uv's resolution, then each member's files on the index);
+        a member without one would be compiled from its sdist in the engine stage.
+        ``dockergen lock --python`` judges the real closure the same way online."""
+        p = c.p
+        row = (self.facts().get("closure_wheels") or {}).get(p.engine.version) or {}
+        platform = python.wheel_platform(p.cuda.os, p.cuda.devel_image, c.machine)
+        lacking = (row.get(platform) or {}).get(p.python)
+        if not lacking:
+            return
+        minor = int(p.python.split(".")[1])
+        fits = sorted((py for py, names in (row.get(platform) or {}).items() if not names),
+                      key=lambda py: (abs(int(py.split(".")[1]) - minor), py))
+        c.error(("python",), f"the closure of {p.engine.name} {p.engine.version} has no "
+                f"wheel for Python {p.python} on {platform} of {', '.join(lacking)} "
+                f"({row['src']}): the engine stage would compile them from their sdists "
+                "with whatever the build image has", "run `dockergen lock --python` to see "
+                "the whole closure judged", edits=[
+                    Edit.set("python", py, f'use python: "{py}"') for py in fits])
+
     def _check_glibc(self, c: Context, row: Mapping[str, Any]) -> None:
         p, need = c.p, str(row[c.machine])
         have = python.os_glibc(p.cuda.os, p.cuda.devel_image)

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from dockergen.api import resolve_profile
 from dockergen.components import flash_attn
+from dockergen.errors import ProfileError
 from tests.conftest import ROOT, run_cli
 
 SOURCE = ("    git: https://github.com/Dao-AILab/flash-attention\n"
@@ -67,3 +71,44 @@ def test_the_shared_paths_are_only_flash_attn_cute() -> None:
     assert share["dist"] == "flash-attn-4"
     assert len(share["paths"]) == 20
     assert all(p.startswith("flash_attn/cute/") for p in share["paths"])
+
+
+def test_a_closure_member_without_a_wheel_for_the_python_is_an_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows tools/closure_wheels.py reads (uv's closure, then each member's files on the
+    index) are judged offline: a member without a wheel for the profile's Python and wheel
+    platform is an error naming it and the Pythons whose closure has every wheel. The row
+    here stands for one such reading (the shipped rows have no member missing)."""
+    from dockergen.components.serving.base import ServingEngine
+
+    shipped = ServingEngine.facts
+
+    def facts(self: ServingEngine) -> dict[str, object]:
+        data = dict(shipped(self))
+        if self.name == "vllm":
+            data["closure_wheels"] = {"0.33.0": {
+                "aarch64-manylinux_2_35": {"3.12": [], "3.13": ["native-ext==2.0"]},
+                "src": "a reading for this test"}}
+        return data
+
+    monkeypatch.setattr(ServingEngine, "facts", facts)
+    path = _profile(tmp_path, "extends: gh200-vllm\nname: c\npython: \"3.13\"\n")
+    with pytest.raises(ProfileError) as err:
+        resolve_profile(path)
+    text = str(err.value)
+    assert ("python: the closure of vllm 0.33.0 has no wheel for Python 3.13 on "
+            "aarch64-manylinux_2_35 of native-ext==2.0 (a reading for this test)") in text, text
+    assert 'use python: "3.12"' in text
+    resolve_profile(path.with_name("gh200-vllm.yaml"))  # 3.12: every member has a wheel
+
+
+def test_sglang_on_python_3_13_names_the_closure_member_without_a_wheel(tmp_path: Path) -> None:
+    """SGLang 0.5.23's own wheels cover 3.11-3.13, but its closure pins outlines-core
+    0.1.26, whose wheels stop at cp312: on 3.13 the engine stage would compile its (Rust)
+    sdist. Read from PyPI by tools/closure_wheels.py; before, this profile validated."""
+    path = _profile(tmp_path, "extends: h100-sglang-fp8\nname: c\npython: \"3.13\"\n")
+    run = run_cli("validate", str(path))
+    assert run.rc == 2, run.err
+    assert ("python: the closure of sglang 0.5.23 has no wheel for Python 3.13 on "
+            "x86_64-manylinux_2_35 of outlines-core==0.1.26") in run.err, run.err
+    assert 'use python: "3.12", or use python: "3.11"' in run.err
