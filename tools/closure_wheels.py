@@ -32,7 +32,7 @@ def _unjudged(self: ServingEngine, c: object) -> None:
     """The rows being read are not judged by the rows read before them."""
 
 
-ServingEngine.check_closure_wheels = _unjudged  # type: ignore[method-assign,assignment]
+ServingEngine.check_closure_wheels = _unjudged  # type: ignore[method-assign]
 
 
 def missing(profile: Path, release: str, platform: str, python: str) -> list[str]:
