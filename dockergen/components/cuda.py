@@ -101,12 +101,17 @@ def retarget(c: Context, old: list[GpuTarget], ok: Callable[[GpuTarget], bool]
     for name in sorted(gpu_names(), key=lambda n: (cc_tuple(facts()["gpus"][n]["cc"]), n)):
         target = gpu(name)
         if (target is None or target.cc_tuple <= newest or name in rest or not ok(target)
-                or target.cc in out):
+                or target.cc in out or not _fits_platform(c, target)):
             continue
         out[target.cc] = Edit(f"target {name} instead of {' and '.join(sorted(gone))}",
                               (("gpu.targets", "[" + ", ".join([*rest, name]) + "]"),),
                               drastic=True)
     return list(out.values())
+
+
+def _fits_platform(c: Context, target: GpuTarget) -> bool:
+    """Whether ``target`` comes in hosts of the profile's platform (GH200: arm64 only)."""
+    return not target.platforms or c.p.build.platform in target.platforms
 
 
 def major_minor(version: str) -> str:
