@@ -502,6 +502,7 @@ def build(res: Resolution, options: BuildOptions, *, output: Path | None = None,
     from dockergen.daemon import DaemonError
 
     builder = res.resolved.mode
+    options = replace(options, platform=_platforms_judged(res, options.platform))
     ctx = context_of(res)
     check_stage(options.stage, ctx.files["Dockerfile"].decode())
     check_declared_args(options.build_args, ctx.files["Dockerfile"].decode())
@@ -558,6 +559,29 @@ def _build_index(daemon: ContainerDaemon, ctx: RenderedContext, plan: BuildPlan,
                                    tuple(plan.tags), immutable, options.smoke, options.gpus,
                                    options.push)
     return multiplatform.build_index(daemon, ctx, job, build_one, folder, echo, out)
+
+
+def _platforms_judged(res: Resolution, given: str | None) -> str | None:
+    """The platform(s) to build, each judged by the rules before anything is built.
+
+    The profile's ``build.platform`` is the machine its facts and checks were read for, so
+    a single ``--platform`` must be it; a list must hold it, and the profile is resolved
+    again for every other platform of the list (a release without that machine's wheels,
+    kernels for the targets or glibc stops here, named)."""
+    from dockergen.buildid import engine_platform
+    from dockergen.loader import with_overrides
+    from dockergen.pipeline import resolution_of
+
+    own = res.resolved.profile.build.platform
+    wanted = [w.strip() for w in given.split(",")] if given else [own]
+    fix = (f"build.platform is the machine the profile's facts are read for: set it "
+           f"(--set build.platform={wanted[0]}) or build for {own}")
+    if own not in wanted:
+        raise UnsafeInput(f"--platform {given}: the profile's build.platform is {own}; {fix}")
+    for other in wanted:
+        if other != own:
+            resolution_of(with_overrides(res.loaded, (f"build.platform={other}",)))
+    return engine_platform(given, own)
 
 
 def _check_options(options: BuildOptions, ca_certs: tuple[Path, ...]) -> None:

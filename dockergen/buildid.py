@@ -18,6 +18,17 @@ import json
 from dockergen import __version__
 
 PREFIX = "dg-"
+# The engine's own platform on the hosts dockergen builds on: no --platform is sent for it,
+# so a profile for it keeps the tags it had before profiles named a platform.
+HOST_PLATFORM = "linux/amd64"
+
+
+def engine_platform(given: str | None, profile_platform: str) -> str | None:
+    """The platform a build asks the engine for: ``--platform`` when given, else the
+    profile's ``build.platform`` (None for the host's own, which the engine defaults to)."""
+    if given is not None:
+        return given
+    return None if profile_platform == HOST_PLATFORM else profile_platform
 
 
 def content_tag(files: dict[str, bytes], *, mode: str, build_args: dict[str, str] | None = None,

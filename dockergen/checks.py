@@ -108,15 +108,30 @@ RULE_DETAILS: tuple[RuleDetail, ...] = (
                "every target is a known GPU or compute capability"),
     RuleDetail("cuda-known, cuda-os", "error",
                "CUDA release known; `nvidia/cuda` image exists for the OS"),
+    RuleDetail("gpu-platform", "error",
+               "a GPU sold only inside one kind of host runs only images of that host's "
+               "platform: GH200, GB200 and GB10 (DGX Spark) need `build.platform: linux/arm64`"),
     RuleDetail("cuda-arch-vs-toolkit", "error",
-               "sm_89/90 need CUDA >= 11.8, sm_100/120 >= 12.8, sm_70 gone in 13.0"),
+               "sm_89/90 need CUDA >= 11.8, sm_100/120 >= 12.8, sm_103/121 >= 12.9 (read from "
+               "`ptxas --help` of the nvcc wheels), sm_70 gone in 13.0"),
     RuleDetail("engine-release, engine-python, engine-cuda-major", "error",
                "release known; Python in its `Requires-Python`; vLLM >= 0.21 wheels need CUDA 13"),
+    RuleDetail("engine-platform", "error",
+               "the release publishes a wheel for `build.platform`'s machine (vLLM 0.9.1: "
+               "x86_64 only) whose manylinux glibc the base OS has (SGLang's manylinux_2_34 "
+               "needs ubuntu22.04 or newer); read per release from the index's files"),
+    RuleDetail("closure-wheels", "error",
+               "every member of the engine release's whole resolved closure has a wheel for "
+               "the profile's Python and wheel platform, where that triple was read "
+               "(`closure_wheels`, tools/closure_wheels.py); `lock --python` judges the real "
+               "closure the same way online"),
     RuleDetail("engine-kernel-archs", "error",
                "every target runs the GPU code of the compiled library every model loads, read "
-               "from the release's wheel (docs/knowledge.md tells how): SGLang (sglang-kernel's "
-               "`common_ops`: sm_80 and newer, no PTX) cannot run on a T4; vLLM >= 0.21 (sm_75 "
-               "and newer) cannot run on a V100; a release whose code was not read warns"),
+               "from the release's wheel for the image's machine (docs/knowledge.md tells "
+               "how): SGLang (sglang-kernel's `common_ops`: sm_80 and newer, no PTX) cannot "
+               "run on a T4; vLLM >= 0.21 (sm_75 and newer) cannot run on a V100; on aarch64 "
+               "vLLM has no sm_75 and sglang-kernel starts at sm_90; a release whose code "
+               "was not read warns"),
     RuleDetail("engine-pin-on-pypi", "error / warning",
                "a release pinning a `flashinfer-python` PyPI never carried (vLLM 0.34.0: 0.7.3) "
                "cannot be installed from PyPI; with `build.pip_index_url` (a mirror: PyPI's "
@@ -127,6 +142,10 @@ RULE_DETAILS: tuple[RuleDetail, ...] = (
     RuleDetail("torch-cuda-index", "warning",
                "that torch has a `cuXYZ` index for the CUDA (unverified: download.pytorch.org "
                "cannot be read where the knowledge is checked)"),
+    RuleDetail("fa2-file-clash", "error",
+               "a FlashAttention-2 source build installs no file a distribution the engine "
+               "release requires ships too: flash-attn >= 2.8.3 (and a source of the "
+               "repository) carries `flash_attn/cute`, which SGLang's flash-attn-4 ships"),
     RuleDetail("fa2-cxx-std", "error",
                "the C++ standard flash-attn's setup.py forces (`-std=c++17` in every release up "
                "to 2.8.3.post2) must be one the torch headers accept: torch >= 2.14 needs C++20 "

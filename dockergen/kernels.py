@@ -25,6 +25,12 @@ from dockergen.resources import templates_dir
 
 CODE = re.compile(r"(sass|ptx)_([0-9]+)(a?)")
 
+# The knowledge table of each machine's compiled code (an engine's facts file): the
+# aarch64 wheels are builds of their own, with other arch lists (vLLM 0.33.0's aarch64
+# build has no sm_75, sglang-kernel 0.4.10's starts at sm_90), read from those wheels by
+# tools/kernel_archs.py --machine aarch64.
+TABLE_OF_MACHINE = {"x86_64": "kernels", "aarch64": "kernels_aarch64"}
+
 
 @functools.cache
 def _audit() -> ModuleType:

@@ -16,6 +16,8 @@ Every fact carries ``src:``, where it was read. Source tags follow
 - ``CUDA-RN``: CUDA Toolkit 13.2U2 release notes (driver table, dropped archs)
 - ``TRTLLM:<path>@<sha>``: NVIDIA/TensorRT-LLM file at that commit
 - ``doc:<url>``: documentation page
+- ``PTXAS <ver>``: ``ptxas --help`` of the nvidia-cuda-nvcc-cu12 <ver> wheel on PyPI (the
+  SASS archs that CUDA release can compile for)
 
 ``unverified: true`` marks a fact stated from general knowledge; rules built on it only
 warn. May import: nothing of dockergen.

@@ -106,6 +106,9 @@ class GpuTarget:
     # GPU Feature Discovery's nvidia.com/gpu.product values of the named GPU's boards (the
     # Kubernetes output prefers nodes with them); empty: none known
     gfd_products: tuple[str, ...] = ()
+    # the image platforms the named GPU is sold with (GH200: linux/arm64 only, its CPU is
+    # Grace); empty: any host
+    platforms: tuple[str, ...] = ()
 
     @property
     def cc_tuple(self) -> tuple[int, int]:

@@ -55,10 +55,11 @@ class Resolution:
     @functools.cached_property
     def content_tag(self) -> str:
         """The ``dg-<hash>`` tag ``dockergen build`` gives this context with default options
-        (no build args, the final stage, the daemon's platform; :mod:`dockergen.buildid`)."""
-        from dockergen.buildid import content_tag
+        (no build args, the final stage, the profile's platform; :mod:`dockergen.buildid`)."""
+        from dockergen.buildid import content_tag, engine_platform
 
-        return content_tag(self.files(), mode=self.resolved.mode)
+        platform = engine_platform(None, self.resolved.profile.build.platform)
+        return content_tag(self.files(), mode=self.resolved.mode, platform=platform)
 
 
 def resolution_of(loaded: LoadedProfile, mode: Mode = "buildkit", *,

@@ -369,6 +369,11 @@ HEADLINE_CUDA = "13.0.2"
 HEADLINE_PYTHON = "3.12"
 
 
+# An image platform (OCI OS/ARCH) -> the machine its wheels are built for (the wheel tag's
+# and `uname -m`'s name: PEP 600 manylinux_X_Y_<machine>).
+MACHINE_OF_PLATFORM = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -517,6 +522,11 @@ class Build(_Section):
 
     memory_gib: int = Field(64, ge=4, le=4096,
                             description="Build host memory; sizes MAX_JOBS of CUDA compiles.")
+    platform: Literal["linux/amd64", "linux/arm64"] = Field(
+        "linux/amd64",
+        description="The machine the image runs on: its wheels, the compiled kernels the "
+                    "checks read and the GPUs it may target are that machine's (GH200, "
+                    "GB200 and GB10 exist only as linux/arm64 hosts).")
     ca_certificates: tuple[HostPath, ...] = Field(
         (), description="Extra CA certificate files (PEM) for TLS-intercepting proxies; "
                         "installed in build stages only. Relative to the profile.")

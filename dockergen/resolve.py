@@ -71,7 +71,8 @@ def checks(loaded: LoadedProfile, python_lock: bool = True) -> list[Callable[[Co
 def rules(engine: ServingEngine, python_lock: bool = True) -> list[Callable[[Context], None]]:
     """The rules of a profile served by ``engine``, in the order they run (the resolution
     entry of the check registry, :mod:`dockergen.checks`)."""
-    return [cuda.check_gpus, cuda.check_cuda, cuda.check_locked, engine.check_release,
+    return [cuda.check_gpus, cuda.check_platform, cuda.check_cuda, cuda.check_locked,
+            engine.check_release, engine.check_platform_wheels, engine.check_closure_wheels,
             engine.check_kernels, engine.check_flashinfer_on_pypi, torch.check,
             python.check_python_source, flash_attn.check, engine.check_quantization,
             engine.check_scheduler, engine.check_server_args, engine.check_model_path,

@@ -9,13 +9,17 @@ available". Which library that is, per compute capability, is a fact of each eng
 libraries from the real x86_64 wheels on PyPI through HTTP range requests (the zip's
 central directory, then only those members: ~60 MiB of a ~300 MiB wheel) and lists their
 fatbin entries with the reader the whole-image audit uses (dockergen/kernels.py).
+The aarch64 wheels are builds of their own with other arch lists (vLLM 0.33.0's aarch64
+build has no sm_75), so each machine has its own table: `kernels:` (x86_64) and
+`kernels_aarch64:`.
 
 Usage:
-  python tools/kernel_archs.py [ENGINE[==VERSION] ...] [--check]
+  python tools/kernel_archs.py [ENGINE[==VERSION] ...] [--check] [--machine aarch64]
     ENGINE       vllm or sglang (default: both); VERSION: one package version (for sglang,
                  the sglang-kernel version), default every one the facts know
-    --check      compare with the facts' `kernels:` rows; exit 1 on any difference
-Prints the `kernels:` rows to paste into the facts file otherwise.
+    --check      compare with the facts' rows; exit 1 on any difference
+    --machine    x86_64 (default) or aarch64: which wheels to read, which table to compare
+Prints the rows to paste into the facts file otherwise.
 """
 
 from __future__ import annotations
@@ -31,14 +35,17 @@ sys.path.insert(0, str(ROOT))
 
 from dockergen import kernels  # noqa: E402 - after the path set-up
 from dockergen.knowledge import builtin_facts  # noqa: E402
-from dockergen.maint import pypi  # noqa: E402
-from dockergen.ranges import BLOCK  # noqa: E402
+from dockergen.maint import platforms  # noqa: E402
 
 ENGINES = ("vllm", "sglang")
 
 
-def package_versions(engine: str) -> list[str]:
-    """The versions of the kernel package the facts know for an engine."""
+def package_versions(engine: str, table: str = "kernels") -> list[str]:
+    """The versions of the kernel package the facts know for an engine (for a machine's
+    own table other than x86_64's: the versions read for it so far, since older releases
+    have no wheel for that machine)."""
+    if table != "kernels":
+        return sorted(builtin_facts(f"serving/{engine}").get(table, {}), key=pypi_version)
     facts = builtin_facts(f"serving/{engine}")
     package = facts["kernel_libraries"]["package"]
     if package == facts["package"]:
@@ -60,33 +67,20 @@ def wanted(engine: str) -> list[str]:
 
 def row_of(zf: zipfile.ZipFile, filename: str, members: list[str]) -> dict[str, Any]:
     """The `kernels:` row of a wheel: the code of each of ``members`` it holds."""
-    names = set(zf.namelist())
-    code: dict[str, list[str]] = {}
-    for member in (m for m in members if m in names):
-        try:
-            found = kernels.code_of(zf.read(member))
-        except kernels.KernelCodeError as exc:
-            raise SystemExit(f"{filename} {member}: {exc}") from None
-        if not found:
-            raise SystemExit(f"{filename} {member}: no fatbin code")
-        code[member] = list(found)
-    if not code:
-        raise SystemExit(f"{filename}: none of {', '.join(members)}")
-    return {"code": code, "src": f"{filename} .nv_fatbin (tools/kernel_archs.py)"}
+    try:
+        return platforms.row_of(zf, filename, members)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
 
 
-def read(engine: str, version: str) -> dict[str, Any]:
-    """The `kernels:` row of one kernel-package version, read from PyPI."""
+def read(engine: str, version: str, machine: str = "x86_64") -> dict[str, Any]:
+    """The kernels row of one kernel-package version for one machine, read from PyPI
+    (the reader `python -m dockergen.maint.knowledge platforms` checks with)."""
     package = builtin_facts(f"serving/{engine}")["kernel_libraries"]["package"]
-    files = [f for f in pypi.files_of(pypi.project(package), version)
-             if f.filename.endswith("x86_64.whl") and not f.yanked]
-    if not files:
-        raise SystemExit(f"{package} {version}: no x86_64 wheel on PyPI")
-    f = sorted(files, key=lambda w: w.filename)[-1]
-    reader = pypi.range_reader(f.url, f.size)
-    reader.prefetch(max(0, f.size - 4 * BLOCK), f.size)  # the central directory
-    with zipfile.ZipFile(reader) as zf:
-        return row_of(zf, f.filename, wanted(engine))
+    try:
+        return platforms.kernel_row(package, version, machine, wanted(engine))
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def difference(engine: str, version: str, have: dict[str, Any] | None,
@@ -109,6 +103,16 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 0
     check = "--check" in argv
+    machine = "x86_64"
+    if "--machine" in argv:
+        at = argv.index("--machine")
+        machine = argv[at + 1] if at + 1 < len(argv) else ""
+        argv = argv[:at] + argv[at + 2:]
+    if machine not in kernels.TABLE_OF_MACHINE:
+        print(f"--machine {machine}: not one of {', '.join(kernels.TABLE_OF_MACHINE)}",
+              file=sys.stderr)
+        return 2
+    table = kernels.TABLE_OF_MACHINE[machine]
     wanted = [a for a in argv if not a.startswith("--")] or list(ENGINES)
     diff = 0
     for spec in wanted:
@@ -116,11 +120,11 @@ def main(argv: list[str]) -> int:
         if engine not in ENGINES:
             print(f"{engine}: not one of {', '.join(ENGINES)}", file=sys.stderr)
             return 2
-        have = builtin_facts(f"serving/{engine}").get("kernels", {})
+        have = builtin_facts(f"serving/{engine}").get(table, {})
         if not check:
-            print(f"# serving/{engine} kernels:")
-        for version in [only] if only else package_versions(engine):
-            row = read(engine, version)
+            print(f"# serving/{engine} {table}:")
+        for version in [only] if only else package_versions(engine, table):
+            row = read(engine, version, machine)
             if not check:
                 print(yaml_row(version, row))
             elif (line := difference(engine, version, have.get(version), row)) is not None:

@@ -61,7 +61,7 @@ def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
 
 def _one_python_lock(path: Path, inp: LockInputs, lock_file: Path, check: bool) -> None:
     """Write (or check) the lock of one platform's closure in ``lock_file``."""
-    from dockergen import owners, pylock
+    from dockergen import closure, owners, pylock
 
     if check:
         pylock.check_matches(lock_file, inp, path)
@@ -71,6 +71,11 @@ def _one_python_lock(path: Path, inp: LockInputs, lock_file: Path, check: bool) 
     bad = pylock.verify_sources(text, inp)
     if bad:
         raise pylock.LockError("the resolved closure mixes indexes: " + "; ".join(bad))
+    # every distribution installs on the image's Python and machine, before any build
+    sources = closure.check(text, inp.python, inp.platform)
+    if sources:
+        click.echo("built from their sdists in the engine stage (no wheel on the index; pure "
+                   "Python): " + ", ".join(sources), err=True)
     unchecked = owners.check(text)  # two wheels writing one file: refused before any build
     if unchecked:
         click.echo("file ownership not checked for what has no wheel on its index (its files "

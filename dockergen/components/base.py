@@ -21,7 +21,7 @@ from dockergen.errors import Edit, Location, Problem, Severity, compose_fix
 from dockergen.loader import LoadedProfile
 from dockergen.model import GpuTarget, Inputs
 from dockergen.pins import BasePins
-from dockergen.profile import Profile
+from dockergen.profile import MACHINE_OF_PLATFORM, Profile
 
 
 @dataclass
@@ -54,6 +54,11 @@ class Context:
     @property
     def p(self) -> Profile:
         return self.loaded.profile
+
+    @property
+    def machine(self) -> str:
+        """The machine the image runs on (``x86_64``, ``aarch64``): build.platform's."""
+        return MACHINE_OF_PLATFORM[self.p.build.platform]
 
     @property
     def pins(self) -> BasePins | None:

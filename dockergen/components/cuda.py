@@ -51,7 +51,8 @@ def gpu(given: str) -> GpuTarget | None:
     entry = facts()["gpus"].get(key)
     if entry is not None:
         return GpuTarget(given, entry["cc"], key, entry["family"], entry["src"],
-                         int(entry["mem_gib"]), tuple(entry.get("gfd_product", ())))
+                         int(entry["mem_gib"]), tuple(entry.get("gfd_product", ())),
+                         tuple(entry.get("platforms", ())))
     m = _CC.fullmatch(key)
     if m:
         major = int(m.group(1))
@@ -100,12 +101,17 @@ def retarget(c: Context, old: list[GpuTarget], ok: Callable[[GpuTarget], bool]
     for name in sorted(gpu_names(), key=lambda n: (cc_tuple(facts()["gpus"][n]["cc"]), n)):
         target = gpu(name)
         if (target is None or target.cc_tuple <= newest or name in rest or not ok(target)
-                or target.cc in out):
+                or target.cc in out or not _fits_platform(c, target)):
             continue
         out[target.cc] = Edit(f"target {name} instead of {' and '.join(sorted(gone))}",
                               (("gpu.targets", "[" + ", ".join([*rest, name]) + "]"),),
                               drastic=True)
     return list(out.values())
+
+
+def _fits_platform(c: Context, target: GpuTarget) -> bool:
+    """Whether ``target`` comes in hosts of the profile's platform (GH200: arm64 only)."""
+    return not target.platforms or c.p.build.platform in target.platforms
 
 
 def major_minor(version: str) -> str:
@@ -199,6 +205,21 @@ def check_cuda(c: Context) -> None:
             c.error(("cuda", "version"), f"CUDA {version} dropped compute capability {t.cc} "
                     f"(CUDA <= {arch['max_cuda']} has it), but gpu.targets includes "
                     f"{describe(t)}", edits=[*older, *c.drop(t), *still])
+
+
+def check_platform(c: Context) -> None:
+    """gpu-platform: a GPU sold only inside one kind of host (GH200, GB200: a Grace CPU;
+    GB10: DGX Spark's) runs only images of that host's platform. An error, not a warning:
+    an amd64 image on a Grace host stops at its first binary ("exec format error"), and
+    nothing in the image could make it start."""
+    platform = c.p.build.platform
+    for t in c.gpus:
+        if t.platforms and platform not in t.platforms:
+            want = t.platforms[0]
+            c.error(("build", "platform"), f"{describe(t)} exists only in {want} hosts, "
+                    f"but build.platform is {platform}: the image could not start there",
+                    edits=[Edit.set("build.platform", want, f"use build.platform: {want}"),
+                           *c.drop(t)])
 
 
 # nvidia/cuda's tag scheme, kept by mirrors: VERSION-[cudnn-]FLAVOUR-OS

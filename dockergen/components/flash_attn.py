@@ -20,6 +20,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from dockergen import reproducible
@@ -75,7 +77,38 @@ def check(c: Context) -> None:
     if c.torch_pin:
         check_cxx_std(c, release, c.torch_pin)
     _check_build_memory(c, fa)
+    _check_shared_files(c, fa)
     _warn_build_without_purpose(c, usable)
+
+
+def _check_shared_files(c: Context, fa: dict[str, Any]) -> None:
+    """fa2-file-clash: no distribution the engine release requires installs files this
+    build installs too (flash-attn >= 2.8.3's flash_attn.cute beside SGLang's flash-attn-4):
+    the one installed last would silently replace the other's files. A source of the
+    repository is judged as the newest release it follows (its files are unknown until it
+    is built)."""
+    p = c.p
+    rows = load_facts("serving/" + p.engine.name.replace("-", "_")).get("requires_dist") or {}
+    requires = (rows.get(p.engine.version) or {}).get("requires", ())
+    for share in fa.get("shares_files", ()):
+        req = next((r for r in requires if canonicalize_name(Requirement(r).name)
+                    == share["dist"]), None)
+        first, last = (Version(v) for v in str(share["releases"]).split(".."))
+        if req is None or (p.flash_attn.source is None
+                           and not first <= Version(p.flash_attn.version) <= last):
+            continue
+        paths = list(share["paths"])
+        what = ("this flash-attn source" if p.flash_attn.source is not None
+                else f"flash-attn {p.flash_attn.version}")
+        edits = [Edit.set("flash_attn.build", "none", f"set flash_attn.build: none "
+                          f"({c.flash_attn_unneeded})") if c.flash_attn_unneeded else NO_BUILD]
+        c.error(("flash_attn", "source") if p.flash_attn.source is not None
+                else ("flash_attn", "version"),
+                f"{what} (built from source) and {share['dist']} ({p.engine.name} "
+                f"{p.engine.version} requires {req}) both install {', '.join(paths[:3])} "
+                f"(and {len(paths) - 3} more; {share['src']}): the one installed last "
+                "silently replaces the other's files", "or build FlashAttention-2 in an "
+                f"image of an engine that does not require {share['dist']}", edits=edits)
 
 
 def _release(c: Context, fa: dict[str, Any]) -> dict[str, Any] | None:

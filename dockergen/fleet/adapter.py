@@ -58,6 +58,7 @@ class VariantView:
     cache_ref_at: Location
     attest: tuple[str, ...]
     compression: str  # image.compression: the layers the image output writes
+    platform: str  # build.platform: the machine the image runs on
     devel_image: str
     runtime_image: str
     tag_values: dict[str, str]
@@ -89,7 +90,7 @@ def view(res: Resolution) -> VariantView:
         engine_version=p.engine.version, description=p.description,
         user_labels=dict(p.image.labels), cache_ref_template=p.image.cache_ref,
         cache_ref_at=res.at("image", "cache_ref"), attest=tuple(p.image.attest),
-        compression=p.image.compression,
+        compression=p.image.compression, platform=p.build.platform,
         devel_image=resolved.base.cuda.image, runtime_image=resolved.runtime.image,
         tag_values=tag_values(p), warnings=tuple(resolved.warnings),
         hf_config=bool(getattr(p.serving, "hf_config", None)), observe=p.observe,

@@ -61,6 +61,7 @@ class BakeTarget:
     attest: tuple[str, ...]
     compression: str = "zstd"  # image.compression
     group: str | None = None  # the matrix it comes from
+    platform: str = "linux/amd64"  # build.platform: its own when no --platform list is given
     where: Location = field(default=Location("?"), compare=False)
 
 
@@ -102,7 +103,8 @@ def bake_target_from(v: VariantView, context: str, group: str | None = None,
                       tags=v.tags if content_tag else v.release_tags,
                       labels=dict(sorted(labels.items())), cache_ref=ref,
                       attest=tuple(_ATTEST[a] for a in sorted(set(v.attest))),
-                      compression=v.compression, group=group, where=v.cache_ref_at)
+                      compression=v.compression, group=group, where=v.cache_ref_at,
+                      platform=v.platform)
 
 
 def check_bake_targets(targets: Iterable[BakeTarget]) -> None:
@@ -167,9 +169,10 @@ def _target_body(t: BakeTarget) -> dict[str, Any]:
 
 
 def bake_data(targets: Iterable[BakeTarget],
-              platforms: tuple[str, ...] = PLATFORMS) -> dict[str, Any]:
+              platforms: tuple[str, ...] | None = None) -> dict[str, Any]:
     """The bake definition (the same structure as ``docker-bake.json``); with several
-    ``platforms`` buildx builds each target as one image index."""
+    ``platforms`` buildx builds each target as one image index. Without them each target
+    builds for its profile's ``build.platform`` (a GH200 profile's is linux/arm64)."""
     targets = sorted(targets, key=lambda t: t.name)
     check_bake_targets(targets)
     groups: dict[str, list[str]] = {"default": [t.name for t in targets]}
@@ -177,8 +180,11 @@ def bake_data(targets: Iterable[BakeTarget],
         if t.group:
             groups.setdefault(t.group, []).append(t.name)
     out_targets: dict[str, Any] = {COMMON: {"dockerfile": DOCKERFILE, "target": FINAL_STAGE,
-                                            "platforms": list(platforms)}}
+                                            "platforms": list(platforms or PLATFORMS)}}
     out_targets.update({t.name: _target_body(t) for t in targets})
+    for t in targets:  # a profile for another machine: its own platform over the common one
+        if platforms is None and (t.platform,) != PLATFORMS:
+            out_targets[t.name]["platforms"] = [t.platform]
     ordered = {"default": groups.pop("default")} | dict(sorted(groups.items()))
     return {"group": {g: {"targets": names} for g, names in ordered.items()},
             "target": out_targets}

@@ -113,7 +113,7 @@ def bake_text(fleet: Fleet, single_context: bool,
     bake_targets = [bake.bake_target_from(t.view, "." if single_context else t.name,
                                           t.group) for t in fleet.members]
     sources = sorted({os.path.basename(t.source) for t in fleet.members})
-    return bake.to_hcl(bake.bake_data(bake_targets, platforms or bake.PLATFORMS), sources)
+    return bake.to_hcl(bake.bake_data(bake_targets, platforms or None), sources)
 
 
 def check_bake(fleet: Fleet) -> None:

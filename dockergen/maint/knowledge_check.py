@@ -6,6 +6,9 @@ names, plus the newest final release of each package, runs the compile probe
 observed to ``dockergen/data/pypi-snapshot.json`` (sorted, dated by the ``observed_on`` field
 only). ``check`` compares the knowledge with that snapshot offline and lists every
 difference; ``live`` observes PyPI again and compares with the checked-in snapshot.
+``platforms`` reads the facts that differ per machine (which machines, at which glibc, each
+engine release has wheels for; the aarch64 wheels' kernel code) from PyPI again and lists
+every difference (:mod:`dockergen.maint.platforms`).
 
 Facts no machine can check from PyPI (the PyPI-hosted metadata does not carry them) are
 marked ``unverified`` in the knowledge, either as ``unverified: true`` (the whole row) or as a
@@ -368,16 +371,19 @@ def _print(lines: Iterable[str], prefix: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``check`` (offline) | ``live`` (read PyPI, compare) | ``refresh`` (write snapshot)."""
+    """``check`` (offline) | ``live`` (read PyPI, compare) | ``refresh`` (write snapshot) |
+    ``platforms`` (read the per-machine facts from PyPI's wheels, compare)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m dockergen.maint.knowledge",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["check", "live", "refresh"])
+    parser.add_argument("command", choices=["check", "live", "refresh", "platforms"])
     parser.add_argument("--no-probe", action="store_true",
                         help="skip the compile probe (keeps the snapshot's verdicts)")
     parser.add_argument("--snapshot", type=Path, default=SNAPSHOT)
     args = parser.parse_args(argv)
+    if args.command == "platforms":
+        return _platforms()
     kb = KnowledgeView.load()
     if args.command == "check":
         snap = load_snapshot(args.snapshot)
@@ -409,6 +415,17 @@ def main(argv: list[str] | None = None) -> int:
           + (f"; {len(report.ignored)} newer line(s) on PyPI deliberately not known"
              if report.ignored else ""))
     return 1 if report.differences else 0
+
+
+def _platforms() -> int:
+    """``platforms``: the per-machine facts (each engine's wheel platforms and aarch64
+    kernels rows) read again from the wheels on PyPI (:mod:`dockergen.maint.platforms`)."""
+    from dockergen.maint.platforms import differences
+
+    found = differences()
+    _print(found, "DIFFERENT: ")
+    print(f"{len(found)} difference(s) between the per-machine facts and PyPI's wheels")
+    return 1 if found else 0
 
 
 # snapshot tables keyed by release -> the package whose newest release dates them

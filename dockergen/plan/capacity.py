@@ -77,7 +77,7 @@ class Plan:
     max_model_len: int
     model_max_len: int  # the model's own limit, as the engine derives it at start-up
     model_max_len_rule: str  # how the engine derives it (with the source it mirrors)
-    model_max_len_enforced: bool  # the engine refuses a longer max_model_len
+    model_max_len_enforced: bool  # the engine refuses (or lowers) a longer max_model_len
     bytes_per_request_per_gpu: int
     tokens_per_gpu: int
     max_concurrency: float
@@ -86,6 +86,8 @@ class Plan:
     smallest_tensor_parallel: int | None
     formula: str
     notes: list[str] = field(default_factory=list)
+    # what the engine does with a longer max_model_len (its ContextLimit.beyond)
+    model_max_len_beyond: str = "refuses it at start-up"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -169,7 +171,9 @@ def _plan(m: ModelShape, inp: PlanInputs, tp: int, weight_total: int | None,
                          "determine_available_memory"),
         kv_budget_bytes_per_gpu=budget, max_model_len=max_len,
         model_max_len=limit.tokens, model_max_len_rule=limit.rule,
-        model_max_len_enforced=not limit.overridden and limit.override_env != "",
+        model_max_len_enforced=limit.lowers or (not limit.overridden
+                                                and limit.override_env != ""),
+        model_max_len_beyond=limit.beyond,
         bytes_per_request_per_gpu=need, tokens_per_gpu=int(tokens),
         max_concurrency=concurrency, fits=fits, largest_max_model_len=largest,
         smallest_tensor_parallel=smallest_tp, formula=_kv_formula(m, kv_bytes, full_layers),
@@ -267,7 +271,7 @@ def _beyond_model(plan: Plan) -> tuple[str, str]:
         fix += " (the longest the KV cache holds)"
     return (f"max_model_len {plan.max_model_len} is more than the model's own limit "
             f"{plan.model_max_len} ({plan.model.strip()}: {plan.model_max_len_rule}); "
-            f"{plan.engine} refuses it at start-up"), fix
+            f"{plan.engine} {plan.model_max_len_beyond}"), fix
 
 
 def misfit_message(plan: Plan) -> tuple[str, str]:
@@ -317,7 +321,8 @@ def check_tensor_parallel(m: ModelShape, tp: int, location: Location) -> None:
 
 def check_fit(plan: Plan, location: Location) -> None:
     """Raise a :class:`ProfileError` at ``serving.max_model_len`` when the engine would
-    refuse it at start-up: beyond the model's own limit, or more than the KV cache holds."""
+    refuse it at start-up (or, TensorRT-LLM, serve a shorter one): beyond the model's own
+    limit, or more than the KV cache holds."""
     if plan.model_max_len_enforced and plan.max_model_len > plan.model_max_len:
         raise ProfileError([Problem(location, "serving.max_model_len", *_beyond_model(plan))])
     if plan.fits:

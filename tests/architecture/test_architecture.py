@@ -187,6 +187,8 @@ ALLOWED: dict[str, set[str]] = {
                                    "dockergen.net", "dockergen.ranges"},
     # who writes which file of a locked closure (RECORDs read from the index)
     "dockergen.owners": _BASE | {"dockergen.components.python", "dockergen.outdated"},
+    # every locked distribution has a wheel for the image's Python and machine
+    "dockergen.closure": _BASE | {"dockergen.outdated", "dockergen.owners"},
     # a profile moved to newer releases: resolution with facts derived from the index
     "dockergen.upgrade": _BASE | {"dockergen.components.cuda", "dockergen.components.serving",
                                   "dockergen.kernels", "dockergen.knowledge",
@@ -222,7 +224,8 @@ ALLOWED: dict[str, set[str]] = {
     # maintainer tools: read the knowledge files and PyPI, never the rendering pipeline
     "dockergen.maint": set(),
     "dockergen.maint.": _BASE | {"dockergen.knowledge", "dockergen.maint", "dockergen.net",
-                                 "dockergen.ranges", "dockergen.maint.*"},
+                                 "dockergen.ranges", "dockergen.maint.*",
+                                 "dockergen.kernels"},  # the fatbin reader, for the rows
 }
 # Third-party packages with one owner (a module, or a package and its modules).
 ONLY_IMPORTER = {"docker": "dockergen.daemon.docker", "requests": "dockergen.daemon.docker",

@@ -16,8 +16,8 @@ def test_profiles_lists_shipped_ones() -> None:
     result = run_cli("profiles")
     assert result.rc == 0
     names = [line.split()[0] for line in result.out.splitlines()]
-    assert names == ["a100-bf16", "a100-h100", "base", "fleet", "h100-fp8", "h100-sglang-fp8",
-                     "h100-standalone", "h100-trtllm-fp8", "l40s-awq"]
+    assert names == ["a100-bf16", "a100-h100", "base", "fleet", "gh200-vllm", "h100-fp8",
+                     "h100-sglang-fp8", "h100-standalone", "h100-trtllm-fp8", "l40s-awq"]
     assert "(abstract" in result.out
 
 

@@ -240,11 +240,12 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
  'max-jobs-bad': ['profile.yaml:14:13: flash_attn.max_jobs: expected "auto" or a whole number '
                   "from 1 to 256, got 'lots'; write max_jobs: auto or a number such as 4"],
  'gpu-unknown': ["profile.yaml:3:13: gpu.targets[0]: unknown GPU 'h10'; did you mean 'h100'? "
-                 'use a GPU name (a10, a100, a100-40gb, a10g, b200, b300, h100, h100-nvl, '
-                 'h200, l4, l40s, rtx4090, rtx5090, t4, v100) or a compute capability like '
-                 '"9.0"'],
+                 'use a GPU name (a10, a100, a100-40gb, a10g, b200, b300, gb10, gb200, gh200, '
+                 'h100, h100-nvl, h200, l4, l40s, rtx4090, rtx5090, t4, v100) or a compute '
+                 'capability like "9.0"'],
  'cc-unknown': ['profile.yaml:3:13: gpu.targets[0]: compute capability 8.7 is not in the '
-                'knowledge base; use one of: 7.0, 7.5, 8.0, 8.6, 8.9, 9.0, 10.0, 10.3, 12.0'],
+                'knowledge base; use one of: 7.0, 7.5, 8.0, 8.6, 8.9, 9.0, 10.0, 10.3, 12.0, '
+                '12.1'],
  'cuda-unknown': ['profile.yaml:5:12: cuda.version: CUDA 13.0.9 is not in the knowledge base; '
                   'use CUDA 13.0.2 or 13.2.2'],
  'cuda-os': ['profile.yaml:6:7: cuda.os: nvidia/cuda 13.0.2 images are not published for '
@@ -386,8 +387,8 @@ EXPECTED: dict[str, list[str]] = {  # noqa: E501 - regenerated, reviewed
                      'next to profile.yaml; give a path relative to the profile file'],
  'extends-missing': ["profile.yaml:1:10: extends: no profile named 'nothere' next to "
                      'profile.yaml or among the shipped profiles; use one of: a100-bf16, '
-                     'a100-h100, base, fleet, h100-fp8, h100-sglang-fp8, h100-standalone, '
-                     'h100-trtllm-fp8, l40s-awq'],
+                     'a100-h100, base, fleet, gh200-vllm, h100-fp8, h100-sglang-fp8, '
+                     'h100-standalone, h100-trtllm-fp8, l40s-awq'],
  'abstract-base': ['profile.yaml:1:11: abstract: this profile only provides defaults for '
                    'others; render a profile that says `extends: profile`'],
  'many-at-once': ['profile.yaml:7:9: python: 3.10 is a number in YAML (read as 3.1), not text; '

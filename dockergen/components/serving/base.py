@@ -51,6 +51,7 @@ from dockergen.model import (
     cc_tuple,
     is_pypi,
 )
+from dockergen.profile import MACHINE_OF_PLATFORM
 
 OPTIONS_DIR = "/etc/dockergen"  # where engine option files from the context are copied
 
@@ -131,6 +132,16 @@ FLASHINFER_INDEX: dict[str, str] = {
     "url": "https://flashinfer.ai/whl",
     "src": "flashinfer-python 0.7.2.post1 wheel flashinfer/__main__.py _build_cubin_index_url "
            "(non-nightly); _install_cubin_wheel"}
+
+
+def _glibc(text: str) -> tuple[int, int]:
+    major, minor = text.split(".")
+    return int(major), int(minor)
+
+
+def _on(machine: str) -> str:
+    """How a message names the image's machine: x86_64, the default, goes unsaid."""
+    return "" if machine == "x86_64" else f" on {machine}"
 
 
 class ServingEngine:
@@ -304,52 +315,124 @@ class ServingEngine:
         pin = (row if row is not None else facts["releases"].get(release) or {}).get("kernel")
         return str(pin).split("==", 1)[1] if pin else None
 
-    def kernel_code(self, release: str, cc: str) -> dict[str, list[str]] | None:
+    def kernel_code(self, release: str, cc: str, machine: str = "x86_64"
+                    ) -> dict[str, list[str]] | None:
         """The libraries a GPU of compute capability ``cc`` loads on ``release`` and the code
-        each carries (``kernels`` facts), or None when nothing was read for it."""
+        each carries in the wheel for ``machine`` (its ``kernels`` table: x86_64's
+        ``kernels``, aarch64's ``kernels_aarch64``), or None when nothing was read for it."""
         facts = self.facts()
         version = self.kernel_version(release)
-        row = facts.get("kernels", {}).get(version) if version else None
+        table = facts.get(kernels.TABLE_OF_MACHINE[machine], {})
+        row = table.get(version) if version else None
         if row is None:
             return None
         select = facts["kernel_libraries"]["select"]
         members = select.get(cc, select["*"])
         return {m: list(row["code"][m]) for m in members if m in row["code"]}
 
-    def _runs(self, release: str, target: GpuTarget) -> bool | None:
-        code = self.kernel_code(release, target.cc)
+    def _runs(self, release: str, target: GpuTarget, machine: str = "x86_64") -> bool | None:
+        code = self.kernel_code(release, target.cc, machine)
         return None if code is None else all(kernels.runs_on(c, target.cc)
                                              for c in code.values())
 
     def check_kernels(self, c: Context) -> None:
         """engine-kernel-archs: every target runs the code of the compiled library each model
-        loads (read from the release's wheel), whatever the quantization floors say."""
-        facts, p = self.facts(), c.p
+        loads (read from the release's wheel for the image's machine), whatever the
+        quantization floors say."""
+        facts, p, machine = self.facts(), c.p, c.machine
         if "kernel_libraries" not in facts or c.release is None:
             return
+        wheels = (facts.get("wheel_platforms") or {}).get(p.engine.version)
+        if wheels is not None and machine not in wheels:
+            return  # no wheel for the machine at all: engine-platform's error says so
         package = facts["kernel_libraries"]["package"]
         version = self.kernel_version(p.engine.version)
-        if not c.gpus or self.kernel_code(p.engine.version, c.gpus[0].cc) is None:
-            c.warn(("engine", "version"), f"the GPU code of {package} {version} has not been "
-                   "read: whether it runs on every target is "
-                   "unknown until the image runs there", "test it on each GPU first")
+        if not c.gpus or self.kernel_code(p.engine.version, c.gpus[0].cc, machine) is None:
+            wheel = f"'s {machine} wheel" if machine != "x86_64" else ""
+            c.warn(("engine", "version"), f"the GPU code of {package} {version}{wheel} has "
+                   "not been read: whether it runs on every target is unknown until the "
+                   "image runs there", "test it on each GPU first")
             return
-        bad = [t for t in c.gpus if not self._runs(p.engine.version, t)]
+        bad = [t for t in c.gpus if not self._runs(p.engine.version, t, machine)]
         if not bad:
             return
         shown: dict[str, list[str]] = {}
         for t in bad:
-            shown.update(self.kernel_code(p.engine.version, t.cc) or {})
+            shown.update(self.kernel_code(p.engine.version, t.cc, machine) or {})
         libraries = "; ".join(f"{m}: {kernels.span(code)}" for m, code in sorted(shown.items()))
-        src = facts["kernels"][version]["src"]
+        src = facts[kernels.TABLE_OF_MACHINE[machine]][version]["src"]
         works = {v: row for v, row in facts["releases"].items()
-                 if all(self._runs(v, t) for t in c.gpus)}
+                 if all(self._runs(v, t, machine) for t in c.gpus)}
         c.error(("gpu", "targets"), f"{p.engine.name} {p.engine.version} cannot run on "
-                f"{describe_all(bad)}; its compiled kernels carry no code for that compute "
-                f"capability ({libraries}; {src}), so the server stops at its first kernel "
-                "with \"no kernel image is available\"",
+                f"{describe_all(bad)}{_on(machine)}; its compiled kernels carry no code for "
+                f"that compute capability ({libraries}; {src}), so the server stops at its "
+                "first kernel with \"no kernel image is available\"",
                 edits=[*release_edits(c, works), *c.drop(*bad),
-                       *cuda.retarget(c, bad, lambda g: bool(self._runs(p.engine.version, g)))])
+                       *cuda.retarget(c, bad, lambda g: bool(
+                           self._runs(p.engine.version, g, machine)))])
+
+    def check_platform_wheels(self, c: Context) -> None:
+        """engine-platform: the release publishes a wheel for the image's machine, and the
+        base OS's glibc is one that wheel installs on (SGLang's manylinux_2_34: not
+        ubuntu20.04's 2.31). Read per release from the files on the index
+        (``wheel_platforms``); a release not read there warns off x86_64."""
+        p, machine = c.p, c.machine
+        if c.release is None:
+            return
+        rows = self.facts().get("wheel_platforms") or {}
+        row = rows.get(p.engine.version)
+        if row is None:
+            if machine != "x86_64":
+                c.warn(("build", "platform"), f"which machines {p.engine.name} "
+                       f"{p.engine.version} publishes wheels for has not been read "
+                       "(dockergen/maint/platforms.py): whether it installs on "
+                       f"{machine} is unknown until the build", "build it once for "
+                       f"{p.build.platform} before relying on it")
+            return
+        if machine not in row:
+            other = next(pl for pl, m in MACHINE_OF_PLATFORM.items() if m in row)
+            c.error(("build", "platform"), f"{p.engine.name} {p.engine.version} publishes "
+                    f"no {machine} wheel ({row['src']}), so it cannot be installed on "
+                    f"{p.build.platform}",
+                    edits=[*release_edits(c, {v: r for v, r in self.facts()["releases"].items()
+                                              if machine in rows.get(v, {})}),
+                           Edit.set("build.platform", other, f"use build.platform: {other}")])
+            return
+        self._check_glibc(c, row)
+
+    def check_closure_wheels(self, c: Context) -> None:
+        """closure-wheels: every member of the release's whole closure has a wheel for the
+        image's Python and wheel platform, as read for that triple (``closure_wheels``,
+        tools/closure_wheels.py: uv's resolution, then each member's files on the index);
+        a member without one would be compiled from its sdist in the engine stage.
+        ``dockergen lock --python`` judges the real closure the same way online."""
+        p = c.p
+        row = (self.facts().get("closure_wheels") or {}).get(p.engine.version) or {}
+        platform = python.wheel_platform(p.cuda.os, p.cuda.devel_image, c.machine)
+        lacking = (row.get(platform) or {}).get(p.python)
+        if not lacking:
+            return
+        minor = int(p.python.split(".")[1])
+        fits = sorted((py for py, names in (row.get(platform) or {}).items() if not names),
+                      key=lambda py: (abs(int(py.split(".")[1]) - minor), py))
+        c.error(("python",), f"the closure of {p.engine.name} {p.engine.version} has no "
+                f"wheel for Python {p.python} on {platform} of {', '.join(lacking)} "
+                f"({row['src']}): the engine stage would compile them from their sdists "
+                "with whatever the build image has", "run `dockergen lock --python` to see "
+                "the whole closure judged", edits=[
+                    Edit.set("python", py, f'use python: "{py}"') for py in fits])
+
+    def _check_glibc(self, c: Context, row: Mapping[str, Any]) -> None:
+        p, need = c.p, str(row[c.machine])
+        have = python.os_glibc(p.cuda.os, p.cuda.devel_image)
+        if have is None or have >= _glibc(need):
+            return
+        toolkit = cuda.toolkit(p.cuda.version) or {"os": []}
+        fits = [o for o in toolkit["os"] if (python.os_glibc(o, None) or (0, 0)) >= _glibc(need)]
+        c.error(("cuda", "os"), f"{p.engine.name} {p.engine.version}'s {c.machine} wheels "
+                f"need glibc >= {need} (manylinux_{need.replace('.', '_')}; {row['src']}), "
+                f"but {p.cuda.os} has glibc {have[0]}.{have[1]}: no wheel installs there",
+                edits=[Edit.set("cuda.os", o, f"use cuda.os: {o}") for o in fits])
 
     def check_flashinfer_on_pypi(self, c: Context) -> None:
         """engine-pin-on-pypi: a release pinning a flashinfer-python PyPI never carried (vLLM
@@ -514,7 +597,8 @@ class ServingEngine:
             torch_index=indexes[0] if torch_extra else main, main_index=main,
             engine_index=next((i for i in indexes[1 if torch_extra else 0:]
                                if i != p.build.flashinfer_index_url), None),
-            python=p.python, platform=python.wheel_platform(p.cuda.os, p.cuda.devel_image),
+            python=p.python, platform=python.wheel_platform(p.cuda.os, p.cuda.devel_image,
+                                                             c.machine),
             extra=tuple(p.packages.pip),
             flashinfer_cubin=next((r for r in self.requirements(c)
                                    if r.startswith("flashinfer-cubin==")), None),

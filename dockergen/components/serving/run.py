@@ -121,9 +121,13 @@ class ContextLimit:
     """The longest max_model_len an engine starts with for a model (``tokens``), how it
     was derived (``rule``, with the engine source it mirrors), and whether the profile's
     environment turns the engine's refusal of a longer one into a warning
-    (``override_env`` set as the engine parses it: ``overridden``)."""
+    (``override_env`` set as the engine parses it: ``overridden``). ``beyond``: what the
+    engine does with a longer one; ``lowers``: it starts with ``tokens`` instead of
+    refusing (TensorRT-LLM), so the profile's length is not the one served."""
 
     tokens: int
     rule: str
     override_env: str
     overridden: bool
+    beyond: str = "refuses it at start-up"
+    lowers: bool = False

@@ -303,7 +303,8 @@ def test_docker_compose_config_accepts_every_generated_file(tmp_path: Path) -> N
         assert out.returncode == 0, out.stderr
         svc = json.loads(out.stdout)["services"][name]
         assert svc["read_only"] is True and svc["cap_drop"] == ["ALL"]
-        assert svc["platform"] == "linux/amd64"
+        # the platform the profile builds for (build.platform: GH200 hosts are arm64)
+        assert svc["platform"] == ("linux/arm64" if name == "gh200-vllm" else "linux/amd64")
     # and it refuses a file without the model folder (the ${MODEL_DIR:?} guard)
     no_model = {k: v for k, v in env.items() if k != "MODEL_DIR"}
     out = subprocess.run([docker, "compose", "-f", str(path), "config"], capture_output=True,

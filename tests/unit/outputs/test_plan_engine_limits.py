@@ -151,3 +151,43 @@ def test_the_config_reader_keeps_every_length_key_an_engine_reads() -> None:
     from dockergen.plan.shapes import LENGTH_KEYS
 
     assert set(vllm.LENGTH_KEYS) | set(sglang.CONTEXT_LENGTH_KEYS) == set(LENGTH_KEYS)
+
+
+@pytest.mark.parametrize(("cfg", "trtllm"), [
+    ({}, 8192),
+    # linear scaling multiplies; llama3, yarn, su and longrope are already scaled
+    ({"max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": 2.5}},
+     10240),
+    ({"max_position_embeddings": 131072,
+      "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, 131072),
+    ({"max_position_embeddings": 32768, "rope_parameters": {"rope_type": "yarn", "factor": 4.0}},
+     32768),
+    # deepseek_yarn is not in TensorRT-LLM's list: the factor applies (vLLM skips it)
+    ({"max_position_embeddings": 4096,
+      "rope_scaling": {"rope_type": "deepseek_yarn", "factor": 2}}, 8192),
+    # only max_position_embeddings counts (seq_length is vLLM's and SGLang's)
+    ({"max_position_embeddings": 8192, "seq_length": 4096}, 8192),
+    # nested sets: the top-level dict has no type and no factor
+    ({"max_position_embeddings": 4096, "rope_parameters": {
+        "full_attention": {"rope_type": "linear", "factor": 2.0},
+        "sliding_attention": {"rope_type": "default"}}}, 4096),
+])
+def test_tensorrt_llm_derives_the_model_limit_as_its_source_does(
+        cfg: dict[str, object], trtllm: int) -> None:
+    """TensorRT-LLM's PyTorch backend: DecoderModelForCausalLM.infer_max_seq_len."""
+    assert _limit(cfg, "tensorrt-llm") == trtllm
+
+
+def test_tensorrt_llm_lowers_a_longer_length_so_plan_refuses_it_naming_that() -> None:
+    """TensorRT-LLM does not stop on a max_seq_len beyond the model: it serves the shorter
+    one (PyTorchModelEngine._init_max_seq_len). Before, plan took any length for it."""
+    m = shape_from_config({**LLAMA3_8B, "max_position_embeddings": 4096}, "m", "cfg")
+    check_fit(make_plan(m, _inputs("tensorrt-llm", 4096)), LOC)
+    with pytest.raises(ProfileError) as err:
+        check_fit(make_plan(m, _inputs("tensorrt-llm", 8192)), LOC)
+    text = str(err.value)
+    assert "8192 is more than the model's own limit 4096" in text, text
+    assert ("tensorrt-llm does not refuse it but starts with max_seq_len 4096 instead (a "
+            "warning in its log), so the length the profile asks for is never served") in text
+    assert "PyTorchModelEngine._init_max_seq_len" in text
+    assert "set serving.max_model_len to 4096 or less" in text

@@ -82,8 +82,11 @@ def test_an_unknown_extra_flag_is_rejected_before_any_build(tmp_path: Path) -> N
 
 def test_a_flash_attn_build_for_sglang_says_it_is_unused() -> None:
     # 0.5.21 pins torch 2.13.0, whose headers accept flash-attn's C++17 (0.5.23: torch
-    # 2.14.1 refuses it, an error of its own: tests/unit/knowledge/test_knowledge_pypi.py)
-    r = resolve_profile(PROFILE, ("flash_attn.build=source", "engine.version=0.5.21"))
+    # 2.14.1 refuses it, an error of its own: tests/unit/knowledge/test_knowledge_pypi.py);
+    # flash-attn 2.8.2, the last without flash_attn/cute, which flash-attn-4 (an SGLang
+    # requirement) ships too (2.8.3 on: an error, tests/unit/knowledge/test_closure_files.py)
+    r = resolve_profile(PROFILE, ("flash_attn.build=source", "engine.version=0.5.21",
+                                  "flash_attn.version=2.8.2"))
     notes = [str(w) for w in r.warnings if "flash_attn.build" in str(w)]
     assert len(notes) == 1 and "SGLang does not use Dao-AILab flash-attn" in notes[0]
 

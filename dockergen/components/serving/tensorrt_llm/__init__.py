@@ -10,6 +10,8 @@ May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from dockergen.components.base import Context
@@ -21,12 +23,30 @@ from dockergen.components.serving.run import (
     PIN_CONFIG_ROOT,
     TMP,
     TRITON,
+    ContextLimit,
     EngineRun,
+    ModelContext,
 )
 from dockergen.model import Derivation, ServeCommand
 
 LLM_API_OPTIONS = "llm_api_options.yaml"
 SERVE_SRC = "doc:nvidia.github.io/TensorRT-LLM commands/trtllm-serve"
+
+
+# The PyTorch backend's longest sequence at start-up: max_position_embeddings (2048 when the
+# config has none) x the rope factor, unless the RoPE type is one whose
+# max_position_embeddings is already the scaled length; a longer --max_seq_len is not
+# refused but lowered to it, with a warning ("Specified self.max_seq_len=... is larger than
+# what the model can support (...). Setting max_seq_len to ..."). Read from NVIDIA/
+# TensorRT-LLM's source as the code index stores it, in every stored version of the two
+# functions (from 1.0.0rc4, commit 000a01d, to 1.2.0rc2, commit b35ac1b, and newer ones,
+# which add an opt-out); the v1.1.0 tag itself is not stored, so no line is cited: the
+# functions are named.
+UNSCALED_ROPE = ("su", "longrope", "llama3", "yarn")
+LIMIT_SRC = ("TRTLLM:tensorrt_llm/_torch/models/modeling_utils.py "
+             "DecoderModelForCausalLM.infer_max_seq_len (Steps 1-3) and "
+             "tensorrt_llm/_torch/pyexecutor/model_engine.py "
+             "PyTorchModelEngine._init_max_seq_len (lowers a longer max_seq_len)")
 
 
 class TensorrtLlm(ServingEngine):
@@ -68,6 +88,24 @@ class TensorrtLlm(ServingEngine):
         return (int((mem - weights - overhead) * util), util,
                 "TensorRT-LLM: kv_cache_free_gpu_memory_fraction x (GPU memory - weights - "
                 "overhead)")
+
+    def context_limit(self, model: ModelContext, env: Mapping[str, str]
+                      ) -> ContextLimit | None:
+        """TensorRT-LLM's inferred max_seq_len (see :data:`UNSCALED_ROPE`); a longer
+        max_model_len is lowered to it at start-up, never refused."""
+        base = dict(model.lengths).get("max_position_embeddings", 2048)
+        factor = 1.0
+        if model.rope and not model.rope_nested:  # nested sets: no top-level factor
+            rope = model.rope[0]
+            if rope.rope_type not in UNSCALED_ROPE and rope.factor is not None:
+                factor = rope.factor
+        tokens = math.ceil(base * factor)
+        rule = (f"max_position_embeddings={base}" + (f" x rope factor {factor:g}"
+                                                     if factor != 1 else ""))
+        return ContextLimit(tokens, f"{rule}; {LIMIT_SRC}", "", False,
+                            f"does not refuse it but starts with max_seq_len {tokens} "
+                            "instead (a warning in its log), so the length the profile asks "
+                            "for is never served", lowers=True)
 
     def check_extra_args(self, c: Context) -> None:
         """Also: serving.served_model_name has no trtllm-serve flag we can vouch for."""

@@ -1,0 +1,51 @@
+"""`build --platform` and the profile's `build.platform`: one machine's facts judge a build.
+
+The profile's platform is the machine its facts and checks were read for; a build for
+another machine without those checks is what the per-platform facts exist to prevent.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dockergen import build
+from dockergen.buildid import engine_platform
+from dockergen.errors import ProfileError
+from dockergen.pipeline import resolution
+from tests.conftest import PROFILES, run_cli
+
+H100 = PROFILES / "h100-fp8.yaml"  # linux/amd64 (the default)
+GH200 = PROFILES / "gh200-vllm.yaml"  # linux/arm64
+
+
+def test_a_single_platform_other_than_the_profiles_is_refused_with_the_field_to_set() -> None:
+    with pytest.raises(build.UnsafeInput) as exc:
+        build._platforms_judged(resolution(H100), "linux/arm64")
+    assert "the profile's build.platform is linux/amd64" in str(exc.value)
+    assert "--set build.platform=linux/arm64" in str(exc.value)
+
+
+def test_a_list_is_judged_on_every_platform_before_the_build() -> None:
+    """h100-fp8 on arm64: its H100 runs vLLM's aarch64 kernels too, so the index passes;
+    l40s-awq with a T4 passes on amd64, but vLLM's aarch64 wheel (no sm_75) refuses the
+    arm64 half."""
+    assert build._platforms_judged(resolution(H100), "linux/amd64,linux/arm64") == \
+        "linux/amd64,linux/arm64"
+    t4 = resolution(PROFILES / "l40s-awq.yaml", ("gpu.targets=[l40s,t4]",))
+    with pytest.raises(ProfileError) as exc:
+        build._platforms_judged(t4, "linux/amd64,linux/arm64")
+    assert any("cannot run on t4 (7.5) on aarch64" in p.message
+               for p in exc.value.problems), exc.value.problems
+
+
+def test_without_platform_the_engine_is_asked_for_the_profiles_own() -> None:
+    assert build._platforms_judged(resolution(GH200), None) == "linux/arm64"
+    assert build._platforms_judged(resolution(H100), None) is None  # the engine's default
+    assert engine_platform("linux/arm64", "linux/amd64") == "linux/arm64"
+
+
+def test_the_bake_file_builds_a_gh200_profile_for_arm64(tmp_path: object) -> None:
+    run = run_cli("render", str(GH200), "-q", "-o", str(tmp_path))
+    assert run.rc == 0, run.err
+    bake = (tmp_path / "docker-bake.hcl").read_text()  # type: ignore[operator]
+    assert 'platforms = ["linux/arm64"]' in bake
