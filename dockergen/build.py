@@ -578,6 +578,12 @@ def _platforms_judged(res: Resolution, given: str | None) -> str | None:
            f"(--set build.platform={wanted[0]}) or build for {own}")
     if own not in wanted:
         raise UnsafeInput(f"--platform {given}: the profile's build.platform is {own}; {fix}")
+    if len(wanted) > 1 and res.resolved.engine.lock:
+        # the Dockerfile installs one lock, resolved for one machine's wheels
+        raise UnsafeInput(f"--platform {given}: the profile installs from its hashed Python "
+                          f"lock, resolved for {own} only; build each platform from its own "
+                          "profile (build.platform), or move the lock aside to build the "
+                          "index without it")
     for other in wanted:
         if other != own:
             resolution_of(with_overrides(res.loaded, (f"build.platform={other}",)))

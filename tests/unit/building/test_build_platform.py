@@ -49,3 +49,17 @@ def test_the_bake_file_builds_a_gh200_profile_for_arm64(tmp_path: object) -> Non
     assert run.rc == 0, run.err
     bake = (tmp_path / "docker-bake.hcl").read_text()  # type: ignore[operator]
     assert 'platforms = ["linux/arm64"]' in bake
+
+
+def test_an_index_of_a_profile_that_installs_from_its_python_lock_is_refused() -> None:
+    """The lock is resolved for one machine's wheels: the arm64 half would install x86_64
+    wheels (or fail its hashes an hour in). Refused before anything is built."""
+    import dataclasses
+
+    res = resolution(H100)
+    engine = dataclasses.replace(res.resolved.engine, lock="/opt/dockergen/python.lock")
+    locked = dataclasses.replace(res, resolved=dataclasses.replace(res.resolved, engine=engine))
+    with pytest.raises(build.UnsafeInput) as exc:
+        build._platforms_judged(locked, "linux/amd64,linux/arm64")
+    assert "resolved for linux/amd64 only" in str(exc.value)
+    assert build._platforms_judged(locked, None) is None  # one platform: the lock's own
