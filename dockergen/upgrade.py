@@ -166,6 +166,36 @@ def _missing_pins(index: str, reqs: list[Requirement]) -> list[str]:
     return missing
 
 
+def python_from_wheels(requires_python: str, wheels: list[str]) -> str:
+    """``requires_python`` with the upper bound the release's wheels set: when every wheel is
+    built for one CPython (``cp311-cp311``: no ``abi3``, no ``py3-none``), no install exists
+    past the newest of them, whatever Requires-Python says (SGLang 0.5.23: ``>=3.11``, wheels
+    cp311 to cp313, so ``<3.14``)."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    minors = set()
+    for wheel in wheels:
+        try:
+            tags = parse_wheel_filename(wheel)[3]
+        except InvalidWheelFilename:
+            return requires_python
+        for tag in tags:
+            match = re.fullmatch(r"cp3(\d{1,2})", tag.interpreter)
+            if not match or tag.abi != tag.interpreter:
+                return requires_python  # abi3 or pure Python: newer CPythons install it
+            minors.add(int(match.group(1)))
+    if not minors:
+        return requires_python
+    bound = f"<3.{max(minors) + 1}"
+    spec = SpecifierSet(requires_python)
+    if any(s.operator in ("<", "<=") and Version(s.version) <= Version(bound[1:])
+           for s in spec):
+        return requires_python  # Requires-Python already stops there or earlier
+    lower = [str(s) for s in spec if s.operator not in ("<", "<=")]
+    return ",".join(sorted(lower) + [bound])
+
+
 def _engine_wheel(index: str, package: str, version: str) -> tuple[str, str]:
     """(file name, URL) of the release's wheel the image installs: Linux x86_64 first."""
     wheels = [(f.name, f.url) for f in outdated.files(index, package)
@@ -181,9 +211,16 @@ def _observed(index: str, what: str) -> str:
 
 
 def derive_row(index: str, engine: str, package: str, version: str) -> dict[str, Any]:
-    """The knowledge row of an engine release, read from its wheel's METADATA on ``index``."""
+    """The knowledge row of an engine release, read from its wheel's METADATA on ``index``,
+    its Python range narrowed to the CPythons its wheels are built for."""
     name, url = _engine_wheel(index, package, version)
     out, reqs, source = metadata_row(engine, name, _metadata(url, name))
+    wheels = [f.name for f in outdated.files(index, package)
+              if str(f.version) == version and f.name.endswith(".whl")]
+    narrowed = python_from_wheels(out["python"], wheels)
+    if narrowed != out["python"]:
+        source += f"; Python {narrowed}: its wheels' tags"
+        out["python"] = narrowed
     missing = _missing_pins(index, reqs)
     if missing:
         raise UpgradeError(f"{name} pins {', '.join(missing)}, which {redact(index)} does not "

@@ -509,3 +509,51 @@ def test_hostile_source_in_a_wheel_is_refused_by_bound_never_parsed_without_one(
         "serve flags and quantization floors not read: vllm-0.48.0-cp38-abi3-manylinux_2_28_"
         "x86_64.whl: vllm/engine/arg_utils.py is 5242880 bytes unpacked, more than the 4 MiB "
         "dockergen reads of one source file")
+
+
+def test_a_release_whose_wheels_are_per_cpython_gets_their_upper_bound() -> None:
+    """Requires-Python says >=3.11, but wheels cp311 to cp313 install nowhere past 3.13: a
+    derived row without the bound lets a 3.14 profile validate and fail at the install."""
+    from dockergen.upgrade import python_from_wheels
+
+    per_python = ["sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl",
+                  "sglang-0.5.23-cp313-cp313-manylinux_2_34_aarch64.whl"]
+    assert python_from_wheels(">=3.11", per_python) == ">=3.11,<3.14"
+    assert python_from_wheels(">=3.11,<3.13", per_python) == ">=3.11,<3.13"  # already tighter
+    abi3 = ["vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl"]
+    assert python_from_wheels(">=3.11", abi3) == ">=3.11"  # stable ABI: newer CPythons too
+    assert python_from_wheels(">=3.11", [*per_python, "sglang-0.5.23-py3-none-any.whl"]) == \
+        ">=3.11"
+
+
+@pytest.mark.network
+def test_pypi_derived_rows_of_the_newest_releases_pass_the_shipped_rows_checker() -> None:
+    """What upgrade derives for each engine's newest release on PyPI goes through the checker
+    of the shipped rows (knowledge.row_problems) and agrees with the shipped row where
+    dockergen knows the release; where the release cannot be derived from PyPI, the refusal
+    says why (vLLM 0.34.0 pins a flashinfer-python PyPI lacks; TensorRT-LLM ships no wheel
+    there)."""
+    from dockergen import knowledge, outdated
+    from dockergen.components.serving import ENGINES, engine_for
+    from dockergen.model import MAIN_INDEX
+    from dockergen.upgrade import UpgradeError, derive_row
+
+    derived = 0
+    for name in ENGINES:
+        engine = engine_for(name)
+        package = str(engine.facts()["package"])
+        newest = str(max(v for v in outdated.releases(MAIN_INDEX, package)
+                         if not (v.is_prerelease or v.is_devrelease)))
+        try:
+            row = derive_row(MAIN_INDEX, name, package, newest)
+        except UpgradeError as exc:
+            assert ("cannot be installed from this index" in str(exc)
+                    or "lists no wheel" in str(exc)), (name, newest, exc)
+            continue
+        derived += 1
+        assert knowledge.row_problems(engine.facts_file, "releases", newest, row) == []
+        shipped = engine.facts()["releases"].get(newest)
+        if shipped is not None:
+            assert {k: row[k] for k in shipped if k != "src"} == \
+                {k: v for k, v in shipped.items() if k != "src"}, (name, newest)
+    assert derived >= 1  # SGLang's newest (0.5.23 on 2026-12-06) derives from PyPI
