@@ -91,20 +91,10 @@ def _one_python_lock(path: Path, inp: LockInputs, lock_file: Path, check: bool) 
 
 
 def _platforms(text: str | None) -> tuple[str, ...]:
-    """The ``--platform`` list, or a usage error that says what to write."""
-    from dockergen.platforms import PlatformError, arch_of, parse_list
+    """The ``--platform`` list (none given: empty), or a usage error."""
+    from dockergen.cli.params import platform_list
 
-    if text is None:
-        return ()
-    try:
-        found = parse_list(text)
-    except PlatformError as exc:
-        raise click.UsageError(f"--platform: {exc}") from None
-    unknown = [p for p in found if arch_of(p) is None]
-    if unknown:
-        raise click.UsageError(f"--platform {unknown[0]!r}: no Python platform is known for "
-                               "it; use linux/amd64 or linux/arm64")
-    return found
+    return () if text is None else platform_list(text)
 
 
 @click.command()

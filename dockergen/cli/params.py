@@ -110,3 +110,19 @@ def check_set_fields(ctx: click.Context, param: click.Parameter,
         raise ProfileError(problems)
     return value
 
+
+
+def platform_list(text: str) -> tuple[str, ...]:
+    """A ``--platform`` list of the platforms dockergen builds (:mod:`dockergen.platforms`),
+    or a usage error that says what to write."""
+    from dockergen.platforms import PlatformError, arch_of, parse_list
+
+    try:
+        found = parse_list(text)
+    except PlatformError as exc:
+        raise click.UsageError(f"--platform: {exc}") from None
+    unknown = [p for p in found if arch_of(p) is None]
+    if unknown:
+        raise click.UsageError(f"--platform {unknown[0]!r}: dockergen builds linux/amd64 "
+                               "and linux/arm64")
+    return found

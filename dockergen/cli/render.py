@@ -37,21 +37,13 @@ def _check_syntax(ctx: click.Context, param: click.Parameter, value: str | None)
 
 def _bake_platforms(text: str | None, output: str | None) -> tuple[str, ...] | None:
     """``--platform``: the bake file's platforms (None: its default), or a usage error."""
-    from dockergen.platforms import PlatformError, arch_of, parse_list
+    from dockergen.cli.params import platform_list
 
     if text is None:
         return None
     if to_stdout(output):
         raise click.UsageError("--platform sets the bake file's platforms: give -o DIR")
-    try:
-        found = parse_list(text)
-    except PlatformError as exc:
-        raise click.UsageError(f"--platform: {exc}") from None
-    unknown = [p for p in found if arch_of(p) is None]
-    if unknown:
-        raise click.UsageError(f"--platform {unknown[0]!r}: dockergen builds linux/amd64 "
-                               "and linux/arm64")
-    return found
+    return platform_list(text)
 
 
 @click.command()

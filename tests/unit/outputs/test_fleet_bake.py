@@ -19,7 +19,7 @@ import pytest
 from dockergen import layers
 from dockergen.api import resolve_profile, shipped_renderable
 from dockergen.atomic import MANIFEST
-from dockergen.buildid import content_tag
+from dockergen.buildid import content_tag, engine_platform
 from tests.conftest import EXAMPLES, PROFILES, lint, run_cli
 
 # The shipped matrix, written out by hand: variant -> the --set values of its point.
@@ -76,10 +76,13 @@ def _expected(name: str, dockerfile_text: str,
         "context": name,
         "dockerfile": "Dockerfile",
         "target": "runtime",
-        "platforms": ["linux/amd64"],
-        # the release tags, then the content-hash tag of the context (dockergen/buildid.py)
+        "platforms": [p.build.platform],  # the profile's machine (gh200-vllm: linux/arm64)
+        # the release tags, then the content-hash tag of the context (dockergen/buildid.py),
+        # which covers the platform the engine is asked for
         "tags": [*(f"{p.image.name}:{t}" for t in resolved.tags),
-                 f"{p.image.name}:" + content_tag(context, mode="buildkit")],
+                 f"{p.image.name}:" + content_tag(
+                     context, mode="buildkit",
+                     platform=engine_platform(None, p.build.platform))],
         "labels": {k: in_dockerfile[k] for k in sorted(keys)},
         "cache-from": [_attrs(f"type=registry,ref={cache}")],
         "cache-to": [_attrs(f"type=registry,ref={cache},mode=max")],
