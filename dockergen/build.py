@@ -573,9 +573,14 @@ def _platforms_judged(res: Resolution, given: str | None) -> str | None:
     from dockergen.pipeline import resolution_of
 
     own = res.resolved.profile.build.platform
-    wanted = [w.strip() for w in given.split(",")] if given else [own]
+    # linux/arm64/v8 is linux/arm64 (its only variant, as containerd normalizes it)
+    wanted = [w.strip().removesuffix("/v8") if w.strip().startswith("linux/arm64") else w.strip()
+              for w in given.split(",")] if given else [own]
+    other = next((w for w in wanted if w != own), wanted[0])
     fix = (f"build.platform is the machine the profile's facts are read for: set it "
-           f"(--set build.platform={wanted[0]}) or build for {own}")
+           f"(--set build.platform={other}) or build for {own}"
+           if other in ("linux/amd64", "linux/arm64") else
+           "dockergen builds linux/amd64 and linux/arm64 images")
     if own not in wanted:
         raise UnsafeInput(f"--platform {given}: the profile's build.platform is {own}; {fix}")
     if len(wanted) > 1 and res.resolved.engine.lock:

@@ -63,3 +63,11 @@ def test_an_index_of_a_profile_that_installs_from_its_python_lock_is_refused() -
         build._platforms_judged(locked, "linux/amd64,linux/arm64")
     assert "resolved for linux/amd64 only" in str(exc.value)
     assert build._platforms_judged(locked, None) is None  # one platform: the lock's own
+
+
+def test_the_fix_for_a_platform_dockergen_does_not_build_is_no_field_value() -> None:
+    with pytest.raises(build.UnsafeInput) as exc:
+        build._platforms_judged(resolution(H100), "linux/riscv64")
+    assert "--set build.platform" not in str(exc.value)
+    assert "dockergen builds linux/amd64 and linux/arm64 images" in str(exc.value)
+    assert build._platforms_judged(resolution(GH200), "linux/arm64/v8") == "linux/arm64/v8"

@@ -125,7 +125,8 @@ def _view(cache_ref: str) -> VariantView:
         name="t", image_name="registry.example.com/llm/vllm", release_tags=(),
         profile_hash="sha256:" + H64, engine="vllm", engine_version="0.11.0", description="",
         user_labels={}, cache_ref_template=cache_ref, cache_ref_at=Location("p.yaml", 1, 1),
-        attest=(), compression="zstd", devel_image="d", runtime_image="r",
+        attest=(), compression="zstd", platform="linux/amd64", devel_image="d",
+        runtime_image="r",
         tag_values={"name": "t"}, warnings=())
 
 
