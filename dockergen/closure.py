@@ -94,7 +94,9 @@ def judge(name: str, version: str, hashes: set[str], files: list[outdated.IndexF
     tags = target_tags(python, platform)
     mine = [f for f in files if str(f.version) == version or f.version.public == version]
     wheels = [f for f in mine if f.name.endswith(".whl")]
-    if any(f.sha256 in hashes and _wheel_tags(f.name) & tags for f in wheels):
+    # the wheel the lock pins (by its hash); an index that lists no hashes (PEP 503 allows
+    # it) cannot say which file the lock's hash is, so a wheel for the target counts
+    if any((f.sha256 in hashes or not f.sha256) and _wheel_tags(f.name) & tags for f in wheels):
         return Verdict(name, version, "wheel")
     if not wheels:
         return Verdict(name, version, "sdist")

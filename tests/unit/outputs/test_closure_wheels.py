@@ -133,3 +133,23 @@ def test_lock_python_refuses_the_closure_before_writing(index: tuple[str, str],
         "native-ext==1.9" in run.err
     assert not (tmp_path / "p.python.lock").exists()
     assert "Traceback" not in run.err
+
+
+def test_an_index_without_hashes_still_has_its_wheels_counted() -> None:
+    """PEP 503 lets an index list files without hashes (the stand-in index does): which file
+    the lock's hash is cannot be told, so a wheel for the target counts; a wheel for another
+    machine still does not."""
+    from packaging.version import Version
+
+    from dockergen.outdated import IndexFile
+
+    def wheel(name: str) -> IndexFile:
+        return IndexFile(name, Version("1.0"), f"http://127.0.0.1/{name}", "")
+
+    pure = closure.judge("pure", "1.0", {"a" * 64}, [wheel("pure-1.0-py3-none-any.whl")],
+                         "3.11", "x86_64-manylinux_2_28")
+    assert pure.kind == "wheel"
+    arm = closure.judge("native", "1.0", {"a" * 64},
+                        [wheel("native-1.0-cp311-cp311-manylinux_2_28_aarch64.whl")],
+                        "3.11", "x86_64-manylinux_2_28")
+    assert arm.kind == "missing" and "aarch64" in arm.detail
