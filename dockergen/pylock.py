@@ -118,10 +118,15 @@ _UNREACHABLE = ("error sending request for url", "dns error", "tcp connect error
 
 def _compile(inp: LockInputs, family: tuple[str, ...], work: Path) -> str:
     (work / "pyproject.toml").write_text(_pyproject(inp, family), encoding="utf-8")
+    constraints = []
+    if inp.constraints:  # the engine stage's own constraints: the same closure
+        (work / "constraints.txt").write_text("".join(f"{c}\n" for c in inp.constraints),
+                                              encoding="utf-8")
+        constraints = ["--constraint", "constraints.txt"]
     cmd = [uv(), "pip", "compile", "--quiet", "--no-header", "--generate-hashes",
            "--emit-index-annotation", "--python-version", inp.python,
            "--python-platform", inp.platform, "--index-url", inp.main_index,
-           "pyproject.toml"]
+           *constraints, "pyproject.toml"]
     env = {**os.environ, "UV_NO_CONFIG": "1"}
     proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, check=False,
                           timeout=_UV_TIMEOUT_S, env=env)

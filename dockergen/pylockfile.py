@@ -41,6 +41,9 @@ class LockInputs:
     # explicit index they come from (None: the main index)
     flashinfer_cubin: str | None = None
     flashinfer_index: str | None = None
+    # what the engine stage installs under without a lock (cuda.major_constraints: the CUDA
+    # Python bindings at the CUDA release's major), so a lock resolves the same closure
+    constraints: tuple[str, ...] = ()
 
 
 def path_of(profile: Path) -> Path:
@@ -99,7 +102,8 @@ def read_inputs(text: str) -> LockInputs | None:
     if missing:
         raise LockHeaderError(missing[0], "missing (dockergen writes every input it locks "
                               "with)")
-    return LockInputs(**{**data, "extra": tuple(data.get("extra") or ())})
+    return LockInputs(**{**data, "extra": tuple(data.get("extra") or ()),
+                         "constraints": tuple(data.get("constraints") or ())})
 
 
 def differences(had: LockInputs, want: LockInputs, ignore: tuple[str, ...] = ()

@@ -603,7 +603,8 @@ class ServingEngine:
             flashinfer_cubin=next((r for r in self.requirements(c)
                                    if r.startswith("flashinfer-cubin==")), None),
             flashinfer_index=(p.build.flashinfer_index_url
-                              if p.build.flashinfer_index_url in indexes else None))
+                              if p.build.flashinfer_index_url in indexes else None),
+            constraints=cuda.major_constraints(p.cuda.version))
 
     def check_python_lock(self, c: Context) -> None:
         """python-lock: a lock beside the profile must match it; the engine stage uses it."""

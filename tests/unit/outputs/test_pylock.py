@@ -308,3 +308,22 @@ def test_a_lock_without_the_extra_packages_points_at_them(tmp_path: Path) -> Non
     (line,) = [x for x in result.err.splitlines() if "no longer matches" in x]
     assert line.startswith("--set packages.pip: packages.pip: p.python.lock no longer matches "
                            "the profile (extra: lock [], profile ['einops==0.8.2'])")
+
+
+@pytest.mark.network
+def test_the_headline_profile_locks_on_pypi_with_the_engine_stages_constraints(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`lock --python` resolves under the constraints the engine stage installs under (the
+    CUDA Python bindings at the CUDA major). Without them uv picked a cuda-python that
+    carries cuda/bindings/* beside cuda-bindings, and the ownership check refused the
+    shipped h100-fp8 profile's lock."""
+    monkeypatch.setenv("UV_CACHE_DIR", os.environ.get("UV_CACHE_DIR", str(pylock_cache())))
+    for name in ("h100-fp8.yaml", "base.yaml"):
+        shutil.copy(PROFILES / name, tmp_path / name)
+    result = run_cli("lock", "--python", str(tmp_path / "h100-fp8.yaml"),
+                     "--torch-index", MAIN_INDEX)
+    assert result.rc == 0, result.err
+    text = (tmp_path / "h100-fp8.python.lock").read_text()
+    assert '"constraints": ["cuda-bindings==13.*", "cuda-python==13.*"]' in text.splitlines()[0]
+    versions = dict(re.findall(r"^(cuda-python|cuda-bindings)==(\S+)", text, re.M))
+    assert {v.split(".")[0] for v in versions.values()} <= {"13"}, versions
