@@ -48,6 +48,12 @@ CUDART = re.compile(r"^libcudart\.so\.(\d+)")
 # ELF e_machine values (src: the System V gABI's registry, /usr/include/elf.h EM_*)
 MACHINES = {3: "i386", 40: "arm", 62: "x86-64", 183: "aarch64", 190: "cuda"}
 EM_CUDA = 190  # cubins: GPU code, loaded by the driver, whatever the host CPU
+# The first word of a GNU target triple naming each CPU. A folder named by another CPU's
+# triple holds what a package ships for cross-compiling, never loaded here (the real vLLM
+# image: nvidia_cutlass_dsl/cu13/lib/stubs/aarch64-unknown-linux-gnu/libcute_dsl_runtime.so
+# in the x86-64 image, read 2026-12-06).
+TRIPLE_CPU = {"x86_64": 62, "amd64": 62, "i386": 3, "i686": 3, "aarch64": 183, "arm64": 183,
+              "arm": 40, "armv7": 40}
 
 
 class ElfError(ValueError):
@@ -244,11 +250,26 @@ def elf_machine(path: str) -> int:
     return int(struct.unpack_from("<H", head, 18)[0])
 
 
+def for_another_target(path: str, machine: int) -> bool:
+    """Whether ``path`` is a Python package's file in a folder named by another CPU's
+    target triple (``.../aarch64-unknown-linux-gnu/...`` in an x86-64 image): material for
+    cross-compiling. Only inside site-packages: the system's own multiarch folders
+    (/usr/lib/x86_64-linux-gnu) hold what the image loads, and stay audited."""
+    parts = path.split("/")[:-1]
+    if "site-packages" not in parts and "dist-packages" not in parts:
+        return False
+    return any(TRIPLE_CPU.get(part.split("-", 1)[0], machine) != machine
+               for part in parts if "-" in part)
+
+
 def machine_problems(paths: list[str], machine: int) -> list[str]:
-    """Every ELF file for another CPU than ``machine`` (GPU code excepted)."""
+    """Every ELF file for another CPU than ``machine`` (GPU code, and what lies in a folder
+    named by another CPU's target triple, excepted)."""
     problems = []
     want = MACHINES.get(machine, str(machine))
     for path in paths:
+        if for_another_target(path, machine):
+            continue
         try:
             found = elf_machine(path)
         except (ElfError, OSError) as exc:

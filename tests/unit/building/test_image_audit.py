@@ -231,3 +231,30 @@ def test_the_audit_lists_the_code_of_the_kernels_the_build_made(tmp_path: Path) 
     assert code == 1 and report["kernels"] == {"sampling.so": "sass_90a"}
     assert f"{root}/aot/sampling/sampling.so: no code for compute capability 10.0 (has " \
         "sass_90a)" in report["problems"]  # type: ignore[operator]
+
+
+def test_cross_compiling_stubs_of_a_package_are_not_the_images_cpu(tmp_path: Path) -> None:
+    """The real vLLM image ships nvidia_cutlass_dsl's aarch64 stubs for cross-compiling in
+    its x86-64 image: not loaded there, so not refused. The same file elsewhere (the
+    system's multiarch folder, a package's own lib/) is refused."""
+    spec = importlib.util.spec_from_file_location(
+        "image_audit", ROOT / "templates" / "context" / "image_audit.py")
+    assert spec is not None and spec.loader is not None
+    audit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(audit)
+    elf = bytes(18) + (183).to_bytes(2, "little") + bytes(44)  # an aarch64 ELF header
+    elf = b"\x7fELF" + elf[4:]
+    places = {
+        "stub": "venv/lib/python3.11/site-packages/nvidia_cutlass_dsl/cu13/lib/stubs/"
+                "aarch64-unknown-linux-gnu/libcute_dsl_runtime.so",
+        "system": "usr/lib/aarch64-linux-gnu/libfoo.so",
+        "package": "venv/lib/python3.11/site-packages/pkg/lib/libfoo.so",
+    }
+    paths = {}
+    for name, rel in places.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True)
+        path.write_bytes(elf)
+        paths[name] = str(path)
+    problems = audit.machine_problems(sorted(paths.values()), 62)
+    assert [p.split(":")[0] for p in problems] == sorted([paths["system"], paths["package"]])
