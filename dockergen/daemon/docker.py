@@ -197,9 +197,9 @@ class DockerDaemon:
         if gpus:
             kwargs["device_requests"] = [docker.types.DeviceRequest(count=-1,
                                                                     capabilities=[["gpu"]])]
-        container = self.client.containers.create(
-            image, command, entrypoint=entrypoint, labels={"dockergen.run-id": run_id},
-            network_disabled=network_disabled, **kwargs)
+        container = self._create(image, command, entrypoint=entrypoint,
+                                 labels={"dockergen.run-id": run_id},
+                                 network_disabled=network_disabled, **kwargs)
         try:
             try:
                 container.start()
@@ -216,6 +216,16 @@ class DockerDaemon:
         finally:
             container.remove(force=True)
 
+    def _create(self, image: str, command: list[str] | None, **kwargs: Any) -> Any:
+        """A container of ``image``, or a :class:`DaemonError` with the engine's reason:
+        with the containerd image store, creating one unpacks the image, which fails on a
+        full disk ("no space left on device") as any engine error does, named."""
+        try:
+            return self.client.containers.create(image, command, **kwargs)
+        except docker.errors.APIError as exc:
+            raise DaemonError(f"cannot create a container of {image}: "
+                              f"{redact(exc.explanation or str(exc))}") from None
+
     def read_file(self, image: str, path: str, limit: int) -> bytes | None:
         """A regular file of ``image`` through the archive endpoint of a container that is
         created and never started: nothing of the image runs (an image without a shell,
@@ -223,8 +233,8 @@ class DockerDaemon:
         import io
         import tarfile
 
-        container = self.client.containers.create(image, ["/dockergen-never-run"],
-                                                  entrypoint=[], network_disabled=True)
+        container = self._create(image, ["/dockergen-never-run"], entrypoint=[],
+                                 network_disabled=True)
         try:
             try:
                 stream, stat = container.get_archive(path)
@@ -263,9 +273,8 @@ class DockerDaemon:
         if gpus:
             kwargs["device_requests"] = [docker.types.DeviceRequest(count=-1,
                                                                     capabilities=[["gpu"]])]
-        container = self.client.containers.create(
-            image, labels={"dockergen.run-id": run_id},
-            ports={f"{port}/tcp": ("127.0.0.1", host_port)}, **kwargs)
+        container = self._create(image, None, labels={"dockergen.run-id": run_id},
+                                 ports={f"{port}/tcp": ("127.0.0.1", host_port)}, **kwargs)
         base = f"http://127.0.0.1:{host_port}"
         try:
             container.start()

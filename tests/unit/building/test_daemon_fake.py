@@ -99,3 +99,29 @@ def test_a_silent_build_step_is_cancelled_by_the_timeout(tmp_path: Path) -> None
     assert exc.value.exit_code == ExitCode.TIMEOUT
     assert daemon.cancelled.is_set() and time.monotonic() - started < 5
     assert _record(tmp_path)["status"] == "failed" and not daemon.tags
+
+
+def test_a_container_the_engine_cannot_create_is_a_daemon_error_not_a_traceback() -> None:
+    """With the containerd store, creating a container unpacks the image: on a full disk
+    the engine refuses ("no space left on device"); the smoke test then ended in a
+    docker-py traceback (exit 1) instead of the engine's reason."""
+    import docker.errors
+
+    from dockergen.daemon import DaemonError
+    from dockergen.daemon.docker import DockerDaemon
+
+    class Containers:
+        def create(self, *args: object, **kwargs: object) -> None:
+            raise docker.errors.APIError("500 Server Error",
+                                         explanation="failed to extract layer: write "
+                                                     "/x/lib.so: no space left on device")
+
+    class Client:
+        containers = Containers()
+
+    daemon = object.__new__(DockerDaemon)
+    daemon.client = Client()  # type: ignore[assignment]
+    for call in (lambda: daemon.run("img:1", ["true"]),
+                 lambda: daemon.read_file("img:1", "/etc/os-release", 1024)):
+        with pytest.raises(DaemonError, match="no space left on device"):
+            call()
