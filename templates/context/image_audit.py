@@ -46,8 +46,11 @@ FATBIN_MAGIC = 0xBA55ED50
 DRIVER_LIBS = re.compile(r"^(libcuda\.so|libnvidia-|libnvcuvid\.so|libnvoptix\.so)")
 CUDART = re.compile(r"^libcudart\.so\.(\d+)")
 # ELF e_machine values (src: the System V gABI's registry, /usr/include/elf.h EM_*)
-MACHINES = {3: "i386", 40: "arm", 62: "x86-64", 183: "aarch64", 190: "cuda"}
+MACHINES = {3: "i386", 40: "arm", 62: "x86-64", 183: "aarch64", 190: "cuda", 224: "amdgpu"}
 EM_CUDA = 190  # cubins: GPU code, loaded by the driver, whatever the host CPU
+# GPU code objects of any vendor: SGLang 0.5.23's wheel ships AMD ones
+# (sglang/kernels/ops/attention/dsv4/asm/gfx950/*.co, EM_AMDGPU), loaded by ROCm only
+GPU_MACHINES = (EM_CUDA, 224)
 # The first word of a GNU target triple naming each CPU. A folder named by another CPU's
 # triple holds what a package ships for cross-compiling, never loaded here (the real vLLM
 # image: nvidia_cutlass_dsl/cu13/lib/stubs/aarch64-unknown-linux-gnu/libcute_dsl_runtime.so
@@ -263,8 +266,8 @@ def for_another_target(path: str, machine: int) -> bool:
 
 
 def machine_problems(paths: list[str], machine: int) -> list[str]:
-    """Every ELF file for another CPU than ``machine`` (GPU code, and what lies in a folder
-    named by another CPU's target triple, excepted)."""
+    """Every ELF file for another CPU than ``machine`` (GPU code of any vendor, and what
+    lies in a folder named by another CPU's target triple, excepted)."""
     problems = []
     want = MACHINES.get(machine, str(machine))
     for path in paths:
@@ -275,7 +278,7 @@ def machine_problems(paths: list[str], machine: int) -> list[str]:
         except (ElfError, OSError) as exc:
             problems.append(f"{path}: cannot read its ELF header: {exc}")
             continue
-        if found not in (machine, EM_CUDA):
+        if found != machine and found not in GPU_MACHINES:
             problems.append(f"{path}: an ELF file for {MACHINES.get(found, str(found))} "
                             f"(e_machine {found}), not {want} (e_machine {machine}): this "
                             "image's CPU cannot load it")

@@ -233,7 +233,7 @@ def test_the_audit_lists_the_code_of_the_kernels_the_build_made(tmp_path: Path) 
         "sass_90a)" in report["problems"]  # type: ignore[operator]
 
 
-def test_cross_compiling_stubs_of_a_package_are_not_the_images_cpu(tmp_path: Path) -> None:
+def test_cross_compiling_stubs_and_gpu_code_are_not_the_images_cpu(tmp_path: Path) -> None:
     """The real vLLM image ships nvidia_cutlass_dsl's aarch64 stubs for cross-compiling in
     its x86-64 image: not loaded there, so not refused. The same file elsewhere (the
     system's multiarch folder, a package's own lib/) is refused."""
@@ -250,11 +250,15 @@ def test_cross_compiling_stubs_of_a_package_are_not_the_images_cpu(tmp_path: Pat
         "system": "usr/lib/aarch64-linux-gnu/libfoo.so",
         "package": "venv/lib/python3.11/site-packages/pkg/lib/libfoo.so",
     }
+    amd = tmp_path / "venv/lib/python3.11/site-packages/sglang/gfx950/mla.co"
+    amd.parent.mkdir(parents=True)
+    amd.write_bytes(b"\x7fELF" + bytes(14) + (224).to_bytes(2, "little") + bytes(44))
     paths = {}
     for name, rel in places.items():
         path = tmp_path / rel
         path.parent.mkdir(parents=True)
         path.write_bytes(elf)
         paths[name] = str(path)
-    problems = audit.machine_problems(sorted(paths.values()), 62)
+    # an AMD GPU code object (SGLang's wheel ships them) is GPU code, as a cubin is
+    problems = audit.machine_problems(sorted([*paths.values(), str(amd)]), 62)
     assert [p.split(":")[0] for p in problems] == sorted([paths["system"], paths["package"]])
