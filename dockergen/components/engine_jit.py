@@ -170,8 +170,11 @@ def load_check(jit: EngineJit) -> CommandCheck:
     image's environment names, for every GPU target (the image's copy of the script)."""
 
     def verify(code: int, out: str) -> tuple[bool, str]:
+        # the script's JSON line; a library may still print after it as the process ends
+        # (a cache miss left "Cannot detect CUDA architecture." below it, 2026-12-06)
+        rows = [line for line in out.strip().splitlines() if line.startswith("{")]
         try:
-            got = json.loads(out.strip().splitlines()[-1])
+            got = json.loads(rows[-1])
         except (ValueError, IndexError):
             return False, out.strip()[-500:] or f"exit {code}"
         if not isinstance(got, dict):

@@ -126,6 +126,10 @@ def test_the_no_compilers_check_keeps_g_plus_plus_only_for_the_engine_jit() -> N
      "'sgl_fused_rope' has no usable cached build\", \"per_token_quant_fp8\": \"cached\"}}",
      False, "9.0 fused_rope: RuntimeError"),
     ('{"9.0": {"activation": "cached"}}', False, "9.0 fused_rope: not tried"),
+    # what the real SGLang image printed after the JSON line on a cache miss
+    ('{"9.0": {"activation": "cached", "fused_rope": "RuntimeError: no usable cached '
+     'build", "per_token_quant_fp8": "cached"}}\nCannot detect CUDA architecture.',
+     False, "9.0 fused_rope: RuntimeError: no usable cached build"),
     ("Traceback (most recent call last):\n  ImportError: no sglang", False, "ImportError"),
 ])
 def test_the_load_check_passes_only_when_every_kernel_is_cached(out: str, ok: bool,
