@@ -571,11 +571,10 @@ def _platforms_judged(res: Resolution, given: str | None) -> str | None:
     from dockergen.buildid import engine_platform
     from dockergen.loader import with_overrides
     from dockergen.pipeline import resolution_of
+    from dockergen.platforms import canonical, parse_list
 
     own = res.resolved.profile.build.platform
-    # linux/arm64/v8 is linux/arm64 (its only variant, as containerd normalizes it)
-    wanted = [w.strip().removesuffix("/v8") if w.strip().startswith("linux/arm64") else w.strip()
-              for w in given.split(",")] if given else [own]
+    wanted = [canonical(w) for w in parse_list(given)] if given else [own]
     other = next((w for w in wanted if w != own), wanted[0])
     fix = (f"build.platform is the machine the profile's facts are read for: set it "
            f"(--set build.platform={other}) or build for {own}"

@@ -59,6 +59,11 @@ def parse_list(text: str) -> tuple[str, ...]:
     return tuple(items)
 
 
+def canonical(platform: str) -> str:
+    """``linux/arm64/v8`` is ``linux/arm64``: its only variant, as containerd normalizes it."""
+    return platform.removesuffix("/v8") if platform.startswith("linux/arm64/") else platform
+
+
 def arch_of(platform: str) -> Arch | None:
     """The CPU of a ``linux/ARCH[/VARIANT]`` platform, or None if dockergen does not know it."""
     os_name, _, rest = platform.partition("/")
