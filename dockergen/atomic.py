@@ -6,43 +6,23 @@ replaced only while it holds nothing but what dockergen wrote there, as its
 :data:`MANIFEST` lists, so neither a mistyped ``-o`` nor a re-run deletes a user's file.
 A single file is replaced only when it is a regular file its writer recognises as its
 own (a generated header, a lock's format key); a link, device, FIFO or read-only output is
-refused, never replaced. May import: :mod:`dockergen.errors`, :mod:`dockergen.inputs`.
+refused, never replaced.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
-import shutil
-import signal
 import stat
-import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
 from dockergen import inputs
+from dockergen.atomic_owned import MANIFEST, Legacy, Ours, check_owned, is_own_file, manifest_bytes
+from dockergen.atomic_swap import remove, signals_deferred, swap_all
 from dockergen.errors import OutputError, path_holds_secret, redact_path
 
-# The list of files in a folder dockergen wrote, with the kind of output it is: a re-run
-# of the same kind replaces the folder only while it holds just those files (a build
-# context's .dockerignore ignores everything, so the list never reaches a build).
-MANIFEST = ".dockergen-files"
-_HEADER = "# Written by dockergen (kind: {kind}); its -o replaces this folder only while it " \
-          "holds just these files.\n"
-_HEADER_RE = re.compile(r"# Written by dockergen \(kind: ([a-z-]+)\)")
-# What each kind of folder is, for messages.
-KINDS = {"context": "a build context (render -o, build -o)",
-         "deploy": "run configurations (deploy --all -o)",
-         "observe": "monitoring files (observe -o)"}
-
-# (folder, the names a re-run writes there) -> whether a folder without a manifest, written
-# before manifests existed, is dockergen's
-Legacy = Callable[[Path, set[str]], bool]
-# (the first bytes of an existing single-file output) -> whether dockergen wrote it
-Ours = Callable[[bytes], bool]
 _STDOUT_HINT = " (-o - writes to standard output)"
 # outputs completely written by this process (see committed())
 _COMMITTED: list[Path] = []
@@ -84,7 +64,7 @@ def write_file(path: Path, text: str, *, ours: Ours) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, mode)  # created 0600: the team must read generated files
-        with _signals_deferred():
+        with signals_deferred():
             os.replace(tmp, path)
             _COMMITTED.append(path)  # before a held signal arrives
             done = True
@@ -92,7 +72,7 @@ def write_file(path: Path, text: str, *, ours: Ours) -> None:
         raise OutputError(f"{path}: cannot write: {exc.strerror}; nothing was changed"
                           ) from None
     finally:
-        _remove(tmp)
+        remove(tmp)
         if not done:
             _unmake(path.parent, made)
 
@@ -123,8 +103,7 @@ def _check_replaceable_file(path: Path, ours: Ours) -> int:
     if kind is not None:
         raise OutputError(f"{path}: is {kind}, not a file dockergen wrote; it is left as it "
                           f"is; choose another -o path{_STDOUT_HINT}")
-    head = inputs.read_head(path, inputs.LIMITS["own-output"][0])
-    if head is None or not ours(head):
+    if not is_own_file(path, ours):
         raise OutputError(f"{path}: exists and was not written by dockergen; move it away or "
                           "choose another -o path")
     if not st.st_mode & 0o200:
@@ -195,13 +174,13 @@ def write_folders(parent: Path, folders: dict[str, dict[str, bytes]], *, kind: s
     made, done = _missing_top(parent), False
     try:
         _stage_all(parent, folders, top, modes, kind, later, staged)
-        with _signals_deferred():
-            _swap_all(parent, staged, gone)
+        with signals_deferred():
+            swap_all(parent, staged, gone)
             _COMMITTED.extend(dest for _, dest in staged)  # before a held signal arrives
             done = True
     finally:
         for staging, _ in staged:
-            _remove(staging)
+            remove(staging)
         if not done:  # "nothing was changed" includes the folders made for the change
             _unmake(parent, made)
 
@@ -327,68 +306,6 @@ def real_folder(path: Path) -> Path:
     return real
 
 
-def check_owned(folder: Path, kind: str, names: set[str], legacy: Legacy | None = None
-                ) -> None:
-    """Raise :class:`OutputError` unless ``folder`` may be replaced by output of ``kind``
-    that writes ``names``: it is empty, or holds only what its manifest lists and the
-    manifest is of ``kind``, or ``legacy`` recognises it."""
-    if not any(folder.iterdir()):
-        return
-    manifest = folder / MANIFEST
-    if manifest.is_file() and inputs.node_kind(manifest) is None:  # not a link, FIFO...
-        found, listed = _read_manifest(manifest)
-        if found != kind:
-            what = KINDS.get(found or "", "files of another kind")
-            raise OutputError(f"{folder}: holds {what}, which dockergen wrote there; choose "
-                              "another -o folder")
-        foreign = _first_foreign(folder, listed)
-        if foreign:
-            raise OutputError(f"{folder}: holds files dockergen did not write "
-                              f"({', '.join(foreign)}); move them out, or choose another "
-                              "-o folder")
-        return
-    if legacy is not None and legacy(folder, names):
-        return
-    raise OutputError(f"{folder}: folder is not empty and was not written by dockergen; "
-                      "choose an empty or new folder")
-
-
-def files_in(folder: Path) -> Iterator[str]:
-    """Files and links below ``folder``, and its empty folders (as ``name/``), lazily."""
-    for root, dirs, names in os.walk(folder):
-        base = Path(root).relative_to(folder)
-        for name in names:
-            yield (base / name).as_posix()
-        for name in dirs:
-            path = Path(root) / name
-            if path.is_symlink():
-                yield (base / name).as_posix()
-            elif not any(path.iterdir()):
-                yield (base / name).as_posix() + "/"
-        dirs[:] = [d for d in dirs if not (Path(root) / d).is_symlink()]
-
-
-def _first_foreign(folder: Path, listed: set[str], most: int = 5) -> list[str]:
-    """Up to ``most`` names below ``folder`` the manifest does not list (stops early: a
-    mistyped -o may point at a huge tree)."""
-    foreign: list[str] = []
-    for name in files_in(folder):
-        if name not in listed:
-            foreign.append(name)
-            if len(foreign) > most:
-                return [*sorted(foreign[:most]), "..."]
-    return sorted(foreign)
-
-
-def _read_manifest(path: Path) -> tuple[str | None, set[str]]:
-    try:
-        text = inputs.read_bytes(path, "own-output").decode("utf-8", errors="replace")
-    except inputs.InputError:  # larger than any manifest dockergen writes: not one
-        return None, set()
-    match = _HEADER_RE.match(text)
-    return (match.group(1), set(text.splitlines()[1:])) if match else (None, set())
-
-
 def _owned_quietly(folder: Path, kind: str) -> bool:
     """``folder`` exists and its manifest shows it as dockergen's, of ``kind``."""
     if not folder.is_dir() or folder.is_symlink():
@@ -451,8 +368,7 @@ def _stage(staging: Path, files: dict[str, bytes], kind: str, later: tuple[str, 
     """Create the folder ``staging`` holding ``files`` and their manifest; the caller has
     recorded ``staging`` and removes it whatever happens here."""
     os.mkdir(staging, 0o700)
-    listing = sorted({*files, *later, MANIFEST})
-    manifest = (_HEADER.format(kind=kind) + "".join(f"{n}\n" for n in listing)).encode()
+    manifest = manifest_bytes(kind, {*files, *later})
     for rel, data in {**files, MANIFEST: manifest}.items():
         dest = staging / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -461,81 +377,3 @@ def _stage(staging: Path, files: dict[str, bytes], kind: str, later: tuple[str, 
             fh.flush()
             os.fsync(fh.fileno())
     staging.chmod(0o755)
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-
-
-def _aside(path: Path) -> Path:
-    # a random name: a leftover of a crashed run (same pid in a container) never blocks
-    return path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:12]}")
-
-
-def _swap_all(parent: Path, staged: list[tuple[Path, Path]], gone: list[Path]) -> None:
-    """Move each staging path onto its destination and ``gone`` out of the way; on any
-    failure or interrupt undo every move made, then re-raise. Old versions are deleted
-    only once everything is in place."""
-    done: list[tuple[Path, Path | None]] = []  # (destination, its old version moved aside)
-    try:
-        for staging, dest in staged:
-            old = None
-            if dest.exists() or dest.is_symlink():
-                old = _aside(dest)
-                os.replace(dest, old)
-                done.append((dest, old))  # recorded at once: a failure below puts it back
-            os.replace(staging, dest)
-            if old is None:
-                done.append((dest, None))
-        for path in gone:
-            aside = _aside(path)
-            os.replace(path, aside)
-            done.append((path, aside))
-    except BaseException as exc:
-        stuck: list[str] = []
-        for dest, old in reversed(done):
-            try:
-                if dest.exists() or dest.is_symlink():  # what this change put there goes
-                    _remove(dest)
-                if old is not None:  # and what was there comes back
-                    os.replace(old, dest)
-            except OSError:
-                stuck.append(f"{old} (was {dest})" if old is not None else str(dest))
-        if stuck:
-            reason = exc.strerror if isinstance(exc, OSError) else type(exc).__name__
-            raise OutputError(f"{parent}: the change failed ({reason}) and could not be fully "
-                              f"undone; move these back by hand: {', '.join(stuck)}") from None
-        if isinstance(exc, OSError):
-            raise OutputError(f"{parent}: cannot write: {exc.strerror}; nothing was changed"
-                              ) from None
-        raise
-    for _, old in done:
-        if old is not None:
-            _remove(old)
-
-
-@contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM during the swaps and deliver them right after them.
-
-    A Ctrl-C between two renames used to delete both the old and the new folder. Signal
-    handlers can only be set in the main thread; elsewhere :func:`_swap_all`'s own
-    rollback is the guard.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, _frame: caught.append(signum))
-                for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        for number in dict.fromkeys(caught):
-            signal.raise_signal(number)  # now handled as it would have been

@@ -5,8 +5,6 @@ Running before validation means a type error elsewhere never hides a credential 
 the profile covers fields that reach the image without being listed here one by one
 (``description`` becomes a label; smoke commands end up in logs). The components hold no
 secret checks of their own: a profile with a credential never reaches them.
-
-May import: :mod:`dockergen.errors`, :mod:`dockergen.yamlsource`.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dockergen.errors import SECRET_NAME, SECRET_VALUE, Problem
+from dockergen.errors import SECRET_NAME, SECRET_VALUE, Problem, dotted
 from dockergen.yamlsource import FieldPath, Positions
 
 _SECRET_FLAG = re.compile(r"--(api-key|hf-token|token)\b")
@@ -26,13 +24,6 @@ _SERVER_SECRET_HINT = {
     "": "pass it at run time (an environment variable or a mounted secret)"}
 
 
-def _dotted(path: FieldPath) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 def scan(data: dict[str, Any], pos: Positions) -> list[Problem]:
     """Every credential-like name or value in the merged profile data, as problems."""
     problems: list[Problem] = []
@@ -41,7 +32,7 @@ def scan(data: dict[str, Any], pos: Positions) -> list[Problem]:
     server_hint = _SERVER_SECRET_HINT.get(str(name), _SERVER_SECRET_HINT[""])
 
     def add(path: FieldPath, message: str, fix: str) -> None:
-        problems.append(Problem(pos.of(path), _dotted(path), message, fix))
+        problems.append(Problem(pos.of(path), dotted(path), message, fix))
 
     def walk(value: Any, path: FieldPath) -> None:
         if isinstance(value, dict):

@@ -9,7 +9,6 @@ the limit of its kind (:data:`LIMITS`, listed in docs/commands.md) is refused be
 a symbolic link loop or a dangling link is named as such. Each refusal is an
 :class:`InputError` that says which file, what is wrong and what to do; callers turn it
 into the error of their command (a located profile problem, a plan or deploy error).
-May import: :mod:`dockergen.errors`.
 """
 
 from __future__ import annotations
@@ -52,10 +51,8 @@ _BIGGER_FIX = ('give the right file (docs/commands.md, "Input limits", lists wha
                "hold)")
 
 
-class InputError(DockergenError):
+class InputError(DockergenError, code=ExitCode.INVALID_PROFILE):
     """A file given to dockergen cannot be read as one: ``path``, ``problem``, ``fix``."""
-
-    exit_code = ExitCode.INVALID_PROFILE
 
     def __init__(self, path: Path, problem: str, fix: str) -> None:
         self.path, self.problem, self.fix = path, problem, fix

@@ -5,9 +5,6 @@ maps each base-image reference a profile derives to the digest it resolved to. T
 reads it into :class:`BasePins`; :func:`dockergen.resolve.resolve` applies them, in that one
 place, so that every output (render and bake, build, deploy, explain, observe, plan) sees
 the same pinned ``FROM`` images and so the same ``dg-`` tag.
-
-May import: :mod:`dockergen.errors`, :mod:`dockergen.inputs` (the bounded reader),
-:mod:`dockergen.refs`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ lock that is checked is the lock that is installed, with the same arguments.
 The file is anyone's to edit: its first line is parsed by the bounded JSON reader and every
 field is checked against :class:`LockInputs`, so a bad header is a :class:`LockHeaderError`
 naming the field, never a traceback.
-May import: :mod:`dockergen.inputs` (the bounded JSON reader).
 """
 
 from __future__ import annotations

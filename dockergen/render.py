@@ -16,7 +16,7 @@ from pathlib import Path
 import jinja2
 
 from dockergen import __version__, atomic, inputs
-from dockergen.atomic import MANIFEST
+from dockergen.atomic_owned import MANIFEST, holds_only, is_own_file
 from dockergen.errors import OutputError
 from dockergen.model import (
     AUDIT_SCRIPT,
@@ -182,13 +182,17 @@ def _context_legacy(folder: Path, names: set[str]) -> bool:
     if not _is_record(folder / _OLD_RESOLVED_FILE):
         return False
     allowed = names | {_OLD_RESOLVED_FILE, BAKE_FILE, RECORD_FILE, LOG_FILE}
-    return all(name in allowed for name in atomic.files_in(folder))
+    return holds_only(folder, allowed)
 
 
 def _is_record(path: Path) -> bool:
     """A resolution record dockergen wrote (not just a file of that name)."""
+    return is_own_file(path, _record_head)
+
+
+def _record_head(head: bytes) -> bool:
     try:
-        data = json.loads(inputs.read_bytes(path, "own-output"))
-    except (OSError, ValueError, inputs.InputError):
+        data = inputs.loads_json(head)
+    except ValueError:
         return False
     return isinstance(data, dict) and {"dockergen", "profile_hash", "mode"} <= data.keys()

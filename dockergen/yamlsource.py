@@ -5,7 +5,6 @@ dockergen then makes the values itself with YAML 1.2 core-schema rules, so ``no`
 text instead of becoming ``False``, dates stay text, and duplicate keys are reported
 instead of silently keeping the last one. Those positions let each problem name
 ``FILE:LINE:COL``.
-May import: :mod:`dockergen.errors`, :mod:`dockergen.inputs` (the bounded reader).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ def _check_python_lock_options(python_platform: str | None, torch_index: str | N
     """`lock --python` options, refused before uv runs (it would report them as exit 2)."""
     import re
 
-    from dockergen.profile import PATTERNS
+    from dockergen.profile_shapes import PATTERNS
 
     if python_platform is not None and not re.fullmatch(_LOCK_PLATFORM, python_platform):
         raise click.UsageError(f"--python-platform {python_platform!r}: expected a Linux glibc "

@@ -59,7 +59,7 @@ def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monit
     from dockergen.observe.generate import observe as monitoring
     from dockergen.observe.generate import write_output, write_outputs
     from dockergen.pipeline import resolution
-    from dockergen.profile import PATTERNS
+    from dockergen.profile_shapes import PATTERNS
 
     if observe_all == bool(profile):
         raise click.UsageError("give either PROFILE or --all")

@@ -25,7 +25,7 @@ from dockergen.cli.app import (
 def _check_syntax(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """--syntax is an image reference: it becomes line 1 of the Dockerfile, so a newline in
     it would add an instruction (and an empty one would silently emit nothing)."""
-    from dockergen.profile import check_reference
+    from dockergen.profile_shapes import check_reference
 
     if value is not None:
         try:

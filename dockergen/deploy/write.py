@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dockergen import inputs
-from dockergen.atomic import MANIFEST
+from dockergen.atomic_owned import MANIFEST, is_own_file
 from dockergen.deploy import DeployOutput
 from dockergen.errors import OutputError
 
@@ -25,11 +25,6 @@ def is_generated(head: bytes) -> bool:
     return head.startswith(GENERATED.encode())
 
 
-def _generated(path: Path) -> bool:
-    head = inputs.read_head(path, len(GENERATED))  # None: a FIFO, device, unreadable
-    return head is not None and is_generated(head)
-
-
 def is_deploy_folder(out_dir: Path) -> bool:
     """``out_dir`` holds only what ``deploy --all`` writes: ``<name>/compose.yaml`` and
     ``<name>/k8s.yaml`` with the generated header (no other file, link or folder)."""
@@ -41,7 +36,7 @@ def is_deploy_folder(out_dir: Path) -> bool:
                 return False
             for item in entry.iterdir():
                 if (item.name not in FILENAMES or item.is_symlink() or not item.is_file()
-                        or not _generated(item)):
+                        or not is_own_file(item, is_generated, len(GENERATED))):
                     return False
     except OSError:  # unreadable: not known to be ours, so not replaced
         return False

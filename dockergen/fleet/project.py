@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dockergen import inputs
+from dockergen.atomic_owned import is_own_file
 from dockergen.errors import OutputError, Problem, ProfileError
 from dockergen.fleet import adapter, bake, locks
 from dockergen.fleet.matrix import Dropped, Point, expand
@@ -130,8 +131,8 @@ def check_bake_destination(path: Path) -> None:
     if inputs.node_kind(path) is not None or path.is_dir():
         raise OutputError(f"{path}: is {inputs.node_kind(path) or 'a folder'}, not a file "
                           "dockergen wrote; move it away or choose another -o folder")
-    head = inputs.read_head(path, len(bake.HEADER))
-    if head is None or not head.startswith(bake.HEADER.encode()):
+    if not is_own_file(path, lambda head: head.startswith(bake.HEADER.encode()),
+                       len(bake.HEADER)):
         raise OutputError(f"{path}: exists and was not written by dockergen; move it "
                           "away or choose another -o folder")
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 
 from dockergen import atomic, kube
+from dockergen.atomic_owned import holds_only
 from dockergen.errors import Location, Problem, ProfileError, Severity
 from dockergen.observe.metrics import EngineMetrics, UnknownRelease, engine_metrics
 from dockergen.observe.rules import (
@@ -229,4 +230,4 @@ def write_outputs(parent: Path, outputs: dict[str, dict[str, bytes]]) -> None:
 def _observe_legacy(folder: Path, names: set[str]) -> bool:
     """A folder observe wrote before manifests of kind existed: its own manifest and no
     file but the ones this run writes (a file added since was deleted with it)."""
-    return (folder / MANIFEST).is_file() and all(n in names for n in atomic.files_in(folder))
+    return (folder / MANIFEST).is_file() and holds_only(folder, names)

@@ -80,7 +80,7 @@ def test_each_engine_folder_holds_its_parts() -> None:
 
 def test_the_profiles_engine_choices_are_the_registry() -> None:
     from dockergen.components.serving import ENGINES as REGISTRY
-    from dockergen.profile import Engine
+    from dockergen.profile_software import Engine
 
     choices = typing.get_args(Engine.model_fields["name"].annotation)
     assert sorted(choices) == sorted(REGISTRY)

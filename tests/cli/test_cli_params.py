@@ -103,7 +103,7 @@ def _top_level() -> list[str]:
 
 
 def _serving() -> list[str]:
-    from dockergen.profile import Serving
+    from dockergen.profile_software import Serving
 
     return list(Serving.model_fields)
 

@@ -23,7 +23,7 @@ from dockergen.errors import Location, ProfileError
 from dockergen.fleet.adapter import VariantView
 from dockergen.fleet.bake import bake_target_from
 from dockergen.fleet.digests import RegistryError, parse_reference
-from dockergen.profile import ImageRef, ImageRepo
+from dockergen.profile_shapes import ImageRef, ImageRepo
 
 H64 = "0123456789abcdef" * 4
 D256 = f"sha256:{H64}"

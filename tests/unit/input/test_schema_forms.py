@@ -21,7 +21,8 @@ import pytest
 from pydantic import BaseModel
 
 from dockergen.errors import ProfileError
-from dockergen.loader import _strip, _validate
+from dockergen.loader_fields import unwrap
+from dockergen.loader_validate import validate
 from dockergen.profile import Profile
 from dockergen.schema import profile_schema
 from dockergen.yamlsource import FieldPath, parse_yaml
@@ -44,12 +45,12 @@ def _paths(model: type[BaseModel], prefix: FieldPath = ()) -> Iterator[FieldPath
         path = (*prefix, name)
         if path[:1] in SKIP or path in SKIP:
             continue
-        annotation = _strip(info.annotation)
+        annotation = unwrap(info.annotation)
         origin = typing.get_origin(annotation)
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             yield from _paths(annotation, path)
         elif origin is tuple:
-            item = _strip(typing.get_args(annotation)[0])
+            item = unwrap(typing.get_args(annotation)[0])
             if isinstance(item, type) and issubclass(item, BaseModel):
                 yield from _paths(item, (*path, 0))
             else:
@@ -99,7 +100,7 @@ def _problems() -> list[tuple[FieldPath, str, str]]:
         data = _with(_base(), path, BAD)
         _, pos = parse_yaml(VALID, "profile.yaml")
         try:
-            _validate(data, pos)
+            validate(data, pos)
         except ProfileError as exc:
             for p in exc.problems:
                 if "dockergen schema" in p.fix:
@@ -165,6 +166,6 @@ def test_the_schema_has_the_form_the_message_promises(path: FieldPath, field: st
     assert not check.is_valid(BAD), (field, entry)
     # and the model takes the example where it refused the bad value
     try:
-        _validate(_with(_base(), path, example), parse_yaml(VALID, "profile.yaml")[1])
+        validate(_with(_base(), path, example), parse_yaml(VALID, "profile.yaml")[1])
     except ProfileError as exc:
         assert not [p for p in exc.problems if p.field == field], exc.problems

@@ -112,16 +112,16 @@ def test_the_profile_is_read_once_and_each_release_tried_on_what_was_read(
         index: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The verdicts come from the document read at the start, not from the file read again
     per release (a file changed meanwhile would give verdicts on another profile)."""
-    from dockergen import loader, outdated
+    from dockergen import loader_merge, outdated
 
     read: list[str] = []
-    real = loader.read_yaml_file
+    real = loader_merge.read_yaml_file
 
     def counted(path: Path, display: str) -> object:
         read.append(display)
         return real(path, display)
 
-    monkeypatch.setattr(loader, "read_yaml_file", counted)
+    monkeypatch.setattr(loader_merge, "read_yaml_file", counted)
     report = outdated.check(Path(H100), ("engine.version=0.32.0",), index)
     verdicts = [n.verdict for p in report.packages for n in p.newer if p.setting]
     assert "ok" in verdicts  # at least one release was resolved for its verdict

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dockergen.atomic import MANIFEST
+from dockergen.atomic_owned import MANIFEST
 from tests.conftest import PROFILES, Run, run_cli, shipped_names
 from tests.support.records import DIGEST, write_record
 

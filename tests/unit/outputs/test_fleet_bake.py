@@ -18,7 +18,7 @@ import pytest
 
 from dockergen import layers
 from dockergen.api import resolve_profile, shipped_renderable
-from dockergen.atomic import MANIFEST
+from dockergen.atomic_owned import MANIFEST
 from dockergen.buildid import content_tag, engine_platform
 from tests.conftest import EXAMPLES, PROFILES, lint, run_cli
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dockergen.atomic import MANIFEST
+from dockergen.atomic_owned import MANIFEST
 from dockergen.errors import OutputError
 from dockergen.render import RESOLVED_FILE, write_context
 from tests.conftest import Run, run_cli
