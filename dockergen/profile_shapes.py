@@ -42,56 +42,58 @@ else:  # engine.name's choices: the registered engines, in the registry's order
 INT32_MAX = 2**31 - 1
 # a TCP port, 1-65535
 _PORT = r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
-# (pattern, what it accepts in words) by shape name; the command line checks its own
-# values (an index URL, a scrape target) by the same shapes
-PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
-    "name": (re.compile(r"[a-z0-9][a-z0-9-]{0,62}"),
+# (pattern, what it accepts in words) by shape name, compiled once into PATTERNS; the
+# command line checks its own values (an index URL, a scrape target) by the same shapes
+_SHAPES: dict[str, tuple[str, str]] = {
+    "name": (r"[a-z0-9][a-z0-9-]{0,62}",
              "lowercase letters, digits and '-', starting with a letter or digit"),
-    "cuda_version": (re.compile(r"\d{1,2}\.\d{1,2}\.\d{1,2}"), "a CUDA version like \"13.0.2\""),
-    "python_version": (re.compile(r"3\.\d{1,2}"), "a Python version like \"3.12\""),
-    "package_version": (re.compile(r"\d+(\.\d+){0,3}((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?"),
+    "cuda_version": (r"\d{1,2}\.\d{1,2}\.\d{1,2}", "a CUDA version like \"13.0.2\""),
+    "python_version": (r"3\.\d{1,2}", "a Python version like \"3.12\""),
+    "package_version": (r"\d+(\.\d+){0,3}((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?",
                         "a release version like \"0.33.0\""),
-    "model": (re.compile(r"[A-Za-z0-9_/][A-Za-z0-9._/@+-]{0,255}"),
+    "model": (r"[A-Za-z0-9_/][A-Za-z0-9._/@+-]{0,255}",
               "an absolute path in the image or a Hugging Face id like \"org/model\""),
-    "host": (re.compile(r"(\d{1,3}(\.\d{1,3}){3}|::|\[?[0-9a-fA-F:]+\]?|localhost)"),
+    "host": (r"(\d{1,3}(\.\d{1,3}){3}|::|\[?[0-9a-fA-F:]+\]?|localhost)",
              "an IP address like \"0.0.0.0\""),
-    "extra_arg": (re.compile(r"--[a-z0-9][a-z0-9_-]*(=[A-Za-z0-9._/:,@+-]*)?"
-                             r"|[A-Za-z0-9._/:,@+-]+"),
+    "extra_arg": (r"--[a-z0-9][a-z0-9_-]*(=[A-Za-z0-9._/:,@+-]*)?"
+                  r"|[A-Za-z0-9._/:,@+-]+",
                   "a flag like \"--enforce-eager\" or \"--seed=0\", or a plain value"),
-    "env_name": (re.compile(r"[A-Z_][A-Z0-9_]{0,127}"),
+    "env_name": (r"[A-Z_][A-Z0-9_]{0,127}",
                  "an environment variable name like VLLM_LOGGING_LEVEL"),
-    "env_value": (re.compile(r"[A-Za-z0-9._/:,@+=-]{0,512}"),
+    "env_value": (r"[A-Za-z0-9._/:,@+=-]{0,512}",
                   "letters, digits and ._/:,@+=- only"),
-    "label_key": (re.compile(r"[a-z0-9]+([.-][a-z0-9]+)*"),
+    "label_key": (r"[a-z0-9]+([.-][a-z0-9]+)*",
                   "a reverse-DNS label key like com.example.team"),
-    "tag_template": (re.compile(r"[A-Za-z0-9_{}.-]{1,128}"),
+    "tag_template": (r"[A-Za-z0-9_{}.-]{1,128}",
                      "a tag like \"{engine.version}-cu{cuda.major_minor}\""),
-    "url": (re.compile(r"https?://[A-Za-z0-9.-]+(:\d{1,5})?(/[A-Za-z0-9._~/-]*)?"),
+    "url": (r"https?://[A-Za-z0-9.-]+(:\d{1,5})?(/[A-Za-z0-9._~/-]*)?",
             "an http(s) URL without credentials, query or spaces"),
-    "sha256": (re.compile(r"[0-9a-f]{64}"), "a sha256 digest: 64 lowercase hex digits"),
-    "git_commit": (re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}"),
+    "sha256": (r"[0-9a-f]{64}", "a sha256 digest: 64 lowercase hex digits"),
+    "git_commit": (r"[0-9a-f]{40}|[0-9a-f]{64}",
                    "a full git commit id: 40 (or 64) lowercase hex digits"),
-    "file_path": (re.compile(r"[A-Za-z0-9._/-]{1,255}"), "a relative or absolute file path"),
-    "pip_pin": (re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,99})(?:\[[A-Za-z0-9,._-]{1,100}\])?"
-                           r"==\d+(\.\d+){0,3}((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?"),
+    "file_path": (r"[A-Za-z0-9._/-]{1,255}", "a relative or absolute file path"),
+    "pip_pin": (r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,99})(?:\[[A-Za-z0-9,._-]{1,100}\])?"
+                r"==\d+(\.\d+){0,3}((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?",
                 "an exact pin like \"transformers==4.57.1\" (NAME==VERSION)"),
-    "apt_name": (re.compile(r"[a-z0-9][a-z0-9+.-]{1,62}"), "a Debian/Ubuntu package name"),
+    "apt_name": (r"[a-z0-9][a-z0-9+.-]{1,62}", "a Debian/Ubuntu package name"),
     # a file on the build host, read by dockergen and never written into the Dockerfile
     # (certificates are copied as certs/extra-N.crt), so any printable path is safe
-    "host_path": (re.compile(r"[^\x00-\x1f\x7f]{1,4096}"),
+    "host_path": (r"[^\x00-\x1f\x7f]{1,4096}",
                   "a file path without control characters"),
     # An image reference whose tag may hold tag-template placeholders (image.cache_ref);
     # the expanded result is checked by the reference grammar (dockergen/fleet/bake.py).
-    "ref_template": (re.compile(r"[a-z0-9{][A-Za-z0-9._/:{}-]{0,254}"),
+    "ref_template": (r"[a-z0-9{][A-Za-z0-9._/:{}-]{0,254}",
                      "an image reference like \"registry.example.com/cache/vllm:{name}\""),
-    "field_path": (re.compile(r"[a-z_]+(\.[a-z_]+){0,3}"),
+    "field_path": (r"[a-z_]+(\.[a-z_]+){0,3}",
                    "a dotted profile field like quantization.weights"),
-    "duration": (re.compile(r"[1-9][0-9]{0,4}(ms|s|m|h)"),
+    "duration": (r"[1-9][0-9]{0,4}(ms|s|m|h)",
                  "a Prometheus duration like \"30s\", \"5m\" or \"1h\""),
-    "scrape_target": (re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}:" + _PORT),
+    "scrape_target": (r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}:" + _PORT,
                       "a host:port scrape target (port 1-65535) like "
                       "\"vllm-0.example.internal:8000\""),
 }
+PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
+    name: (re.compile(pattern), words) for name, (pattern, words) in _SHAPES.items()}
 
 # Printable text (labels, description): no control, format (e.g. bidi overrides), separator
 # or surrogate characters; quoting is done on output.
