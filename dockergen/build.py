@@ -64,28 +64,20 @@ if TYPE_CHECKING:
 LOG_TAIL = 30
 
 
-class BuildFailed(DockergenError):
+class BuildFailed(DockergenError, code=ExitCode.BUILD_FAILED):
     """The build failed; the message names the step, its line and the log tail."""
 
-    exit_code = ExitCode.BUILD_FAILED
 
-
-class UnsafeInput(DockergenError):
+class UnsafeInput(DockergenError, code=ExitCode.USAGE):
     """A command-line value that must not be used (e.g. a secret in a build arg)."""
 
-    exit_code = ExitCode.USAGE
 
-
-class BuildTimeout(DockergenError):
+class BuildTimeout(DockergenError, code=ExitCode.TIMEOUT):
     """The build ran past ``--timeout`` and was cancelled."""
 
-    exit_code = ExitCode.TIMEOUT
 
-
-class BuildInterrupted(DockergenError):
+class BuildInterrupted(DockergenError, code=ExitCode.INTERRUPTED):
     """Ctrl-C: the build was cancelled."""
-
-    exit_code = ExitCode.INTERRUPTED
 
 
 @dataclass

@@ -41,10 +41,8 @@ _PLATFORM = re.compile(r"(x86_64|aarch64)-manylinux_2_([0-9]+)")
 _PYTHONS = tuple(f"3.{m}" for m in range(9, 16))
 
 
-class ClosureError(DockergenError):
+class ClosureError(DockergenError, code=ExitCode.INVALID_PROFILE):
     """A distribution of the closure has no wheel for the image's Python and machine."""
-
-    exit_code = ExitCode.INVALID_PROFILE
 
 
 def platform_tags(platform: str) -> list[str]:

@@ -71,10 +71,8 @@ def summary(compression: str) -> str:
     return f"{compression} layers; nodes need {NODE_REQUIREMENT[compression]}"
 
 
-class EngineCannotWrite(ProfileError):
+class EngineCannotWrite(ProfileError, code=ExitCode.MISSING_TOOL):
     """The profile asks for layers the build engine cannot write (nothing was built)."""
-
-    exit_code = ExitCode.MISSING_TOOL
 
 
 def engine_problem(compression: str, builder: str, image_store: str,

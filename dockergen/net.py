@@ -74,20 +74,16 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
-class NetError(DockergenError):
+class NetError(DockergenError, code=ExitCode.MISSING_TOOL):
     """A network read failed or was refused: unreachable, an error answer, a rule above."""
-
-    exit_code = ExitCode.MISSING_TOOL
 
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status  # the HTTP status, when the server answered with one
 
 
-class DeadlineError(NetError):
+class DeadlineError(NetError, code=ExitCode.TIMEOUT):
     """The command's network deadline passed (``--timeout``)."""
-
-    exit_code = ExitCode.TIMEOUT
 
 
 class BudgetError(NetError):

@@ -80,21 +80,17 @@ USER_ENV, PASSWORD_ENV = "DOCKERGEN_INDEX_USERNAME", "DOCKERGEN_INDEX_PASSWORD"
 _ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
 
 
-class IndexReadError(DockergenError):
+class IndexReadError(DockergenError, code=ExitCode.MISSING_TOOL):
     """The index could not be read (unreachable, refused, not a simple API)."""
-
-    exit_code = ExitCode.MISSING_TOOL
 
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status  # the HTTP status, when the index answered with an error
 
 
-class OutdatedError(DockergenError):
+class OutdatedError(DockergenError, code=ExitCode.OUTDATED):
     """A newer release exists that a profile can move to with every rule passing (exit 9,
     for scheduled CI); the report itself is already printed."""
-
-    exit_code = ExitCode.OUTDATED
 
 
 @dataclass(frozen=True)

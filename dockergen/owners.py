@@ -30,10 +30,8 @@ _ENTRY = re.compile(r"^([A-Za-z0-9_.-]+)==(\S+) \\\n((?:\s+--hash=sha256:[0-9a-f
                     r"(?:.*\n)*?\s+# from (\S+)", re.M)
 
 
-class OwnershipError(DockergenError):
+class OwnershipError(DockergenError, code=ExitCode.INVALID_PROFILE):
     """Two distributions of the closure write the same file."""
-
-    exit_code = ExitCode.INVALID_PROFILE
 
 
 def locked(text: str) -> list[tuple[str, str, set[str], str]]:

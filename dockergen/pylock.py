@@ -56,10 +56,8 @@ TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 _UV_TIMEOUT_S = 900
 
 
-class LockError(DockergenError):
+class LockError(DockergenError, code=ExitCode.INVALID_PROFILE):
     """The lock cannot be made, or no longer matches its profile."""
-
-    exit_code = ExitCode.INVALID_PROFILE
 
 
 def lock_resolution(profile: Path, overrides: Overrides = ()) -> Resolution:

@@ -26,10 +26,8 @@ BLOCK = 1 << 20  # range-request granularity: 1 MiB
 BUDGET = 1 << 30  # bytes one reader fetches at most (vLLM's largest library: 287 MiB)
 
 
-class RangeError(DockergenError):
+class RangeError(DockergenError, code=ExitCode.MISSING_TOOL):
     """A range read that cannot be right: a short answer, a read past the budget."""
-
-    exit_code = ExitCode.MISSING_TOOL
 
 
 class RangeReader(io.RawIOBase):

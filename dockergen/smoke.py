@@ -31,10 +31,8 @@ from dockergen.profile import CommandTest
 from dockergen.resources import templates_dir
 
 
-class SmokeFailed(DockergenError):
+class SmokeFailed(DockergenError, code=ExitCode.SMOKE_FAILED):
     """At least one smoke test failed; nothing was pushed."""
-
-    exit_code = ExitCode.SMOKE_FAILED
 
 
 @dataclass

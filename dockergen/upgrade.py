@@ -68,10 +68,8 @@ _HEADER = "# Written by dockergen upgrade"
 _KEEP = ("gpu.", "engine.", "quantization.", "flash_attn.build")
 
 
-class UpgradeError(DockergenError):
+class UpgradeError(DockergenError, code=ExitCode.INVALID_PROFILE):
     """No newer release could be read or derived (the reason says which)."""
-
-    exit_code = ExitCode.INVALID_PROFILE
 
 
 @dataclass(frozen=True)

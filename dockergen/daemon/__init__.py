@@ -20,22 +20,16 @@ from dockergen import refs
 from dockergen.errors import DockergenError, ExitCode
 
 
-class DaemonError(DockergenError):
+class DaemonError(DockergenError, code=ExitCode.MISSING_TOOL):
     """The engine could not be reached or refused a request."""
 
-    exit_code = ExitCode.MISSING_TOOL
 
-
-class PullError(DaemonError):
+class PullError(DaemonError, code=ExitCode.BUILD_FAILED):
     """A base image could not be pulled."""
 
-    exit_code = ExitCode.BUILD_FAILED
 
-
-class PushError(DaemonError):
+class PushError(DaemonError, code=ExitCode.PUSH_FAILED):
     """An image could not be pushed (or the push carried no digest)."""
-
-    exit_code = ExitCode.PUSH_FAILED
 
 
 def split_reference(ref: str) -> tuple[str, str]:

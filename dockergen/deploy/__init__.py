@@ -39,16 +39,12 @@ _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F
 _GPU_ID = re.compile(rf"\d{{1,4}}|GPU-{_UUID}|MIG-(?:{_UUID}|GPU-{_UUID}/\d+/\d+)")
 
 
-class DeployError(DockergenError):
+class DeployError(DockergenError, code=ExitCode.INVALID_PROFILE):
     """A deploy input (build record, option) is wrong; nothing was written."""
 
-    exit_code = ExitCode.INVALID_PROFILE
 
-
-class DeployUsageError(DeployError):
+class DeployUsageError(DeployError, code=ExitCode.USAGE):
     """A ``dockergen deploy`` option has the wrong form; nothing was read or written."""
-
-    exit_code = ExitCode.USAGE
 
 
 def _check_k8s_name(option: str, value: str, label: bool, example: str,

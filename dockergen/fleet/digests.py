@@ -47,10 +47,8 @@ DOCKER_HUB_API = "registry-1.docker.io"
 DOCKER_HUB_AUTH_KEY = "https://index.docker.io/v1/"  # the key `docker login` writes
 
 
-class RegistryError(DockergenError):
+class RegistryError(DockergenError, code=ExitCode.MISSING_TOOL):
     """The registry could not be reached, refused us, or does not hold the image."""
-
-    exit_code = ExitCode.MISSING_TOOL
 
 
 def parse_reference(ref: str) -> Reference:

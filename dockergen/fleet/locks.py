@@ -52,10 +52,8 @@ from dockergen.pins import read_lock
 FORMAT = 1
 
 
-class LockStaleError(DockergenError):
+class LockStaleError(DockergenError, code=ExitCode.LOCK_STALE):
     """``lock --check``: the lock does not hold what the profiles ask for, or drifted."""
-
-    exit_code = ExitCode.LOCK_STALE
 
     def __init__(self, lines: list[str]) -> None:
         self._lines = lines

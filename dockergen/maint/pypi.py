@@ -31,10 +31,8 @@ from dockergen.ranges import BLOCK, RangeReader
 PYPI_SIMPLE = "https://pypi.org/simple"
 
 
-class PyPIError(DockergenError):
+class PyPIError(DockergenError, code=ExitCode.MISSING_TOOL):
     """PyPI could not be read (network, a missing file, a malformed answer)."""
-
-    exit_code = ExitCode.MISSING_TOOL
 
 
 def cache_dir() -> Path:

@@ -23,10 +23,8 @@ KIB = 1 << 10
 DATA = Path(__file__).resolve().parent.parent / "data" / "models.yaml"
 
 
-class PlanError(DockergenError):
+class PlanError(DockergenError, code=ExitCode.INVALID_PROFILE):
     """A model config or folder cannot be read, or the model does not fit."""
-
-    exit_code = ExitCode.INVALID_PROFILE
 
 
 @dataclass(frozen=True)

@@ -39,22 +39,16 @@ PREDICATE_URI = {SBOM_TYPE: "https://cyclonedx.org/bom",
 _TIMEOUT_S = 300
 
 
-class CosignMissing(DockergenError):
+class CosignMissing(DockergenError, code=ExitCode.MISSING_TOOL):
     """cosign is not installed (or DOCKERGEN_COSIGN names no program)."""
 
-    exit_code = ExitCode.MISSING_TOOL
 
-
-class BadKey(DockergenError):
+class BadKey(DockergenError, code=ExitCode.USAGE):
     """A ``--sign-key``/``--key`` value cosign would not take."""
 
-    exit_code = ExitCode.USAGE
 
-
-class SigningFailed(DockergenError):
+class SigningFailed(DockergenError, code=ExitCode.PUSH_FAILED):
     """cosign could not sign or attach an attestation (the image is pushed, unsigned)."""
-
-    exit_code = ExitCode.PUSH_FAILED
 
 
 def find() -> str:

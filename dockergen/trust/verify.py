@@ -33,22 +33,16 @@ _SHOWN = 8  # names listed per problem before "and N more"
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
-class VerifyFailed(DockergenError):
+class VerifyFailed(DockergenError, code=ExitCode.VERIFY_FAILED):
     """A check of ``dockergen verify`` failed (the report names which)."""
 
-    exit_code = ExitCode.VERIFY_FAILED
 
-
-class VerifyUsage(DockergenError):
+class VerifyUsage(DockergenError, code=ExitCode.USAGE):
     """IMAGE is not an image reference."""
 
-    exit_code = ExitCode.USAGE
 
-
-class VerifyInputError(DockergenError):
+class VerifyInputError(DockergenError, code=ExitCode.INVALID_PROFILE):
     """A --lock or --record file that cannot be used."""
-
-    exit_code = ExitCode.INVALID_PROFILE
 
 
 @dataclass
