@@ -408,6 +408,13 @@ class MissingToolError(DockergenError):
     exit_code = ExitCode.MISSING_TOOL
 
 
+class UsageError(DockergenError):
+    """A command-line value that cannot be used (a malformed reference, a secret in a build
+    arg, a key cosign would not take); refused before anything is done."""
+
+    exit_code = ExitCode.USAGE
+
+
 class OutputError(DockergenError):
     """The output could not be written (nothing was changed)."""
 
