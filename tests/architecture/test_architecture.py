@@ -97,7 +97,9 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.render": _BASE | {"dockergen.model", "dockergen.resources"},
     "dockergen.progress": _BASE | {"dockergen.buildrecord"},
     "dockergen.daemon": _BASE | {"dockergen.daemon.docker"},  # connect(), lazily
-    "dockergen.daemon.docker": _BASE | {"dockergen.daemon"},
+    "dockergen.daemon.docker": _BASE | {"dockergen.daemon", "dockergen.daemon.docker_serve"},
+    # the serve check's HTTP side (loopback only; the container object is handed in)
+    "dockergen.daemon.docker_serve": _BASE,
     "dockergen.smoke": _BASE | {"dockergen.buildrecord", "dockergen.components",
                                 "dockergen.platforms",
                                 "dockergen.components.flash_attn",
