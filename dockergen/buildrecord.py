@@ -5,8 +5,6 @@
 image from it only when the build got past its smoke tests. One typed record and one status
 enum, written and read here, so the two commands never disagree on a key or a spelling; the
 file is one anyone can edit, so reading it checks every value that reaches a YAML file.
-May import: :mod:`dockergen.atomic` (the writer), :mod:`dockergen.errors` (what a credential
-looks like), :mod:`dockergen.refs` (the image-reference grammar).
 """
 
 from __future__ import annotations
