@@ -132,8 +132,9 @@ def stages(r: Resolved) -> tuple[Stage, ...]:
 
     The images are the model's own values, as the templates write them (``repo:tag@sha256:``
     when the base-image lock pins them): what a build pulls and ``--target`` may name is read
-    here, never from the rendered text. A test holds this to the ``FROM`` lines of every
-    shipped profile, so a stage added to the templates must be added here too.
+    here, never from the rendered text. tests/unit/building/test_stages.py holds this to
+    the ``FROM`` lines of every shipped profile: a stage added to the templates is added
+    here too.
     """
     out = [Stage("build-base", r.base.cuda.image)]
     if r.flash_attn is not None:
