@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dockergen.api import render_context  # noqa: E402
-from dockergen.build import BuildOptions, build_profile  # noqa: E402
+from dockergen.build import build_profile  # noqa: E402
+from dockergen.build_options import BuildOptions  # noqa: E402
 from dockergen.daemon import context_tar  # noqa: E402
 from dockergen.daemon.docker import DockerDaemon  # noqa: E402
 from tests.support.standin import IndexServer, build_index, ensure_images  # noqa: E402

@@ -6,8 +6,6 @@ so a BuildKit and a classic rendering, another base image through ``--build-arg`
 intermediate ``--target`` stage and a ``--no-cache`` rebuild all got the same
 "immutable" tag. Two builds with this tag consumed identical inputs; a registry that
 already holds it under another digest is never overwritten (see :mod:`dockergen.build`).
-
-May import: :mod:`dockergen` (the version string).
 """
 
 from __future__ import annotations

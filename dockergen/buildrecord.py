@@ -5,8 +5,6 @@
 image from it only when the build got past its smoke tests. One typed record and one status
 enum, written and read here, so the two commands never disagree on a key or a spelling; the
 file is one anyone can edit, so reading it checks every value that reaches a YAML file.
-May import: :mod:`dockergen.atomic` (the writer), :mod:`dockergen.errors` (what a credential
-looks like), :mod:`dockergen.refs` (the image-reference grammar).
 """
 
 from __future__ import annotations
@@ -187,7 +185,8 @@ def read_record(data: object) -> BuildRecord:
         immutable_tag=_reference("immutable_tag", data.get("immutable_tag"), tag=True),
         stage=None if target == FINAL_STAGE else target,
         image_id=data.get("image_id") if isinstance(data.get("image_id"), str) else None,
-        pushed=_pushed(data.get("pushed")), bases=_bases(data.get("bases")),
+        pushed=_digests("pushed", data.get("pushed"), True),
+        bases=_digests("bases", data.get("bases"), False),
         platforms=_platforms(data.get("platforms")))
 
 
@@ -240,32 +239,21 @@ def _reference(key: str, ref: object, tag: bool | None = None) -> str:
     return ref
 
 
-def _bases(bases: object) -> dict[str, str] | None:
-    """The base images by digest (``verify --record`` compares them with the provenance)."""
-    if bases is None:
+def _digests(key: str, value: object, references: bool) -> dict[str, str] | None:
+    """A mapping of reference to ``sha256:`` digest: ``pushed`` (each reference checked,
+    it reaches ``deploy``'s YAML) or ``bases`` (what ``verify --record`` compares with the
+    provenance)."""
+    if value is None:
         return None
-    if not isinstance(bases, dict):
-        raise RecordProblem("bases", f"{type(bases).__name__}, not a mapping of reference "
-                            "to digest")
-    for ref, digest in bases.items():
-        if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
-            raise RecordProblem("bases", f"the digest of {shown_value(str(ref))} is "
-                                f"{shown_value(str(digest))}, not sha256:<64 hex>")
-    return {str(ref): str(digest) for ref, digest in bases.items()}
-
-
-def _pushed(pushed: object) -> dict[str, str] | None:
-    if pushed is None:
-        return None
-    if not isinstance(pushed, dict):
-        raise RecordProblem("pushed", f"{type(pushed).__name__}, not a mapping of reference "
+    if not isinstance(value, dict):
+        raise RecordProblem(key, f"{type(value).__name__}, not a mapping of reference "
                             "to digest")
     checked: dict[str, str] = {}
-    for n, (ref, digest) in enumerate(pushed.items(), 1):
-        ref = _reference(f"pushed (entry {n})", ref)
+    for n, (ref, digest) in enumerate(value.items(), 1):
+        shown = _reference(f"{key} (entry {n})", ref) if references else shown_value(str(ref))
         if not isinstance(digest, str) or not _SHA256.fullmatch(digest):
-            raise RecordProblem("pushed", f"the digest of {ref} is "
+            raise RecordProblem(key, f"the digest of {shown} is "
                                 f"{shown_value(str(digest))}, not sha256:<64 hex>")
-        checked[ref] = digest
+        checked[str(ref)] = digest
     return checked
 

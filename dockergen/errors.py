@@ -294,5 +294,11 @@ class MissingToolError(DockergenError, code=ExitCode.MISSING_TOOL):
     """An external program or service dockergen needs is not available."""
 
 
+
+class UsageError(DockergenError, code=ExitCode.USAGE):
+    """A command-line value that cannot be used (a malformed reference, a secret in a build
+    arg, a key cosign would not take); refused before anything is done."""
+
+
 class OutputError(DockergenError, code=ExitCode.OUTPUT):
     """The output could not be written (nothing was changed)."""

@@ -8,10 +8,7 @@ Only when every platform passed are the platform images pushed, and the image in
 written in the registry over their manifests (what ``docker buildx imagetools create``
 does) under each release tag and the immutable tag. The build record lists each platform's
 image id, tag and manifest digest; ``pushed`` holds the index digest, which ``deploy`` pins.
-May import: :mod:`dockergen.buildrecord`, :mod:`dockergen.daemon` (the protocol),
-:mod:`dockergen.errors`, :mod:`dockergen.fleet.digests` (the registry client that writes the index),
-:mod:`dockergen.platforms`, :mod:`dockergen.refs`, :mod:`dockergen.render` (the context
-writer), :mod:`dockergen.smoke`. :mod:`dockergen.build` calls it with its one-platform build.
+:mod:`dockergen.build` calls it with its one-platform build.
 """
 
 from __future__ import annotations
@@ -26,8 +23,8 @@ from dockergen.buildrecord import BuildRecord, PlatformImage, SmokeCheck, Status
 from dockergen.errors import DockergenError
 
 if TYPE_CHECKING:
-    from dockergen.api import RenderedContext
     from dockergen.daemon import ContainerDaemon
+    from dockergen.pipeline import Resolution
 
 # (platform, tag, the build log) -> (image id, seconds): the one-platform build of
 # dockergen.build, which raises a DockergenError on any failure
@@ -61,7 +58,7 @@ def problem(tags: tuple[str, ...], immutable: str, builder: str) -> str | None:
     return None
 
 
-def build_index(daemon: ContainerDaemon, ctx: RenderedContext, job: IndexBuild,
+def build_index(daemon: ContainerDaemon, res: Resolution, job: IndexBuild,
                 build_one: BuildOne, folder: Path, echo: Callable[[str], None],
                 out: Callable[[str], None]) -> BuildRecord:
     """Build, smoke-test and (with ``--push``) push every platform and the index over them;
@@ -69,16 +66,16 @@ def build_index(daemon: ContainerDaemon, ctx: RenderedContext, job: IndexBuild,
     from dockergen import atomic
     from dockergen.render import LOG_FILE, RECORD_FILE, write_context
 
-    write_context(folder, ctx.files, later=(RECORD_FILE, LOG_FILE))
-    record = BuildRecord(ctx.name, ctx.resolved.profile_hash, job.builder, job.tags,
-                         job.immutable)
+    write_context(folder, res.files(), later=(RECORD_FILE, LOG_FILE))
+    record = BuildRecord(res.resolved.profile.name, res.resolved.profile_hash, job.builder,
+                         job.tags, job.immutable)
     path = folder / RECORD_FILE
     with atomic.open_new(folder / LOG_FILE) as log:
         images, seconds = _build_each(job, build_one, log, record, path, echo)
     record = replace(record, status=Status.BUILT, seconds=round(seconds, 3),
                      platforms=tuple(images))
     if job.smoke:
-        record = _smoke_each(daemon, ctx, record, job.gpus, path, echo)
+        record = _smoke_each(daemon, res, record, job.gpus, path, echo)
     if not job.push:
         record.write(path)
         for image in images:
@@ -106,7 +103,7 @@ def _build_each(job: IndexBuild, build_one: BuildOne, log: IO[str], record: Buil
     return images, seconds
 
 
-def _smoke_each(daemon: ContainerDaemon, ctx: RenderedContext, record: BuildRecord,
+def _smoke_each(daemon: ContainerDaemon, res: Resolution, record: BuildRecord,
                 gpus: bool, path: Path, echo: Callable[[str], None]) -> BuildRecord:
     """Every platform's smoke tests (an emulated platform's run under qemu); any failure
     stops before the push."""
@@ -114,7 +111,7 @@ def _smoke_each(daemon: ContainerDaemon, ctx: RenderedContext, record: BuildReco
 
     checks: list[SmokeCheck] = []
     for image in record.platforms or ():
-        report = smoke_test(daemon, image.tag, ctx.resolved, gpus=gpus)
+        report = smoke_test(daemon, image.tag, res.resolved, gpus=gpus)
         for check in report.checks:
             checks.append(replace(check, name=f"[{image.platform}] {check.name}"))
             echo(f"smoke {'ok    ' if check.ok else 'FAILED'} [{image.platform}] {check.name}"

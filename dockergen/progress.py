@@ -10,7 +10,6 @@ Field numbers (moby/buildkit api/services/control/control.proto):
 StatusResponse{vertexes=1, statuses=2, logs=3, warnings=4};
 Vertex{digest=1, inputs=2, name=3, cached=4, started=5, completed=6, error=7};
 VertexLog{vertex=1, timestamp=2, stream=3, msg=4}; Timestamp{seconds=1, nanos=2}.
-May import: :mod:`dockergen.buildrecord` (the step counts it records), :mod:`dockergen.errors`.
 """
 
 from __future__ import annotations

@@ -2,8 +2,6 @@
 
 Also assembles the whole build context (Dockerfile, .dockerignore, the resolution
 record, audit script, certificates) and writes it atomically.
-May import: :mod:`dockergen.atomic`, :mod:`dockergen.errors`, :mod:`dockergen.inputs`,
-:mod:`dockergen.model`, :mod:`dockergen.resources`.
 """
 
 from __future__ import annotations
@@ -11,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
@@ -117,6 +116,42 @@ def render_dockerfile(r: Resolved, syntax: str | None = None) -> str:
     # collapse runs of blank lines left by optional blocks; keeps output stable
     text = re.sub(r"\n{3,}", "\n\n", text)
     return text.rstrip("\n") + "\n"
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of the rendered Dockerfile: its name (``AS``) and what its ``FROM`` names,
+    an image or an earlier stage."""
+
+    name: str
+    base: str
+
+
+def stages(r: Resolved) -> tuple[Stage, ...]:
+    """The stages ``Dockerfile.j2`` wires, in its order, each with what it starts from.
+
+    The images are the model's own values, as the templates write them (``repo:tag@sha256:``
+    when the base-image lock pins them): what a build pulls and ``--target`` may name is read
+    here, never from the rendered text. tests/unit/building/test_stages.py holds this to
+    the ``FROM`` lines of every shipped profile: a stage added to the templates is added
+    here too.
+    """
+    out = [Stage("build-base", r.base.cuda.image)]
+    if r.flash_attn is not None:
+        out.append(Stage("flash-attn", "build-base"))
+    out.append(Stage("engine", "build-base"))
+    if r.flashinfer_aot is not None:
+        out.append(Stage("flashinfer-aot", "engine"))
+    if r.engine_jit is not None:
+        out.append(Stage("jit-toolchain", "engine"))
+    out.append(Stage("runtime", r.runtime.image))
+    return tuple(out)
+
+
+def base_images(r: Resolved) -> list[str]:
+    """The images the Dockerfile starts from (not its own stages), each once, in order."""
+    named = {s.name for s in stages(r)}
+    return list(dict.fromkeys(s.base for s in stages(r) if s.base not in named))
 
 
 def build_context(r: Resolved, syntax: str | None = None) -> dict[str, bytes]:

@@ -34,8 +34,6 @@ forces ``unpack``, which BuildKit refuses beside ``rewrite-timestamp`` ("exporte
 into the same containerd store and the engine unpacks the image when a container first
 needs it. The classic (overlay2) store ignores ``rewrite-timestamp`` and the classic builder
 knows neither: there the config dates are fixed but the layers are not reproducible.
-
-May import: nothing of dockergen.
 """
 
 from __future__ import annotations

@@ -6,11 +6,6 @@ built-in checks every dockergen image must pass (versions, arch audit, non-root 
 labels, no compilers, no secrets) and each component's own checks (the imports and
 versions of :attr:`~dockergen.model.Resolved.smoke_imports`, flash-attn's arch audit).
 GPU checks run only when asked for (``--gpus``).
-May import: :mod:`dockergen.components` (flash_attn, flashinfer, python, torch, serving.base),
-:mod:`dockergen.daemon` (the protocol only), :mod:`dockergen.resources`,
-:mod:`dockergen.buildrecord` (a check's outcome, as recorded),
-:mod:`dockergen.errors`, :mod:`dockergen.model`, :mod:`dockergen.platforms`,
-:mod:`dockergen.profile`.
 """
 
 from __future__ import annotations

@@ -65,7 +65,8 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
     import math
 
     run_state.build_prints_only = dry_run  # main() reads it if the output is cut off
-    from dockergen.build import BuildOptions, build_profile
+    from dockergen.build import build_profile
+    from dockergen.build_options import BuildOptions
 
     # nan and -1 cancelled the build at once, 0 meant none, inf crashed the timer thread
     if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= _WEEK_S):

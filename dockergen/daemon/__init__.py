@@ -5,8 +5,6 @@ implements it with docker-py (the only module that imports ``docker``), and test
 fake for fast failure-path tests. The helpers here (context tar, reference parsing) need
 no daemon. In this package "daemon" is the Docker engine; "engine" elsewhere in dockergen
 always means the serving engine (vLLM, TensorRT-LLM, ...).
-May import: :mod:`dockergen.errors`, :mod:`dockergen.refs`; :mod:`dockergen.daemon.docker` only
-inside :func:`connect`.
 """
 
 from __future__ import annotations

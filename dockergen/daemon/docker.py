@@ -6,7 +6,6 @@ Every stream (build, pull, push) is read to its end and any in-band error become
 :class:`DaemonError` subclass; credentials come from the user's docker config and are
 never printed. :class:`DockerDaemon` implements
 :class:`~dockergen.daemon.ContainerDaemon`.
-May import: :mod:`dockergen.daemon`, :mod:`dockergen.errors`, :mod:`dockergen.refs`, ``docker``.
 """
 
 from __future__ import annotations
@@ -259,12 +258,11 @@ class DockerDaemon:
 
     def serve_check(self, image: str, port: int, model: str, *, timeout: float = 300,
                     run_id: str = "", gpus: bool = False) -> tuple[bool, str]:
-        """Start the image's own server; wait for /health, then ask for one token."""
-        import socket
-        import urllib.error
-        import urllib.request
-
+        """Start the image's own server on a loopback port; wait for /health, then ask for
+        one token (:func:`dockergen.daemon.docker_serve.ask`)."""
         import docker.types
+
+        from dockergen.daemon.docker_serve import ask
 
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
@@ -275,34 +273,9 @@ class DockerDaemon:
                                                                     capabilities=[["gpu"]])]
         container = self._create(image, None, labels={"dockergen.run-id": run_id},
                                  ports={f"{port}/tcp": ("127.0.0.1", host_port)}, **kwargs)
-        base = f"http://127.0.0.1:{host_port}"
         try:
             container.start()
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{base}/health", timeout=5) as resp:
-                        if resp.status == 200:
-                            break
-                except (urllib.error.URLError, OSError):
-                    pass
-                container.reload()
-                if container.status == "exited":
-                    logs = container.logs(tail=20).decode("utf-8", "replace")
-                    return False, "the server exited: " + redact(logs.strip()[-500:])
-                if time.monotonic() > deadline:
-                    return False, f"/health did not answer within {timeout:g}s"
-                time.sleep(1)
-            body = json.dumps({"model": model, "prompt": "Hello", "max_tokens": 1}).encode()
-            request = urllib.request.Request(f"{base}/v1/completions", data=body,
-                                             headers={"Content-Type": "application/json"})
-            try:
-                with urllib.request.urlopen(request, timeout=60) as resp:
-                    answer = json.loads(resp.read())
-            except (urllib.error.URLError, OSError, ValueError) as exc:
-                return False, f"/v1/completions failed: {exc}"
-            ok = bool(answer.get("choices"))
-            return ok, "one-token completion ok" if ok else f"unexpected answer {answer}"
+            return ask(container, f"http://127.0.0.1:{host_port}", model, timeout)
         finally:
             container.remove(force=True)
 
@@ -368,7 +341,6 @@ class DockerDaemon:
         hint = (f"log in first: docker login {registry_of(ref)}" if _permanent(last)
                 else "check that the registry is reachable")
         raise PushError(f"cannot push {ref}: {last}; {hint}")
-
 
     def _is_own_digest(self, ref: str, digest: str) -> bool:
         """Whether ``digest`` names the local image ``ref`` in its repository."""

@@ -7,6 +7,4 @@ check of all three (``dockergen verify``).
 - :mod:`.cosign`: the one module that runs cosign (key references, password, errors);
 - :mod:`.attest`: the step after a push that writes both and signs them (``build --sign``);
 - :mod:`.verify`: ``dockergen verify``: signatures, attestations and their contents.
-
-May import: nothing (the package is a namespace; each module says what it imports).
 """

@@ -4,11 +4,6 @@ and, with ``build --sign``, signed and attached to the pushed image with cosign.
 What each document holds is read here, once: the Python lock of the build context, the
 runtime image's dpkg status and os-release (through the daemon's archive endpoint, from a
 container that never starts), the base images by digest, the profile's bytes.
-May import: :mod:`dockergen.atomic`, :mod:`dockergen.buildrecord`,
-:mod:`dockergen.components.serving.base` (where the lock is in the context),
-:mod:`dockergen.daemon` (the protocol), :mod:`dockergen.errors`, :mod:`dockergen.pipeline`
-(the resolution built), :mod:`dockergen.pylockfile`, :mod:`dockergen.refs`,
-:mod:`dockergen.trust.*`.
 """
 
 from __future__ import annotations

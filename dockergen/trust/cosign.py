@@ -11,7 +11,6 @@ password's value too). Nothing goes to a transparency log (``--tlog-upload=false
 Signatures and attestations are stored with cosign's tag scheme (``sha256-<hex>.sig`` and
 ``.att`` in the image's repository): registries without the OCI referrers API (distribution
 2.x) hold them, and cosign 2.x reads them there by default.
-May import: :mod:`dockergen.errors`.
 """
 
 from __future__ import annotations
@@ -25,7 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dockergen.errors import DockergenError, ExitCode, redact, shown_value
+from dockergen.errors import (
+    DockergenError,
+    ExitCode,
+    MissingToolError,
+    UsageError,
+    redact,
+    shown_value,
+)
 
 ENV = "DOCKERGEN_COSIGN"  # the cosign to run (default: `cosign` on PATH)
 PASSWORD = "COSIGN_PASSWORD"
@@ -39,14 +45,6 @@ PREDICATE_URI = {SBOM_TYPE: "https://cyclonedx.org/bom",
 _TIMEOUT_S = 300
 
 
-class CosignMissing(DockergenError, code=ExitCode.MISSING_TOOL):
-    """cosign is not installed (or DOCKERGEN_COSIGN names no program)."""
-
-
-class BadKey(DockergenError, code=ExitCode.USAGE):
-    """A ``--sign-key``/``--key`` value cosign would not take."""
-
-
 class SigningFailed(DockergenError, code=ExitCode.PUSH_FAILED):
     """cosign could not sign or attach an attestation (the image is pushed, unsigned)."""
 
@@ -58,8 +56,8 @@ def find() -> str:
     if not found:
         where = f"{ENV}={shown_value(named)} is not a program" if named else \
             "no cosign on PATH"
-        raise CosignMissing(f"{where}; install cosign 2.x (Debian trixie: the cosign "
-                            f"package; or sigstore's release) or set {ENV} to its path")
+        raise MissingToolError(f"{where}; install cosign 2.x (Debian trixie: the cosign "
+                               f"package; or sigstore's release) or set {ENV} to its path")
     return found
 
 
@@ -67,17 +65,17 @@ def check_key(option: str, key: str) -> None:
     """``key`` is one cosign takes; a file must exist (checked before anything is built)."""
     if key.startswith("env://"):
         if not os.environ.get(key[len("env://"):]):
-            raise BadKey(f"{option} {key}: the variable {key[len('env://'):]} is not set "
-                         "(it holds the PEM key itself)")
+            raise UsageError(f"{option} {key}: the variable {key[len('env://'):]} is not "
+                             "set (it holds the PEM key itself)")
         return
     if key.startswith(KEY_SCHEMES):
         return
     if "://" in key:
-        raise BadKey(f"{option} {shown_value(key)}: not a key reference cosign takes; use a "
-                     "key file, env://VAR or one of " + ", ".join(KEY_SCHEMES[1:]))
+        raise UsageError(f"{option} {shown_value(key)}: not a key reference cosign takes; "
+                         "use a key file, env://VAR or one of " + ", ".join(KEY_SCHEMES[1:]))
     if not Path(key).is_file():
-        raise BadKey(f"{option} {shown_value(key)}: no such key file; make a pair with "
-                     "`cosign generate-key-pair` (or give env://VAR or a KMS reference)")
+        raise UsageError(f"{option} {shown_value(key)}: no such key file; make a pair with "
+                         "`cosign generate-key-pair` (or give env://VAR or a KMS reference)")
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,6 @@ so the file dockergen writes and the predicate ``verify`` reads are held to the 
 - ``resolvedDependencies``: the Python lock (its sha256) and each base image by digest;
 - ``runDetails.builder.id``: dockergen and its version; ``metadata.invocationId``: the
   immutable ``dg-<hash>`` tag.
-
-May import: :mod:`dockergen` (the version), :mod:`dockergen.refs`.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ The CUDA libraries are not a kind of their own: they are Python distributions of
 ``libnccl*``, ...), and carry ``dockergen:cuda`` = ``python-lock`` or ``base-image`` to say
 which. Output is deterministic: sorted components, a serial number derived from the image
 digest, no timestamp unless ``SOURCE_DATE_EPOCH`` gives one.
-May import: :mod:`dockergen` (the version), :mod:`dockergen.errors`, :mod:`dockergen.refs`.
 """
 
 from __future__ import annotations

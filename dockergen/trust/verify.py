@@ -13,20 +13,19 @@ Each check is one line of a report, ``ok`` or ``FAILED`` with what is wrong, nam
 - the provenance (``slsaprovenance1``): verified with the key, about that digest, with
   the SLSA v1 required fields; with ``--record``: the record's profile hash, every base
   digest and the pushed digest.
-May import: :mod:`dockergen.buildrecord`, :mod:`dockergen.errors`, :mod:`dockergen.inputs`,
-:mod:`dockergen.refs`, :mod:`dockergen.trust.*`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dockergen import inputs, refs
 from dockergen.buildrecord import BuildRecord, RecordProblem, read_record
-from dockergen.errors import DockergenError, ExitCode, shown_value
+from dockergen.errors import DockergenError, ExitCode, UsageError, shown_value
 from dockergen.trust import cosign, provenance, sbom
 
 _SHOWN = 8  # names listed per problem before "and N more"
@@ -36,9 +35,6 @@ _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 class VerifyFailed(DockergenError, code=ExitCode.VERIFY_FAILED):
     """A check of ``dockergen verify`` failed (the report names which)."""
 
-
-class VerifyUsage(DockergenError, code=ExitCode.USAGE):
-    """IMAGE is not an image reference."""
 
 
 class VerifyInputError(DockergenError, code=ExitCode.INVALID_PROFILE):
@@ -116,6 +112,15 @@ def _statement(report: Report, name: str, key: str, image: str, kind: str,
     return about[-1]
 
 
+def _check(report: Report, name: str, key: str, image: str, kind: str, digest: str | None,
+           judge: Callable[[Any], tuple[list[str], str]]) -> None:
+    """One attestation check: the verified statement of ``kind`` about ``digest``, its
+    predicate judged (the problems, and the line shown when there are none)."""
+    statement = _statement(report, name, key, image, kind, digest)
+    if statement is not None:
+        report.add(name, *judge(statement.get("predicate")))
+
+
 def lock_problems(document: dict[str, Any], lock_text: str) -> list[str]:
     """What the SBOM says otherwise than the lock (missing, other version or hashes, extra)."""
     locked = {d.name: d for d in sbom.read_lock(lock_text, {}, "")}
@@ -141,18 +146,16 @@ def lock_problems(document: dict[str, Any], lock_text: str) -> list[str]:
 def check_sbom(report: Report, key: str, image: str, digest: str | None,
                lock_text: str | None) -> None:
     """The SBOM attestation: verified, about this digest, valid, and matching the lock."""
-    statement = _statement(report, "sbom", key, image, cosign.SBOM_TYPE, digest)
-    if statement is None:
-        return
-    document = statement.get("predicate")
-    invalid = sbom.problems(document)
-    if invalid is not None or not isinstance(document, dict):
-        report.add("sbom", [f"not valid CycloneDX {sbom.SPEC}: {invalid}"], "")
-        return
-    problems = lock_problems(document, lock_text) if lock_text is not None else []
-    count = len(sbom.python_dists(document))
-    report.add("sbom", problems, f"signed CycloneDX {sbom.SPEC}, {count} Python "
-               "distribution(s)" + (", each as the lock pins it" if lock_text else ""))
+    def judge(document: Any) -> tuple[list[str], str]:
+        invalid = sbom.problems(document)
+        if invalid is not None or not isinstance(document, dict):
+            return [f"not valid CycloneDX {sbom.SPEC}: {invalid}"], ""
+        problems = lock_problems(document, lock_text) if lock_text is not None else []
+        count = len(sbom.python_dists(document))
+        return problems, (f"signed CycloneDX {sbom.SPEC}, {count} Python distribution(s)"
+                          + (", each as the lock pins it" if lock_text else ""))
+
+    _check(report, "sbom", key, image, cosign.SBOM_TYPE, digest, judge)
 
 
 def record_problems(pred: dict[str, Any], record: BuildRecord, digest: str | None
@@ -180,16 +183,15 @@ def record_problems(pred: dict[str, Any], record: BuildRecord, digest: str | Non
 def check_provenance(report: Report, key: str, image: str, digest: str | None,
                      record: BuildRecord | None) -> None:
     """The provenance attestation: verified, about this digest, SLSA v1, as the record."""
-    statement = _statement(report, "provenance", key, image, cosign.PROVENANCE_TYPE, digest)
-    if statement is None:
-        return
-    pred = statement.get("predicate")
-    problems = provenance.predicate_problems(pred)
-    if not problems and record is not None and isinstance(pred, dict):
-        problems = record_problems(pred, record, digest)
-    report.add("provenance", problems, "signed SLSA provenance v1" + (
-        ", naming the record's profile hash, base digests and image digest"
-        if record is not None else ""))
+    def judge(pred: Any) -> tuple[list[str], str]:
+        problems = provenance.predicate_problems(pred)
+        if not problems and record is not None and isinstance(pred, dict):
+            problems = record_problems(pred, record, digest)
+        return problems, "signed SLSA provenance v1" + (
+            ", naming the record's profile hash, base digests and image digest"
+            if record is not None else "")
+
+    _check(report, "provenance", key, image, cosign.PROVENANCE_TYPE, digest, judge)
 
 
 def read_lock_file(path: Path) -> str:
@@ -223,8 +225,8 @@ def verify(image: str, key: str, lock: Path | None = None, record: Path | None =
     try:
         refs.check(image)
     except refs.InvalidReference as exc:
-        raise VerifyUsage(f"{shown_value(image)}: not an image reference ({exc}); write "
-                          "REGISTRY/REPOSITORY[:TAG][@DIGEST]") from None
+        raise UsageError(f"{shown_value(image)}: not an image reference ({exc}); write "
+                         "REGISTRY/REPOSITORY[:TAG][@DIGEST]") from None
     cosign.check_key("--key", key)
     lock_text = read_lock_file(lock) if lock is not None else None
     built = read_record_file(record) if record is not None else None

@@ -118,7 +118,9 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.render": _BASE | {"dockergen.model", "dockergen.resources"},
     "dockergen.progress": _BASE | {"dockergen.buildrecord"},
     "dockergen.daemon": _BASE | {"dockergen.daemon.docker"},  # connect(), lazily
-    "dockergen.daemon.docker": _BASE | {"dockergen.daemon"},
+    "dockergen.daemon.docker": _BASE | {"dockergen.daemon", "dockergen.daemon.docker_serve"},
+    # the serve check's HTTP side (loopback only; the container object is handed in)
+    "dockergen.daemon.docker_serve": _BASE,
     "dockergen.smoke": _BASE | {"dockergen.buildrecord", "dockergen.components",
                                 "dockergen.platforms",
                                 "dockergen.components.flash_attn",
@@ -136,22 +138,34 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.api": _BASE | {"dockergen.fleet.matrix", "dockergen.loader", "dockergen.model",
                               "dockergen.pipeline", "dockergen.render",
                               "dockergen.resources", "dockergen.yamlsource"},
-    "dockergen.build": _BASE | {"dockergen.api", "dockergen.buildid", "dockergen.buildrecord",
-                                "dockergen.daemon", "dockergen.layers", "dockergen.model",
-                                "dockergen.pipeline", "dockergen.reproducible",
-                                "dockergen.loader",
-                                "dockergen.progress", "dockergen.render", "dockergen.smoke",
-                                "dockergen.components.serving.base", "dockergen.platforms",
-                                "dockergen.multiplatform",
+    # the orchestration: options, one build, then record, smoke and push (beside it)
+    "dockergen.build": _BASE | {"dockergen.build_options", "dockergen.build_release",
+                                "dockergen.build_run", "dockergen.buildid",
+                                "dockergen.buildrecord", "dockergen.daemon", "dockergen.layers",
+                                "dockergen.loader", "dockergen.pipeline", "dockergen.platforms",
+                                "dockergen.multiplatform", "dockergen.render",
                                 # the step after a push (SBOM, provenance, signatures)
-                                "dockergen.trust", "dockergen.trust.attest",
-                                "dockergen.trust.cosign"},
+                                "dockergen.trust.attest"},
+    # the command line's values and their checks, before anything is rendered
+    "dockergen.build_options": _BASE | {"dockergen.buildid", "dockergen.loader",
+                                        "dockergen.model", "dockergen.pipeline",
+                                        "dockergen.platforms", "dockergen.render",
+                                        "dockergen.trust", "dockergen.trust.cosign"},
+    # one build through the engine: pulls, progress, failures, tags
+    "dockergen.build_run": _BASE | {"dockergen.buildrecord", "dockergen.build_options",
+                                    "dockergen.daemon", "dockergen.layers",
+                                    "dockergen.progress", "dockergen.reproducible"},
+    # after the build: the record, the smoke tests, the push
+    "dockergen.build_release": _BASE | {"dockergen.build_options", "dockergen.build_run",
+                                        "dockergen.buildrecord", "dockergen.daemon",
+                                        "dockergen.pipeline", "dockergen.render",
+                                        "dockergen.smoke", "dockergen.trust.attest"},
     # several platforms, one image index: the one-platform build repeated, the index written
     # in the registry
-    "dockergen.multiplatform": _BASE | {"dockergen.api", "dockergen.buildrecord",
-                                        "dockergen.daemon",
-                                        "dockergen.fleet.digests", "dockergen.platforms",
-                                        "dockergen.render", "dockergen.smoke"},
+    "dockergen.multiplatform": _BASE | {"dockergen.buildrecord", "dockergen.daemon",
+                                        "dockergen.fleet.digests", "dockergen.pipeline",
+                                        "dockergen.platforms", "dockergen.render",
+                                        "dockergen.smoke"},
     # fleet (bake files, matrices, base-image locks): only the adapter reads the loader
     # and the resolved model; the rest is pure or talks to registries
     "dockergen.fleet.adapter": _BASE | {"dockergen.components.image", "dockergen.loader",

@@ -6,7 +6,8 @@ import io
 
 import pytest
 
-from dockergen.build import BuildOptions, BuildPlan, run_build
+from dockergen.build_options import BuildOptions
+from dockergen.build_run import BuildPlan, run_build
 from tests.conftest import _engine_or_skip
 
 pytestmark = pytest.mark.daemon

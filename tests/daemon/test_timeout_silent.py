@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from dockergen.build import BuildOptions, BuildPlan, BuildTimeout, run_build
+from dockergen.build_options import BuildOptions
+from dockergen.build_run import BuildPlan, BuildTimeout, run_build
 from tests.conftest import _engine_or_skip
 
 pytestmark = pytest.mark.daemon

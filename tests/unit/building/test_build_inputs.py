@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from dockergen.build import BuildOptions, UnsafeInput, build_profile
-from dockergen.errors import ExitCode
+from dockergen.build import build_profile
+from dockergen.build_options import BuildOptions
+from dockergen.errors import ExitCode, UsageError
 from tests.conftest import ROOT, run_cli
 from tests.support.fake_daemon import FakeDaemon
 
@@ -23,7 +24,7 @@ class _NoBuild(FakeDaemon):
                                  "repo:-x", "a:" + "x" * 129])
 def test_bad_tag_is_refused_before_the_build(tag: str, tmp_path: Path) -> None:
     """Before the fix: `--tag 'BAD TAG'` built the whole image, then died with a traceback."""
-    with pytest.raises(UnsafeInput, match="not a valid image reference") as exc:
+    with pytest.raises(UsageError, match="not a valid image reference") as exc:
         build_profile(PROFILE, (), BuildOptions(tags=(tag,)), output=tmp_path / "ctx",
                       echo=lambda _: None, out=lambda _: None, daemon=_NoBuild())
     assert exc.value.exit_code == ExitCode.USAGE
@@ -31,7 +32,7 @@ def test_bad_tag_is_refused_before_the_build(tag: str, tmp_path: Path) -> None:
 
 
 def test_unknown_target_is_refused_before_the_build(tmp_path: Path) -> None:
-    with pytest.raises(UnsafeInput) as exc:
+    with pytest.raises(UsageError) as exc:
         build_profile(PROFILE, (), BuildOptions(stage="nosuchstage"), output=tmp_path / "ctx",
                       echo=lambda _: None, out=lambda _: None, daemon=_NoBuild())
     assert str(exc.value) == ("--target 'nosuchstage': no such stage; the stages are "
@@ -92,7 +93,7 @@ def test_platform_and_build_args_are_checked_in_dry_run(option: tuple[str, str],
                                      BuildOptions(build_args={"FOO": "a\nb"})])
 def test_platform_and_build_args_are_checked_before_the_build(options: BuildOptions,
                                                               tmp_path: Path) -> None:
-    with pytest.raises(UnsafeInput) as exc:
+    with pytest.raises(UsageError) as exc:
         build_profile(PROFILE, (), options, output=tmp_path / "ctx", echo=lambda _: None,
                       out=lambda _: None, daemon=_NoBuild())
     assert exc.value.exit_code == ExitCode.USAGE

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from dockergen import build
+from dockergen.build_options import platforms_judged
 from dockergen.buildid import engine_platform
-from dockergen.errors import ProfileError
+from dockergen.errors import ProfileError, UsageError
 from dockergen.pipeline import resolution
 from tests.conftest import PROFILES, run_cli
 
@@ -19,8 +19,8 @@ GH200 = PROFILES / "gh200-vllm.yaml"  # linux/arm64
 
 
 def test_a_single_platform_other_than_the_profiles_is_refused_with_the_field_to_set() -> None:
-    with pytest.raises(build.UnsafeInput) as exc:
-        build._platforms_judged(resolution(H100), "linux/arm64")
+    with pytest.raises(UsageError) as exc:
+        platforms_judged(resolution(H100), "linux/arm64")
     assert "the profile's build.platform is linux/amd64" in str(exc.value)
     assert "--set build.platform=linux/arm64" in str(exc.value)
 
@@ -29,18 +29,18 @@ def test_a_list_is_judged_on_every_platform_before_the_build() -> None:
     """h100-fp8 on arm64: its H100 runs vLLM's aarch64 kernels too, so the index passes;
     l40s-awq with a T4 passes on amd64, but vLLM's aarch64 wheel (no sm_75) refuses the
     arm64 half."""
-    assert build._platforms_judged(resolution(H100), "linux/amd64,linux/arm64") == \
+    assert platforms_judged(resolution(H100), "linux/amd64,linux/arm64") == \
         "linux/amd64,linux/arm64"
     t4 = resolution(PROFILES / "l40s-awq.yaml", ("gpu.targets=[l40s,t4]",))
     with pytest.raises(ProfileError) as exc:
-        build._platforms_judged(t4, "linux/amd64,linux/arm64")
+        platforms_judged(t4, "linux/amd64,linux/arm64")
     assert any("cannot run on t4 (7.5) on aarch64" in p.message
                for p in exc.value.problems), exc.value.problems
 
 
 def test_without_platform_the_engine_is_asked_for_the_profiles_own() -> None:
-    assert build._platforms_judged(resolution(GH200), None) == "linux/arm64"
-    assert build._platforms_judged(resolution(H100), None) is None  # the engine's default
+    assert platforms_judged(resolution(GH200), None) == "linux/arm64"
+    assert platforms_judged(resolution(H100), None) is None  # the engine's default
     assert engine_platform("linux/arm64", "linux/amd64") == "linux/arm64"
 
 
@@ -59,15 +59,15 @@ def test_an_index_of_a_profile_that_installs_from_its_python_lock_is_refused() -
     res = resolution(H100)
     engine = dataclasses.replace(res.resolved.engine, lock="/opt/dockergen/python.lock")
     locked = dataclasses.replace(res, resolved=dataclasses.replace(res.resolved, engine=engine))
-    with pytest.raises(build.UnsafeInput) as exc:
-        build._platforms_judged(locked, "linux/amd64,linux/arm64")
+    with pytest.raises(UsageError) as exc:
+        platforms_judged(locked, "linux/amd64,linux/arm64")
     assert "resolved for linux/amd64 only" in str(exc.value)
-    assert build._platforms_judged(locked, None) is None  # one platform: the lock's own
+    assert platforms_judged(locked, None) is None  # one platform: the lock's own
 
 
 def test_the_fix_for_a_platform_dockergen_does_not_build_is_no_field_value() -> None:
-    with pytest.raises(build.UnsafeInput) as exc:
-        build._platforms_judged(resolution(H100), "linux/riscv64")
+    with pytest.raises(UsageError) as exc:
+        platforms_judged(resolution(H100), "linux/riscv64")
     assert "--set build.platform" not in str(exc.value)
     assert "dockergen builds linux/amd64 and linux/arm64 images" in str(exc.value)
-    assert build._platforms_judged(resolution(GH200), "linux/arm64/v8") == "linux/arm64/v8"
+    assert platforms_judged(resolution(GH200), "linux/arm64/v8") == "linux/arm64/v8"

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dockergen.build import BuildFailed, BuildOptions, BuildTimeout, build_profile
+from dockergen.build import build_profile
+from dockergen.build_options import BuildOptions
+from dockergen.build_run import BuildFailed, BuildTimeout
 from dockergen.buildrecord import BuildRecord, Status
 from dockergen.daemon import PushError
 from dockergen.errors import ExitCode

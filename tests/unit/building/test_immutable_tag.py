@@ -12,10 +12,14 @@ import pytest
 
 import dockergen.buildid
 from dockergen.api import render_context
-from dockergen.build import BuildOptions, BuildPlan, UnsafeInput, _push, build_profile, run_build
+from dockergen.build import build_profile
+from dockergen.build_options import BuildOptions
+from dockergen.build_release import push
+from dockergen.build_run import BuildPlan, run_build
 from dockergen.buildid import content_tag
 from dockergen.buildrecord import BuildRecord, Status
 from dockergen.daemon import PushError
+from dockergen.errors import UsageError
 from tests.conftest import ROOT, _engine_or_skip, a_pem_certificate
 from tests.support.fake_daemon import FakeDaemon
 from tests.support.registries import ANON
@@ -63,7 +67,7 @@ def test_an_intermediate_target_gets_no_release_tag(tmp_path: Path) -> None:
     saved = json.loads((tmp_path / "ctx" / "build-record.json").read_text())
     assert saved["target"] == "flash-attn" and saved["smoke"] == record.smoke_not_run
     assert daemon.runs == []
-    with pytest.raises(UnsafeInput, match="--push of the intermediate stage 'flash-attn'"):
+    with pytest.raises(UsageError, match="--push of the intermediate stage 'flash-attn'"):
         build_profile(PROFILE, ONE_CHECK, BuildOptions(stage="flash-attn", push=True),
                       output=tmp_path / "ctx2", echo=lambda _: None, out=lambda _: None,
                       daemon=FakeDaemon())
@@ -125,13 +129,13 @@ def test_a_real_registry_keeps_the_first_image(tmp_path: Path) -> None:
             daemon.tag(result.image_id, immutable)
     record = BuildRecord("immutable", "sha256:" + "0" * 64, "buildkit", (immutable,),
                          immutable, status=Status.BUILT)
-    pushed = _push(daemon, record, ids[0], tmp_path / "r.json", lambda _: None, lambda _: None)
+    pushed = push(daemon, record, ids[0], tmp_path / "r.json", lambda _: None, lambda _: None)
     digest = daemon.registry_digest(immutable)
     assert digest is not None and pushed.status == Status.PUSHED
     assert pushed.pushed == {immutable: digest}
     daemon.tag(ids[1], immutable)  # the rebuilt image now holds the tag locally
     with pytest.raises(PushError, match="the immutable tag is never moved"):
-        _push(daemon, replace(record, tags=(immutable, f"{repo}:second")), ids[1],
+        push(daemon, replace(record, tags=(immutable, f"{repo}:second")), ids[1],
               tmp_path / "r.json", lambda _: None, lambda _: None)
     assert daemon.registry_digest(immutable) == digest  # still the first image
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from dockergen import layers
-from dockergen.build import BuildOptions, build_profile
+from dockergen.build import build_profile
+from dockergen.build_options import BuildOptions
 from dockergen.errors import ExitCode
 from tests.conftest import ROOT, run_cli
 from tests.support.fake_daemon import FakeDaemon

@@ -12,7 +12,7 @@ import json
 import re
 import tarfile
 
-from dockergen.build import base_images, dockerfile_line
+from dockergen.build_run import dockerfile_line
 from dockergen.daemon import context_tar, registry_of, split_reference
 from dockergen.progress import BuildTracker, JsonRenderer, PlainRenderer, decode_status
 
@@ -119,13 +119,6 @@ def test_failing_step_maps_to_its_dockerfile_line() -> None:
     assert dockerfile_line(DOCKERFILE, "[engine 2/2] RUN echo engine") == 7
     assert dockerfile_line(DOCKERFILE, "[runtime 2/2] RUN echo engine") == 9
     assert dockerfile_line(DOCKERFILE, "[internal] load metadata") is None
-
-
-def test_base_images_follow_build_args() -> None:
-    assert base_images(DOCKERFILE, {}) == ["reg.example.com/cuda:13.0.2-devel",
-                                           "reg.example.com/cuda:13.0.2-runtime"]
-    assert base_images(DOCKERFILE, {"RUNTIME_IMAGE": "mirror/rt:1"}) == [
-        "reg.example.com/cuda:13.0.2-devel", "mirror/rt:1"]
 
 
 def test_references_and_registries() -> None:

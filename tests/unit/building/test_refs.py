@@ -15,11 +15,11 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from dockergen import refs
-from dockergen.build import UnsafeInput, check_tags
+from dockergen.build_options import check_tags
 from dockergen.buildrecord import BuildRecord, RecordProblem, _reference
 from dockergen.daemon import DaemonError, registry_of, split_reference
 from dockergen.deploy import _image_ref
-from dockergen.errors import Location, ProfileError
+from dockergen.errors import Location, ProfileError, UsageError
 from dockergen.fleet.adapter import VariantView
 from dockergen.fleet.bake import bake_target_from
 from dockergen.fleet.digests import RegistryError, parse_reference
@@ -140,7 +140,7 @@ def test_every_reader_agrees_with_the_grammar(ref: str, tmp_path: Path) -> None:
     assert _accepts(TypeAdapter(ImageRepo).validate_python, ref, (ValidationError,)) == (
         valid and refs.is_reference(ref, tag=False, digest=False))
     # build's --tag
-    assert _accepts(lambda r: check_tags((r,)), ref, (UnsafeInput,)) == plain_tag
+    assert _accepts(lambda r: check_tags((r,)), ref, (UsageError,)) == plain_tag
     # bake's cache ref: a tag, no digest (an empty template is the default one)
     assert not ref or _accepts(lambda r: bake_target_from(_view(r), ".", content_tag=False), ref,
                                (ProfileError,)) == tagged

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dockergen.build import BuildOptions, build_profile
+from dockergen.build import build_profile
+from dockergen.build_options import BuildOptions
 from dockergen.buildrecord import BuildRecord
 from dockergen.errors import ExitCode
 from dockergen.trust import provenance, sbom
