@@ -5,9 +5,6 @@ components build their slices (:mod:`dockergen.components`), :mod:`dockergen.res
 assembles them, the templates only format them, and every later output (build records,
 smoke tests, bake files, run configurations) reads the same model.
 Also the typed inputs of resolution besides the profile (:class:`Inputs`).
-May import: nothing of dockergen except :mod:`dockergen.profile`, :mod:`dockergen.errors`
-and the lock formats (:mod:`dockergen.pins`: the base-image lock's typed pins;
-:mod:`dockergen.pylockfile`: the Python lock's inputs).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from dockergen import knowledge
 from dockergen.buildrecord import SmokeCheck
 from dockergen.components import engine_jit, flash_attn, flashinfer, python, torch
 from dockergen.daemon import ContainerDaemon, DaemonError
@@ -153,7 +154,7 @@ def _component_image_checks(r: Resolved) -> list[tuple[str, list[str], Any]]:
     """The command checks torch, python and the engine's parser bring for this image."""
     stub = (templates_dir() / "context" / "driver_stub.py").read_text(encoding="utf-8")
     image_checks = [torch.arch_check(r.base.torch, {t.given: t.cc for t in r.gpus}),
-                    python.record_check(r.runtime.venv)]
+                    python.record_check(knowledge.facts(), r.runtime.venv)]
     if r.runtime.jit_c_compiler:  # the engine compiles at run time: prove it can
         image_checks += [python.jit_check(r.runtime.venv),
                          python.triton_check(r.runtime.venv, stub)]
@@ -252,9 +253,9 @@ def image_audit_check(r: Resolved, arch: str | None = None) -> CommandCheck:
                          *([f"--machine={known.elf_machine}"] if known else []),
                          *[f"--arch-scope={glob}={','.join(ccs)}" for glob, ccs in r.arch_scopes],
                          *[f"--optional={o['glob']}={','.join(o['missing'])}"
-                           for o in python.facts()["optional_libraries"]],
+                           for o in knowledge.facts().python["optional_libraries"]],
                          *[f"--kernels-elsewhere={k['glob']}"
-                           for k in python.facts()["kernels_outside_fatbin"]],
+                           for k in knowledge.facts().python["kernels_outside_fatbin"]],
                          *[f"--list={glob}" for glob in built], *roots), verify)
 
 

@@ -5,9 +5,6 @@ download.pytorch.org), the checks on the pin the serving engine establishes
 (``engine.torch`` override, known release, CUDA index exists, Python range), the torch
 derivations and the template ``templates/components/torch.j2``. Runtime part: none of
 its own (torch lives in the venv the Python component copies).
-May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.cuda`,
-:mod:`dockergen.components.python` (Python fixes), :mod:`dockergen.errors`,
-:mod:`dockergen.knowledge`, :mod:`dockergen.model`.
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ from packaging.version import Version
 from dockergen.components import cuda, python
 from dockergen.components.base import Context
 from dockergen.errors import Edit
-from dockergen.knowledge import in_range, is_unverified, load_facts
+from dockergen.knowledge import Facts, in_range, is_unverified
 from dockergen.model import (
     MAIN_INDEX,
     VENV,
@@ -33,14 +30,10 @@ from dockergen.model import (
 )
 
 
-def facts() -> dict[str, Any]:
-    return load_facts("torch")
-
-
-def release_row(torch_version: str) -> dict[str, Any] | None:
+def release_row(f: Facts, torch_version: str) -> dict[str, Any] | None:
     """The row of a torch version's minor release (``2.14.0`` -> ``2.14``)."""
     v = Version(torch_version)
-    entry = facts()["releases"].get(f"{v.major}.{v.minor}")
+    entry = f.torch["releases"].get(f"{v.major}.{v.minor}")
     return dict(entry) if entry is not None else None
 
 
@@ -68,7 +61,7 @@ def check(c: Context) -> None:
                 f"torch=={pin}, not {p.engine.torch}",
                 "remove engine.torch (it is derived) or change engine.version")
         return
-    row = release_row(pin)
+    row = release_row(c.facts, pin)
     if row is None:
         c.error(("engine", "version"), f"torch {pin} is not in the knowledge base",
                 "add its release row to dockergen/components/torch.yaml")
@@ -87,7 +80,7 @@ def check(c: Context) -> None:
                    "major.minor is one of: " + ", ".join(row["cuda"]))
         else:
             c.error(("cuda", "version"), text + ")", edits=cuda.version_edits(
-                p.cuda.version, lambda v: f"{v.major}.{v.minor}" in row["cuda"]))
+                c.facts, p.cuda.version, lambda v: f"{v.major}.{v.minor}" in row["cuda"]))
     check_python(c, pin, row)
 
 
@@ -96,7 +89,7 @@ def check_python(c: Context, pin: str, row: dict[str, Any]) -> None:
     if not in_range(c.p.python + ".0", row["python"]):
         c.error(("python",), f"torch {pin} supports Python {row['python']}, "
                 f"but python is {c.p.python}",
-                edits=python.version_edits(c.p.python, row["python"]))
+                edits=python.version_edits(c.facts, c.p.python, row["python"]))
 
 
 # "remove build.torch_from": its default, torch from PyTorch's CUDA-matched index
@@ -123,7 +116,7 @@ def check_main_index(c: Context, pin: str, row: dict[str, Any]) -> None:
                 f"{built_for} (its CUDA {built_for} library dependencies), but cuda.version "
                 f"is {c.p.cuda.version} (CUDA {major})",
                 edits=[_PYTORCH_INDEX, *cuda.version_edits(
-                    c.p.cuda.version, lambda v: str(v.major) == str(built_for))])
+                    c.facts, c.p.cuda.version, lambda v: str(v.major) == str(built_for))])
     check_python(c, pin, row)
 
 

@@ -8,11 +8,6 @@ environment or arguments. An engine module subclasses it and adds what is its ow
 server command (:meth:`ServingEngine.serve`), extra environment, the import the smoke test
 checks, and why it does or does not want a FlashAttention-2 build. The engine stage is
 formatted by ``templates/components/serving.j2``.
-May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.cuda`,
-:mod:`dockergen.components.python`, :mod:`dockergen.components.torch`,
-:mod:`dockergen.errors`, :mod:`dockergen.inputs` (the Python lock), :mod:`dockergen.kernels`
-(which GPUs compiled code runs on), :mod:`dockergen.knowledge`, :mod:`dockergen.model`,
-:mod:`dockergen.reproducible` (what a local-file install leaves that differs per build).
 """
 
 from __future__ import annotations
@@ -34,7 +29,7 @@ from dockergen.components import torch as torch_component
 from dockergen.components.base import Context, describe_all, dotted, release_edits
 from dockergen.components.serving.run import IMAGE_ENV, ContextLimit, EngineRun, ModelContext
 from dockergen.errors import Edit
-from dockergen.knowledge import in_range, is_unverified, load_facts
+from dockergen.knowledge import Facts, in_range, is_unverified
 from dockergen.model import (
     APP_HOME,
     MAIN_INDEX,
@@ -168,37 +163,38 @@ class ServingEngine:
         """The engine's folder: its code, facts, flag list, metric names and scripts."""
         return Path(inspect.getfile(type(self))).parent
 
-    def facts(self) -> dict[str, Any]:
-        return load_facts(self.facts_file)
+    def facts(self, f: Facts) -> Mapping[str, Any]:
+        """This engine's facts in the knowledge ``f`` of one resolution."""
+        return f.of(self.facts_file)
 
-    def probe_path(self) -> str:
+    def probe_path(self, f: Facts) -> str:
         """The server's health endpoint: the image's HEALTHCHECK and the run
         configurations' probes ask it (facts ``health_path``, else the class's)."""
-        return str(self.facts().get("health_path", self.health_path))
+        return str(self.facts(f).get("health_path", self.health_path))
 
-    def release(self, version: str) -> dict[str, Any] | None:
-        entry = self.facts()["releases"].get(version)
+    def release(self, f: Facts, version: str) -> dict[str, Any] | None:
+        entry = self.facts(f)["releases"].get(version)
         return dict(entry) if entry is not None else None
 
-    def versions(self) -> list[str]:
-        return sorted(self.facts()["releases"], key=Version)
+    def versions(self, f: Facts) -> list[str]:
+        return sorted(self.facts(f)["releases"], key=Version)
 
-    def quant(self, kind: str, value: str) -> dict[str, Any] | None:
+    def quant(self, f: Facts, kind: str, value: str) -> dict[str, Any] | None:
         """``kind`` is ``"quantization"`` (weights) or ``"kv_cache"``."""
-        entry = self.facts()[kind].get(value)
+        entry = self.facts(f)[kind].get(value)
         return dict(entry) if entry is not None else None
 
-    def flag_list(self, version: str) -> frozenset[str] | None:
+    def flag_list(self, f: Facts, version: str) -> frozenset[str] | None:
         """Every option string the release's server accepts: its ``serve_flags`` row
         (extracted from its wheel: ``vllm/flags.json``, ``sglang/flags.json``; or a user
         knowledge file's, e.g. written by ``dockergen upgrade``); None: not read, or an
         engine that keeps no flag lists (TensorRT-LLM)."""
-        row = self.facts().get("serve_flags", {}).get(version)
+        row = self.facts(f).get("serve_flags", {}).get(version)
         return frozenset(row["flags"]) if row is not None else None
 
-    def flag_source(self, version: str) -> str:
+    def flag_source(self, f: Facts, version: str) -> str:
         """Where the release's flag list was read (its row's ``src``)."""
-        return str(self.facts()["serve_flags"][version]["src"])
+        return str(self.facts(f)["serve_flags"][version]["src"])
 
     # the wheel members :meth:`read_serve_flags` reads (none: the engine's are not read)
     flag_members: ClassVar[tuple[str, ...]] = ()
@@ -218,10 +214,10 @@ class ServingEngine:
         :meth:`read_serve_flags`. Raises ValueError when they cannot be read."""
         raise ValueError(f"dockergen does not read {self.name}'s from its wheel")
 
-    def floor_of(self, method: str, release: str) -> str | None:
+    def floor_of(self, f: Facts, method: str, release: str) -> str | None:
         """The minimum compute capability of a weight quantization method on a release
         (None: none was read for that release)."""
-        return min_cc(self.facts()["quantization"][method], release)[0]
+        return min_cc(self.facts(f)["quantization"][method], release)[0]
 
     # --- checks ---------------------------------------------------------------------------
     # server flags the profile derives -> the field that owns them (each engine's serve())
@@ -237,7 +233,7 @@ class ServingEngine:
         A derived flag given again lands after the derived one and wins, while `explain`,
         the labels and the lock file still show the profile's value.
         """
-        removed = self.facts().get("removed_flags", {})
+        removed = self.facts(c.facts).get("removed_flags", {})
         version = Version(c.p.engine.version)
         args = c.p.serving.extra_args
         for i, arg in enumerate(args):
@@ -266,17 +262,17 @@ class ServingEngine:
         c.torch_pin = p.engine.torch
         c.flash_attn_note = self.flash_attn_note
         c.flash_attn_unneeded = self.flash_attn_unneeded
-        release = self.release(p.engine.version)
+        release = self.release(c.facts, p.engine.version)
         if release is None:
             c.error(("engine", "version"), f"{p.engine.name} {p.engine.version} is not in the "
                     "knowledge base", "add the release with its source in a knowledge file "
                     f"listed under the profile's `knowledge:`, table {self.facts_file}: "
                     "releases (`dockergen outdated` shows what is known)",
-                    edits=release_edits(c, self.facts()["releases"]))
+                    edits=release_edits(c, self.facts(c.facts)["releases"]))
             return
         c.release = release
-        c.flashinfer_aot = (self.facts().get("flashinfer_aot") or {}).get(p.engine.version)
-        c.startup_jit = (self.facts().get("startup_jit") or {}).get(p.engine.version)
+        c.flashinfer_aot = (self.facts(c.facts).get("flashinfer_aot") or {}).get(p.engine.version)
+        c.startup_jit = (self.facts(c.facts).get("startup_jit") or {}).get(p.engine.version)
         c.torch_pin = p.engine.torch or str(release["torch"])
         mark = release.get("unverified")
         if mark:
@@ -295,33 +291,35 @@ class ServingEngine:
                        "that range")
             else:
                 c.error(("python",), text,
-                        edits=python.version_edits(p.python, release["python"]))
+                        edits=python.version_edits(c.facts, p.python, release["python"]))
         major = Version(p.cuda.version).major
-        if cuda.toolkit(p.cuda.version) is not None and major != release["cuda_major"]:
+        if cuda.toolkit(c.facts, p.cuda.version) is not None and major != release["cuda_major"]:
             want = int(release["cuda_major"])
             c.error(("cuda", "version"), f"{p.engine.name} {p.engine.version} wheels are built "
                     f"for CUDA {want}.x, but cuda.version is {p.cuda.version}",
-                    edits=[*cuda.version_edits(p.cuda.version, lambda v: v.major == want),
-                           *release_edits(c, self.facts()["releases"],
+                    edits=[*cuda.version_edits(c.facts, p.cuda.version,
+                                               lambda v: v.major == want),
+                           *release_edits(c, self.facts(c.facts)["releases"],
                                           lambda row: row["cuda_major"] == major)])
 
-    def kernel_version(self, release: str, row: Mapping[str, Any] | None = None) -> str | None:
+    def kernel_version(self, f: Facts, release: str, row: Mapping[str, Any] | None = None
+                       ) -> str | None:
         """The version of the package holding the release's compiled kernels: the engine's
         own, or the one its release row (``row``, else the facts') pins (``kernel:
         NAME==VERSION``)."""
-        facts = self.facts()
+        facts = self.facts(f)
         if facts["kernel_libraries"]["package"] == facts["package"]:
             return release
         pin = (row if row is not None else facts["releases"].get(release) or {}).get("kernel")
         return str(pin).split("==", 1)[1] if pin else None
 
-    def kernel_code(self, release: str, cc: str, machine: str = "x86_64"
+    def kernel_code(self, f: Facts, release: str, cc: str, machine: str = "x86_64"
                     ) -> dict[str, list[str]] | None:
         """The libraries a GPU of compute capability ``cc`` loads on ``release`` and the code
         each carries in the wheel for ``machine`` (its ``kernels`` table: x86_64's
         ``kernels``, aarch64's ``kernels_aarch64``), or None when nothing was read for it."""
-        facts = self.facts()
-        version = self.kernel_version(release)
+        facts = self.facts(f)
+        version = self.kernel_version(f, release)
         table = facts.get(kernels.TABLE_OF_MACHINE[machine], {})
         row = table.get(version) if version else None
         if row is None:
@@ -330,8 +328,9 @@ class ServingEngine:
         members = select.get(cc, select["*"])
         return {m: list(row["code"][m]) for m in members if m in row["code"]}
 
-    def _runs(self, release: str, target: GpuTarget, machine: str = "x86_64") -> bool | None:
-        code = self.kernel_code(release, target.cc, machine)
+    def _runs(self, f: Facts, release: str, target: GpuTarget, machine: str = "x86_64"
+              ) -> bool | None:
+        code = self.kernel_code(f, release, target.cc, machine)
         return None if code is None else all(kernels.runs_on(c, target.cc)
                                              for c in code.values())
 
@@ -339,37 +338,38 @@ class ServingEngine:
         """engine-kernel-archs: every target runs the code of the compiled library each model
         loads (read from the release's wheel for the image's machine), whatever the
         quantization floors say."""
-        facts, p, machine = self.facts(), c.p, c.machine
+        facts, p, machine = self.facts(c.facts), c.p, c.machine
         if "kernel_libraries" not in facts or c.release is None:
             return
         wheels = (facts.get("wheel_platforms") or {}).get(p.engine.version)
         if wheels is not None and machine not in wheels:
             return  # no wheel for the machine at all: engine-platform's error says so
         package = facts["kernel_libraries"]["package"]
-        version = self.kernel_version(p.engine.version)
-        if not c.gpus or self.kernel_code(p.engine.version, c.gpus[0].cc, machine) is None:
+        version = self.kernel_version(c.facts, p.engine.version)
+        if not c.gpus or self.kernel_code(c.facts, p.engine.version, c.gpus[0].cc,
+                                          machine) is None:
             wheel = f"'s {machine} wheel" if machine != "x86_64" else ""
             c.warn(("engine", "version"), f"the GPU code of {package} {version}{wheel} has "
                    "not been read: whether it runs on every target is unknown until the "
                    "image runs there", "test it on each GPU first")
             return
-        bad = [t for t in c.gpus if not self._runs(p.engine.version, t, machine)]
+        bad = [t for t in c.gpus if not self._runs(c.facts, p.engine.version, t, machine)]
         if not bad:
             return
         shown: dict[str, list[str]] = {}
         for t in bad:
-            shown.update(self.kernel_code(p.engine.version, t.cc, machine) or {})
+            shown.update(self.kernel_code(c.facts, p.engine.version, t.cc, machine) or {})
         libraries = "; ".join(f"{m}: {kernels.span(code)}" for m, code in sorted(shown.items()))
         src = facts[kernels.TABLE_OF_MACHINE[machine]][version]["src"]
         works = {v: row for v, row in facts["releases"].items()
-                 if all(self._runs(v, t, machine) for t in c.gpus)}
+                 if all(self._runs(c.facts, v, t, machine) for t in c.gpus)}
         c.error(("gpu", "targets"), f"{p.engine.name} {p.engine.version} cannot run on "
                 f"{describe_all(bad)}{_on(machine)}; its compiled kernels carry no code for "
                 f"that compute capability ({libraries}; {src}), so the server stops at its "
                 "first kernel with \"no kernel image is available\"",
                 edits=[*release_edits(c, works), *c.drop(*bad),
                        *cuda.retarget(c, bad, lambda g: bool(
-                           self._runs(p.engine.version, g, machine)))])
+                           self._runs(c.facts, p.engine.version, g, machine)))])
 
     def check_platform_wheels(self, c: Context) -> None:
         """engine-platform: the release publishes a wheel for the image's machine, and the
@@ -379,7 +379,8 @@ class ServingEngine:
         p, machine = c.p, c.machine
         if c.release is None:
             return
-        rows = self.facts().get("wheel_platforms") or {}
+        releases = self.facts(c.facts)["releases"]
+        rows = self.facts(c.facts).get("wheel_platforms") or {}
         row = rows.get(p.engine.version)
         if row is None:
             if machine != "x86_64":
@@ -394,7 +395,7 @@ class ServingEngine:
             c.error(("build", "platform"), f"{p.engine.name} {p.engine.version} publishes "
                     f"no {machine} wheel ({row['src']}), so it cannot be installed on "
                     f"{p.build.platform}",
-                    edits=[*release_edits(c, {v: r for v, r in self.facts()["releases"].items()
+                    edits=[*release_edits(c, {v: r for v, r in releases.items()
                                               if machine in rows.get(v, {})}),
                            Edit.set("build.platform", other, f"use build.platform: {other}")])
             return
@@ -407,7 +408,7 @@ class ServingEngine:
         a member without one would be compiled from its sdist in the engine stage.
         ``dockergen lock --python`` judges the real closure the same way online."""
         p = c.p
-        row = (self.facts().get("closure_wheels") or {}).get(p.engine.version) or {}
+        row = (self.facts(c.facts).get("closure_wheels") or {}).get(p.engine.version) or {}
         platform = python.wheel_platform(p.cuda.os, p.cuda.devel_image, c.machine)
         lacking = (row.get(platform) or {}).get(p.python)
         if not lacking:
@@ -427,7 +428,7 @@ class ServingEngine:
         have = python.os_glibc(p.cuda.os, p.cuda.devel_image)
         if have is None or have >= _glibc(need):
             return
-        toolkit = cuda.toolkit(p.cuda.version) or {"os": []}
+        toolkit = cuda.toolkit(c.facts, p.cuda.version) or {"os": []}
         fits = [o for o in toolkit["os"] if (python.os_glibc(o, None) or (0, 0)) >= _glibc(need)]
         c.error(("cuda", "os"), f"{p.engine.name} {p.engine.version}'s {c.machine} wheels "
                 f"need glibc >= {need} (manylinux_{need.replace('.', '_')}; {row['src']}), "
@@ -450,8 +451,8 @@ class ServingEngine:
             c.warn(("engine", "version"), f"{text}; the build must find it on {index}",
                    "check that the index carries it before a long build")
             return
-        flashinfer = self.facts().get("flashinfer", {})
-        installable = {v: row for v, row in self.facts()["releases"].items()
+        flashinfer = self.facts(c.facts).get("flashinfer", {})
+        installable = {v: row for v, row in self.facts(c.facts)["releases"].items()
                        if (flashinfer.get(v) or {}).get("python_on_pypi", True)}
         c.error(("engine", "version"), f"{text}: the engine cannot be installed from PyPI",
                 edits=release_edits(c, installable))
@@ -463,13 +464,13 @@ class ServingEngine:
                                    ("quantization", "weights")),
                                   ("kv_cache", p.quantization.kv_cache,
                                    ("quantization", "kv_cache"))):
-            entry = self.quant(kind, value)
+            entry = self.quant(c.facts, kind, value)
             if entry is None:
                 field = "kv_cache" if kind == "kv_cache" else "weights"
                 c.error(path, f"{p.engine.name} has no {value} "
                         f"{'KV cache' if kind == 'kv_cache' else 'weight quantization'}",
                         edits=[Edit.set(dotted(path), k, f"use {field}: {k}")
-                               for k in self.facts()[kind]])
+                               for k in self.facts(c.facts)[kind]])
                 continue
             floor, unverified = min_cc(entry, p.engine.version)
             if floor is None:  # a per-release row that has not read this release
@@ -492,7 +493,7 @@ class ServingEngine:
                 c.error(path, f"{value} needs compute capability >= {floor} on "
                         f"{engine}, but gpu.targets includes "
                         f"{describe_all(too_old)}",
-                        edits=_quant_fix(c, self.facts()[kind], kind, value, too_old))
+                        edits=_quant_fix(c, self.facts(c.facts)[kind], kind, value, too_old))
                 continue
             fast = entry.get("fast_cc")
             slow = [t for t in c.gpus if fast and cc_tuple(t.cc) < cc_tuple(fast)]
@@ -572,7 +573,7 @@ class ServingEngine:
         # the runtime carries no compiler, or only the C compiler Triton needs where the
         # engine's kernels build at run time; the smoke test checks the same lists
         if not c.p.runtime.jit_toolchain:
-            keeps_c = bool(self.facts().get("runtime_c_compiler"))
+            keeps_c = bool(self.facts(c.facts).get("runtime_c_compiler"))
             for i, apt in enumerate(c.p.packages.apt):
                 if keeps_c and apt in python.C_COMPILER_PACKAGES:
                     continue
@@ -604,7 +605,7 @@ class ServingEngine:
                                    if r.startswith("flashinfer-cubin==")), None),
             flashinfer_index=(p.build.flashinfer_index_url
                               if p.build.flashinfer_index_url in indexes else None),
-            constraints=cuda.major_constraints(p.cuda.version))
+            constraints=cuda.major_constraints(c.facts, p.cuda.version))
 
     def check_python_lock(self, c: Context) -> None:
         """python-lock: a lock beside the profile must match it; the engine stage uses it."""
@@ -649,8 +650,8 @@ class ServingEngine:
             torch_component.index_url(p.build.torch_index_url, p.cuda.version)]
         if p.build.engine_index_url:
             out.append(p.build.engine_index_url)
-        elif self.facts().get("extra_index_url"):
-            out.append(self.facts()["extra_index_url"])
+        elif self.facts(c.facts).get("extra_index_url"):
+            out.append(self.facts(c.facts)["extra_index_url"])
         return out + self.extra_indexes(c)
 
     # --- FlashInfer's precompiled kernels, for every engine whose release pins FlashInfer ---
@@ -677,7 +678,7 @@ class ServingEngine:
     def own_requirements(self, c: Context) -> tuple[str, ...]:
         """What the engine stage installs for the engine: the engine, then packages pinned
         in lockstep with it."""
-        return (f"{self.facts()['package']}=={c.p.engine.version}",)
+        return (f"{self.facts(c.facts)['package']}=={c.p.engine.version}",)
 
     def requirements(self, c: Context) -> tuple[str, ...]:
         """The engine's own requirements, and FlashInfer's kernels where the release leaves
@@ -780,7 +781,7 @@ class ServingEngine:
                               ) -> None:
         """Where the engine's wheels come from, when not from the main index."""
         p = c.p
-        engine_index = p.build.engine_index_url or self.facts().get("extra_index_url")
+        engine_index = p.build.engine_index_url or self.facts(c.facts).get("extra_index_url")
         if engine_index:
             assert engine_index in indexes, (engine_index, indexes)
             d.append(Derivation("engine index", engine_index, "from build.engine_index_url "
@@ -809,7 +810,7 @@ class ServingEngine:
         """The install's constraints (none with a lock, which pins every file; they join the
         context files), and the derivations of the packages the profile adds."""
         p = c.p
-        constraints = () if locked else cuda.major_constraints(p.cuda.version)
+        constraints = () if locked else cuda.major_constraints(c.facts, p.cuda.version)
         if constraints:
             files[CONSTRAINTS_IN_CONTEXT] = "".join(f"{c}\n" for c in constraints).encode()
             d.append(Derivation("install constraints", ", ".join(constraints),
@@ -827,7 +828,7 @@ class ServingEngine:
     def _runtime_apt(self, c: Context) -> tuple[tuple[str, ...], bool]:
         """The runtime image's apt packages, and whether it keeps a C compiler (Triton's
         launcher build needs one, libc and the Python headers)."""
-        p, facts = c.p, self.facts()
+        p, facts = c.p, self.facts(c.facts)
         runtime_apt = list(facts.get("runtime_apt", [])) + list(p.packages.apt)
         c_compiler = bool(facts.get("runtime_c_compiler"))
         if c_compiler:
@@ -853,10 +854,10 @@ class ServingEngine:
         max_position_embeddings and refuses none)."""
         return None
 
-    def _serve_parser(self) -> str:
+    def _serve_parser(self, f: Facts) -> str:
         """The text of the engine's server-parser script (facts ``serve_parser``, a file of
         its folder); empty when it has none."""
-        name = self.facts().get("serve_parser")
+        name = self.facts(f).get("serve_parser")
         return (self.folder() / str(name)).read_text(encoding="utf-8") if name else ""
 
     def derive(self, c: Context, d: list[Derivation], torch: TorchInstall,
@@ -892,15 +893,15 @@ class ServingEngine:
                             index_strategy=strategy, torch_cuda=torch.cuda,
                             torch_cuda_major_only=torch.from_main_index,
                             constraints=CONSTRAINTS_IN_IMAGE if constraints else "",
-                            bytecode=python.bytecode_mode(d),
+                            bytecode=python.bytecode_mode(c.facts, d),
                             bytecode_env=python.BYTECODE_ENV,
                             local_install_records=reproducible.UV_LOCAL_INSTALL_RECORDS
                             if flash_attn else ())
         serve = self.serve(c, d)
         env = {"HF_HOME": f"{APP_HOME}/.cache/huggingface", "HOME": APP_HOME,
                **{name: value for name, value, _ in IMAGE_ENV}, **self.extra_env(c)}
-        facts = self.facts()
-        health_path = self.probe_path()
+        facts = self.facts(c.facts)
+        health_path = self.probe_path(c.facts)
         health = (f"import urllib.request; urllib.request.urlopen("
                   f"'http://127.0.0.1:{p.serving.port}{health_path}', timeout=5)")
         runtime_apt, c_compiler = self._runtime_apt(c)
@@ -914,7 +915,7 @@ class ServingEngine:
                    *self.extra_smoke_imports(c)),
             arch_scopes=tuple((glob, tuple(ccs)) for glob, ccs in sorted(
                 facts.get("arch_scoped_libraries", {}).items())),
-            context_files=files, serve_parser=self._serve_parser(),
+            context_files=files, serve_parser=self._serve_parser(c.facts),
             startup_import=str(facts.get("startup_import", "")),
             layer_packages=tuple((facts.get("layer_packages") or {}).get("names", ())),
         )

@@ -3,8 +3,6 @@
 Owns ``tensorrt_llm/facts.yaml`` (releases, NVIDIA's wheel index, the MPI runtime package,
 quantization rows) and the mapping of the profile's serving fields to ``trtllm-serve``
 flags and the LLM API options file (``llm_api_options.yaml`` in the build context).
-May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving.base`,
-:mod:`dockergen.model`.
 """
 
 from __future__ import annotations
