@@ -32,6 +32,7 @@ from dockergen.model import (
     Mode,
     RuntimeCopy,
     cc_tuple,
+    last_json_line,
 )
 from dockergen.resources import templates_dir
 
@@ -152,9 +153,8 @@ def load_check(stage: FlashInferAotStage, driver_stub: str) -> CommandCheck:
     items = [{"name": m.name, "spec": m.spec} for m in stage.modules]
 
     def verify(code: int, out: str) -> tuple[bool, str]:
-        try:
-            got = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
+        got = last_json_line(out)
+        if got is None:
             return False, out.strip()[-500:] or f"exit {code}"
         bad = [f"{name}: {state}" for name, state in sorted(got.items()) if state != "loaded"]
         missing = [m.name for m in stage.modules if m.name not in got]

@@ -24,6 +24,8 @@ from dockergen.model import (
     PythonSetup,
     RuntimeCopy,
     VenvLayer,
+    last_json_line,
+    last_line,
 )
 
 # Compilers in the runtime image, in one place: the executables the smoke check looks for,
@@ -43,34 +45,6 @@ C_COMPILER_EXECUTABLES = ("gcc", "cc")
 def is_compiler_package(name: str) -> bool:
     """Whether an apt package installs a compiler (see COMPILER_PACKAGES)."""
     return name in COMPILER_PACKAGES or name.startswith(COMPILER_PACKAGE_PREFIXES)
-
-
-DEFAULT_GLIBC = "2_28"  # an image whose OS dockergen cannot see: manylinux_2_28, the safe minimum
-# glibc of the base OS -> the manylinux wheels it can install (uv --python-platform
-# MACHINE-manylinux_X_Y). src: Ubuntu focal 2.31, jammy 2.35, noble 2.39; Debian bookworm
-# 2.36 (libc6 packages). SGLang 0.5.23 publishes manylinux_2_34 wheels only, so 2_28 would
-# find none.
-OS_GLIBC = {"ubuntu20.04": "2_31", "ubuntu22.04": "2_35", "ubuntu24.04": "2_39",
-            "debian12": "2_36"}
-
-
-def wheel_platform(os_name: str, devel_image: str | None, machine: str = "x86_64") -> str:
-    """The wheels the image's OS can install on ``machine`` (an explicit devel image: the
-    safe minimum glibc).
-
-    The Python lock is resolved for it, and a lock made for another one is stale: wheels for
-    a newer glibc would install and fail at import (review of the lock check)."""
-    glibc = DEFAULT_GLIBC if devel_image else OS_GLIBC.get(os_name, DEFAULT_GLIBC)
-    return f"{machine}-manylinux_{glibc}"
-
-
-def os_glibc(os_name: str, devel_image: str | None) -> tuple[int, int] | None:
-    """The glibc of the base image's OS as (major, minor); None where dockergen cannot see
-    the OS (an explicit devel image)."""
-    if devel_image or os_name not in OS_GLIBC:
-        return None
-    major, minor = OS_GLIBC[os_name].split("_")
-    return int(major), int(minor)
 
 
 def os_python(f: Facts, os_name: str) -> str | None:
@@ -274,8 +248,7 @@ def jit_check(venv: str) -> CommandCheck:
     return CommandCheck(
         "a C extension compiles and imports (what Triton does at its first kernel)",
         (f"{venv}/bin/python", "-c", JIT_PROBE),
-        lambda code, out: (code == 0, out.strip().splitlines()[-1] if out.strip()
-                           else f"exit {code}"))
+        lambda code, out: (code == 0, last_line(out) or f"exit {code}"))
 
 
 # Every installed distribution's RECORD (PEP 376/627): which distributions own each path.
@@ -308,9 +281,8 @@ def record_check(f: Facts, venv: str) -> CommandCheck:
     allowed = [{"path": a["path"], "dists": a["dists"]} for a in f.python["shared_files"]]
 
     def verify(code: int, out: str) -> tuple[bool, str]:
-        try:
-            got = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
+        got = last_json_line(out)
+        if got is None:
             return False, out[-500:]
         bad = got["bad"]
         if code != 0 or bad:
@@ -354,9 +326,8 @@ def triton_check(venv: str, driver_stub: str) -> CommandCheck:
     ``driver_stub`` is the text of ``templates/context/driver_stub.py``."""
 
     def verify(code: int, out: str) -> tuple[bool, str]:
-        try:
-            got = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
+        got = last_json_line(out)
+        if got is None:
             return False, out.strip()[-500:] or f"exit {code}"
         if got.get("compiled") is None:
             return code == 0, "torch does not require triton: no launcher is compiled"
@@ -366,7 +337,6 @@ def triton_check(venv: str, driver_stub: str) -> CommandCheck:
     return CommandCheck("Triton's launcher compiles with the image's C compiler and Python "
                         "headers", (f"{venv}/bin/python", "-c", driver_stub + TRITON_LAUNCHER),
                         verify)
-
 
 
 # What a container start compiles: ``python -v`` logs "code object from <file>.py" for each
@@ -391,9 +361,8 @@ def bytecode_check(venv: str, module: str) -> CommandCheck:
     bytecode was compiled in the build and is still valid in the image's layers."""
 
     def verify(code: int, out: str) -> tuple[bool, str]:
-        try:
-            got = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
+        got = last_json_line(out)
+        if got is None:
             return False, out.strip()[-500:] or f"exit {code}"
         if got["code"] != 0:
             return False, f"import {module} failed: " + " | ".join(got["error"])[-500:]

@@ -9,12 +9,12 @@ its own (torch lives in the venv the Python component copies).
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from packaging.version import Version
 
+from dockergen import kernels
 from dockergen.components import cuda, python
 from dockergen.components.base import Context
 from dockergen.errors import Edit
@@ -27,6 +27,7 @@ from dockergen.model import (
     Mode,
     SmokeImport,
     TorchInstall,
+    last_json_line,
 )
 
 
@@ -156,24 +157,17 @@ print(json.dumps({"cuda": torch.version.cuda, "archs": torch._C._cuda_getArchFla
 """
 
 
+_ARCH_FLAG = re.compile(r"(sm|compute)_([0-9]+)([a-z]?)")
+
+
 def runs_on(archs: list[str], cc: str) -> bool:
-    """Whether a compiled arch list holds code for a compute capability: SASS ``sm_XY`` runs
-    within its major on equal or newer minors (``sm_90a`` only on 9.0), PTX ``compute_XY``
-    JIT-compiles for every newer GPU."""
-    major, minor = (int(x) for x in cc.split("."))
-    for arch in archs:
-        kind, _, num = arch.partition("_")
-        suffix = num[-1] if num[-1:].isalpha() else ""
-        a_major, a_minor = divmod(int(num.rstrip("abcdef") or 0), 10)
-        if suffix == "a":
-            ok = (a_major, a_minor) == (major, minor)
-        elif kind == "sm":
-            ok = a_major == major and a_minor <= minor
-        else:
-            ok = (a_major, a_minor) <= (major, minor)
-        if ok:
-            return True
-    return False
+    """Whether torch's compiled arch list holds code for a compute capability: SASS
+    ``sm_XY`` runs within its major on equal or newer minors (``sm_90a`` only on 9.0), PTX
+    ``compute_XY`` JIT-compiles for every newer GPU. The rule is the image audit's
+    (:func:`dockergen.kernels.runs_on`), given torch's names as the audit's codes."""
+    codes = [f"{'sass' if m[1] == 'sm' else 'ptx'}_{m[2]}{'a' if m[3] == 'a' else ''}"
+             for arch in archs if (m := _ARCH_FLAG.fullmatch(arch))]
+    return kernels.runs_on(codes, cc)
 
 
 def cuda_problem(install: TorchInstall, reported: object) -> str | None:
@@ -190,9 +184,8 @@ def arch_check(install: TorchInstall, targets: dict[str, str]) -> CommandCheck:
     """torch reports the profile's CUDA and an arch list that covers every target
     (``targets``: GPU name -> compute capability)."""
     def verify(code: int, out: str) -> tuple[bool, str]:
-        try:
-            got = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
+        got = last_json_line(out)
+        if got is None:
             return False, out.strip()[-500:] or f"exit {code}"
         archs = str(got.get("archs") or "").split()
         cuda_seen = str(got.get("cuda"))

@@ -15,16 +15,16 @@ from __future__ import annotations
 import inspect
 import os
 import posixpath
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from dockergen import inputs, kernels, pylockfile, reproducible
-from dockergen.components import cuda, python
+from dockergen.components import cuda, python, python_platform
 from dockergen.components import torch as torch_component
 from dockergen.components.base import Context, describe_all, dotted, release_edits
 from dockergen.components.serving.run import IMAGE_ENV, ContextLimit, EngineRun, ModelContext
@@ -49,11 +49,6 @@ from dockergen.model import (
 from dockergen.profile import MACHINE_OF_PLATFORM
 
 OPTIONS_DIR = "/etc/dockergen"  # where engine option files from the context are copied
-
-
-def _pep503(name: str) -> str:
-    """A normalized project name (PEP 503): Flash_Attn -> flash-attn."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 @dataclass(frozen=True)
@@ -409,7 +404,7 @@ class ServingEngine:
         ``dockergen lock --python`` judges the real closure the same way online."""
         p = c.p
         row = (self.facts(c.facts).get("closure_wheels") or {}).get(p.engine.version) or {}
-        platform = python.wheel_platform(p.cuda.os, p.cuda.devel_image, c.machine)
+        platform = python_platform.wheel_platform(p.cuda.os, p.cuda.devel_image, c.machine)
         lacking = (row.get(platform) or {}).get(p.python)
         if not lacking:
             return
@@ -425,11 +420,12 @@ class ServingEngine:
 
     def _check_glibc(self, c: Context, row: Mapping[str, Any]) -> None:
         p, need = c.p, str(row[c.machine])
-        have = python.os_glibc(p.cuda.os, p.cuda.devel_image)
+        have = python_platform.os_glibc(p.cuda.os, p.cuda.devel_image)
         if have is None or have >= _glibc(need):
             return
         toolkit = cuda.toolkit(c.facts, p.cuda.version) or {"os": []}
-        fits = [o for o in toolkit["os"] if (python.os_glibc(o, None) or (0, 0)) >= _glibc(need)]
+        fits = [o for o in toolkit["os"]
+                if (python_platform.os_glibc(o, None) or (0, 0)) >= _glibc(need)]
         c.error(("cuda", "os"), f"{p.engine.name} {p.engine.version}'s {c.machine} wheels "
                 f"need glibc >= {need} (manylinux_{need.replace('.', '_')}; {row['src']}), "
                 f"but {p.cuda.os} has glibc {have[0]}.{have[1]}: no wheel installs there",
@@ -544,13 +540,14 @@ class ServingEngine:
         lockstep, flash-attn) would replace that pin; a compiler in the runtime image would
         fail the no-compilers smoke check unless runtime.jit_toolchain keeps them.
         """
-        ours = {_pep503(r.split("==")[0]): r for r in self.requirements(c)}
+        ours: dict[str, str] = {canonicalize_name(r.split("==")[0]): r
+                                for r in self.requirements(c)}
         ours.setdefault("torch", f"torch=={c.torch_pin}")
         if c.p.flash_attn.build == "source":
             ours.setdefault("flash-attn", f"flash-attn=={c.p.flash_attn.version}")
         seen: dict[str, int] = {}
         for i, pin in enumerate(c.p.packages.pip):
-            name = _pep503(pin.split("[")[0].split("==")[0])
+            name = canonicalize_name(pin.split("[")[0].split("==")[0])
             if name in ours:
                 c.error(("packages", "pip", i), f"{name} is pinned by dockergen ({ours[name]}, "
                         "derived from the profile); a second pin would replace it",
@@ -598,7 +595,7 @@ class ServingEngine:
             torch_index=indexes[0] if torch_extra else main, main_index=main,
             engine_index=next((i for i in indexes[1 if torch_extra else 0:]
                                if i != p.build.flashinfer_index_url), None),
-            python=p.python, platform=python.wheel_platform(p.cuda.os, p.cuda.devel_image,
+            python=p.python, platform=python_platform.wheel_platform(p.cuda.os, p.cuda.devel_image,
                                                              c.machine),
             extra=tuple(p.packages.pip),
             flashinfer_cubin=next((r for r in self.requirements(c)

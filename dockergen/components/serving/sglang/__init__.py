@@ -33,6 +33,7 @@ from dockergen.components.serving.run import (
     EngineRun,
     ModelContext,
 )
+from dockergen.components.serving.serve import quantization_flags
 from dockergen.model import Derivation, ServeCommand
 
 # The model's own context length, as SGLang derives it at start-up (sglang 0.5.23 wheel,
@@ -177,7 +178,7 @@ class Sglang(ServingEngine):
 
     def serve(self, c: Context, d: list[Derivation]) -> ServeCommand:
         p = c.p
-        s, q = p.serving, p.quantization
+        s = p.serving
         src = ARGS_SRC.format(version=p.engine.version)
         args: list[str] = []
 
@@ -211,19 +212,7 @@ class Sglang(ServingEngine):
             d.append(Derivation("chunked prefill", "on", "serving.enable_chunked_prefill: true "
                                 "is SGLang's default (a positive --chunked-prefill-size)", src))
         flag("--tp-size", s.tensor_parallel_size, "serving.tensor_parallel_size")
-        weights = self.quant(c.facts, "quantization", q.weights) or {}
-        if weights.get("flag"):
-            flag("--quantization", weights["flag"], f"quantization.weights={q.weights}")
-        elif weights.get("dtype"):
-            flag("--dtype", weights["dtype"], f"quantization.weights={q.weights}")
-        elif q.weights != "auto":
-            d.append(Derivation("serve --quantization", "(from the checkpoint)",
-                                f"quantization.weights={q.weights}: SGLang reads "
-                                "quantization_config from the checkpoint",
-                                weights.get("src", "")))
-        kv = self.quant(c.facts, "kv_cache", q.kv_cache) or {}
-        if kv.get("flag"):
-            flag("--kv-cache-dtype", kv["flag"], f"quantization.kv_cache={q.kv_cache}")
+        quantization_flags(self, c, d, flag, "SGLang")
         args.append("--enable-metrics")  # /metrics exists only with it
         d.append(Derivation("serve --enable-metrics", "", "always passed: SGLang serves "
                             "Prometheus metrics on its port only with this flag", src))

@@ -24,6 +24,7 @@ from dockergen.components.serving.run import (
     EngineRun,
     ModelContext,
 )
+from dockergen.components.serving.serve import quantization_flags
 from dockergen.components.serving.vllm import wheel as vllm_wheel
 from dockergen.model import Derivation, ServeCommand
 
@@ -183,7 +184,7 @@ class Vllm(ServingEngine):
 
     def serve(self, c: Context, d: list[Derivation]) -> ServeCommand:
         p = c.p
-        s, q = p.serving, p.quantization
+        s = p.serving
         args: list[str] = [s.model]
         d.append(Derivation("serve MODEL", s.model, "from serving.model (the positional "
                             "model argument of vllm serve)", ARGS_SRC))
@@ -213,21 +214,7 @@ class Vllm(ServingEngine):
             args.append(name)
             d.append(Derivation(f"serve {name}", "", "from serving.enable_chunked_prefill",
                                 "VLLM-WHEEL 0.33.0 SchedulerConfig"))
-        weights = self.quant(c.facts, "quantization", q.weights) or {}
-        if weights.get("flag"):
-            flag("--quantization", weights["flag"], f"quantization.weights={q.weights}")
-        elif weights.get("dtype"):
-            flag("--dtype", weights["dtype"], f"quantization.weights={q.weights}")
-        elif q.weights != "auto":
-            d.append(Derivation("serve --quantization", "(from the checkpoint)",
-                                f"quantization.weights={q.weights}: vLLM reads "
-                                "quantization_config from the checkpoint",
-                                # per-release sources name the release as <release>
-                                weights.get("src", "").replace("<release>",
-                                                               p.engine.version)))
-        kv = self.quant(c.facts, "kv_cache", q.kv_cache) or {}
-        if kv.get("flag"):
-            flag("--kv-cache-dtype", kv["flag"], f"quantization.kv_cache={q.kv_cache}")
+        quantization_flags(self, c, d, flag, "vLLM")
         args.extend(self.extra_args(c, d, ARGS_SRC))
         return ServeCommand(("vllm", "serve"), tuple(args))
 
