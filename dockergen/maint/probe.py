@@ -24,7 +24,6 @@ from typing import Any
 from dockergen.errors import MissingToolError
 from dockergen.maint import pypi
 from dockergen.maint.observe import Pages, linux_wheel
-from dockergen.model import last_line
 
 # The torch includes of flash-attn 2.8.3.post2 csrc/flash_attn/flash_api.cpp (CPU-side ones).
 TRANSLATION_UNIT = """\
@@ -80,7 +79,7 @@ def _first_error(stderr: str) -> str:
         if "error" in line:
             # keep the message, not the machine's cache path
             return line.split("torch/include/", 1)[-1].strip()
-    return last_line(stderr)
+    return stderr.strip().splitlines()[-1] if stderr.strip() else ""
 
 
 def probe_torch(pages: Pages, version: str) -> dict[str, Any]:

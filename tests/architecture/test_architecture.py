@@ -77,6 +77,22 @@ ALLOWED: dict[str, set[str]] = {
                                                      "dockergen.components.python",
                                                      "dockergen.components.torch",
                                                      "dockergen.reproducible"},
+    # the engine base in layers, each file one job: identity and facts, install, the rules
+    # on wheels, the other rules, the server command; base: the engine stage derived
+    "dockergen.components.serving.identity": _COMPONENT | {"dockergen.components.serving.run",
+                                                           "dockergen.kernels"},
+    "dockergen.components.serving.install": _COMPONENT | {
+        "dockergen.pylockfile", "dockergen.components.cuda", "dockergen.components.python",
+        "dockergen.components.python_platform", "dockergen.components.torch",
+        "dockergen.components.serving.identity"},
+    "dockergen.components.serving.rules_wheels": _COMPONENT | {
+        "dockergen.kernels", "dockergen.components.cuda", "dockergen.components.python_platform",
+        "dockergen.components.serving.install"},
+    "dockergen.components.serving.rules": _COMPONENT | {
+        "dockergen.pylockfile", "dockergen.components.cuda", "dockergen.components.python",
+        "dockergen.components.serving.identity", "dockergen.components.serving.rules_wheels"},
+    "dockergen.components.serving.serve": _COMPONENT | {"dockergen.components.serving.identity",
+                                                        "dockergen.components.serving.rules"},
     "dockergen.components.serving.base": _COMPONENT | {"dockergen.pylockfile",
                                                        "dockergen.reproducible",
                                                        "dockergen.components.cuda",
@@ -84,9 +100,13 @@ ALLOWED: dict[str, set[str]] = {
                                                        "dockergen.components.python_platform",
                                                        "dockergen.components.serving.run",
                                                        "dockergen.components.torch",
+                                                       "dockergen.components.serving.identity",
+                                                       "dockergen.components.serving.install",
+                                                       "dockergen.components.serving.serve",
                                                        "dockergen.kernels"},
     # a serving engine sees the shared engine base, never another engine
     "dockergen.components.serving.": _COMPONENT | {"dockergen.components.serving.base",
+                                                   "dockergen.components.serving.identity",
                                                    "dockergen.components.serving.run",
                                                    "dockergen.components.serving.serve"},
     # the run facts' shape and the folders every engine writes (leaf)

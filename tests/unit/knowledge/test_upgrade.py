@@ -457,7 +457,7 @@ def test_pypi_the_source_reading_of_a_real_wheel_gives_the_shipped_facts() -> No
     """What upgrade reads of a release dockergen does not know is what the tools read of the
     ones it ships: vLLM 0.34.0's real wheel, by range requests, gives its shipped flag list
     and its shipped quantization floors."""
-    from dockergen.components.serving.base import min_cc
+    from dockergen.components.serving.identity import min_cc
     from dockergen.knowledge import builtin_facts
     from dockergen.upgrade import derive_source
 

@@ -20,10 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dockergen.components.base import Context
-from dockergen.components.serving.base import (
-    EXTRA_ARGS_REASON,
-    ServingEngine,
-)
+from dockergen.components.serving.base import ServingEngine
 from dockergen.components.serving.run import (
     PIN_CACHE_ROOT,
     TMP,
@@ -33,7 +30,7 @@ from dockergen.components.serving.run import (
     EngineRun,
     ModelContext,
 )
-from dockergen.components.serving.serve import quantization_flags
+from dockergen.components.serving.serve import EXTRA_ARGS_REASON, quantization_flags
 from dockergen.model import Derivation, ServeCommand
 
 # The model's own context length, as SGLang derives it at start-up (sglang 0.5.23 wheel,

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from dockergen.components.base import Context
-from dockergen.components.serving.base import OPTIONS_DIR, ServingEngine
+from dockergen.components.serving.base import ServingEngine
+from dockergen.components.serving.identity import OPTIONS_DIR
 from dockergen.components.serving.run import (
     CACHE,
     CONFIG,
