@@ -244,8 +244,8 @@ def test_uv_of_the_lock_is_the_images_uv() -> None:
                          check=True).stdout
     from dockergen.components.python import tool
 
-    assert out.split()[1] == tool("uv")
-    assert f'"uv=={tool("uv")}"' in (ROOT / "pyproject.toml").read_text()
+    assert out.split()[1] == tool(KNOWN, "uv")
+    assert f'"uv=={tool(KNOWN, "uv")}"' in (ROOT / "pyproject.toml").read_text()
 
 
 def test_the_rendered_engine_stage_installs_from_the_lock(tmp_path: Path) -> None:
