@@ -20,25 +20,23 @@ Every fact carries ``src:``, where it was read. Source tags follow
   SASS archs that CUDA release can compile for)
 
 ``unverified: true`` marks a fact stated from general knowledge; rules built on it only
-warn. May import: nothing of dockergen.
+warn.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
+import copy
 import functools
 import json
-import re
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 COMPONENTS_DIR = Path(__file__).with_name("components")
 
@@ -121,281 +119,122 @@ def addable() -> Mapping[str, tuple[str, ...]]:
     return MappingProxyType({name: tuple(builtin_facts(name).get(USER_TABLES) or ())
                              for name in fact_names() if builtin_facts(name).get(USER_TABLES)})
 
-# Shapes of the strings in shipped rows, narrowest first: a user's value must have the
-# narrowest shape that every shipped value of the same field has. Each is a strict pattern
-# (no spaces, quotes or shell characters), so nothing a user row adds can carry a command
-# into the Dockerfile.
-_VERSION = r"[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?"
-_OP = r"(?:~=|==|!=|<=|>=|<|>)"
-_RANGE = rf"{_OP}{_VERSION}(?:\.\*)?"
-_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
+# A user knowledge overlay: ``{facts name: {table: {key: row}}}``, the rows a profile's
+# ``knowledge:`` files add (dockergen.loader.read_user_knowledge checks them).
+Overlay = Mapping[str, Mapping[str, Mapping[Any, Any]]]
+Rows = Mapping[str, Any]
+_SERVING = "serving/"
 
 
-def _parses(check: Callable[[str], object]) -> Callable[[str], bool]:
-    """A test that ``check`` accepts a text (parses as a Version, a SpecifierSet)."""
-    def ok(text: str) -> bool:
-        try:
-            check(text)
-        except (InvalidVersion, InvalidSpecifier):
-            return False
-        return True
-    return ok
+def _refuse(self: object, *args: object, **kwargs: object) -> NoReturn:
+    raise TypeError("knowledge facts are read-only: copy them (dict(...)) to change them")
 
 
-_STRING_SHAPES: tuple[tuple[str, str, Callable[[str], bool]], ...] = (
-    ("number", "a number in quotes", lambda t: bool(re.fullmatch(r"[0-9]+", t))),
-    ("major.minor", "MAJOR.MINOR", lambda t: bool(re.fullmatch(r"[0-9]+\.[0-9]+", t))),
-    ("version", "a release version (PEP 440)",
-     lambda t: bool(re.fullmatch(_VERSION, t)) and _parses(Version)(t)),
-    ("span", "a span of releases FIRST..LAST",
-     lambda t: bool(re.fullmatch(rf"{_VERSION}\.\.{_VERSION}", t))),
-    ("range", "a version range (PEP 440)",
-     lambda t: bool(re.fullmatch(rf"{_RANGE}(?:,{_RANGE})*", t)) and _parses(SpecifierSet)(t)),
-    ("pin", "a pinned requirement NAME[EXTRAS]==VERSION",
-     lambda t: bool(re.fullmatch(rf"{_NAME}(?:\[{_NAME}(?:,{_NAME})*\])?=={_VERSION}", t))),
-    ("kernel code", "GPU code like sass_90a or ptx_80",
-     lambda t: bool(re.fullmatch(r"(?:sass|ptx)_[0-9]+a?", t))),
-    ("option", "a command-line option like --max-model-len or -tp",
-     lambda t: bool(re.fullmatch(r"--?[A-Za-z0-9][A-Za-z0-9_.-]*", t))),
-)
+class FrozenDict(dict[Any, Any]):
+    """A read-only mapping of facts that is still a ``dict`` (JSON, ``isinstance`` and its
+    repr are those of the loaded YAML); a deep copy is a plain, writable ``dict``."""
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _refuse
+    __ior__ = _refuse
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[Any, Any]:
+        return {k: copy.deepcopy(v, memo) for k, v in self.items()}
+
+    def __copy__(self) -> dict[Any, Any]:
+        return dict(self)
 
 
-@dataclass(frozen=True)
-class Shape:
-    """What the shipped values of one field (or key, or list item) look like.
+class FrozenList(list[Any]):
+    """A read-only list of facts (see :class:`FrozenDict`)."""
 
-    ``types``: the YAML types seen (``str``, ``int``, ``bool``, ``null``, ``list``,
-    ``dict``); ``string``: the name of the narrowest string shape of every shipped string,
-    or None when they share none: then only ``vocabulary`` (the shipped strings) is allowed;
-    ``example``: a shipped value to quote in a fix; ``item``/``key``/``value``: the shapes
-    inside lists and mappings.
-    """
+    __setitem__ = __delitem__ = append = extend = insert = pop = remove = _refuse
+    clear = sort = reverse = __iadd__ = __imul__ = _refuse
 
-    types: frozenset[str]
-    string: str | None = None
-    vocabulary: tuple[str, ...] = ()
-    example: Any = None
-    item: Shape | None = None
-    key: Shape | None = None
-    value: Shape | None = None
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        return [copy.deepcopy(v, memo) for v in self]
 
-    def describe(self, *, fix: bool = False) -> str:
-        """The shape in words; ``fix``: with a shipped example and the allowed words."""
-        words = []
-        if "str" in self.types:
-            if self.string is None:
-                words.append("one of: " + ", ".join(self.vocabulary) if fix
-                             else "a value the shipped rows use")
-            else:
-                text = next(d for n, d, _ in _STRING_SHAPES if n == self.string)
-                words.append(f"{text} such as \"{self.example}\"" if fix else text)
-        for kind in sorted(self.types - {"str"}):
-            if kind == "list" and self.item is not None:
-                words.append(f"a list of ({self.item.describe(fix=fix)})")
-            elif kind == "dict" and self.key is not None and self.value is not None:
-                words.append(f"a mapping of ({self.key.describe(fix=fix)}) to "
-                             f"({self.value.describe(fix=fix)})")
-            else:
-                words.append({"int": "a whole number", "bool": "true or false",
-                              "null": "null", "list": "a list", "dict": "a mapping"}[kind])
-        return " or ".join(words)
+    def __copy__(self) -> list[Any]:
+        return list(self)
 
 
-def _type_of(value: object) -> str:
-    """The YAML type name of a value (a loaded file gives tuples for lists)."""
-    return ("null" if value is None else "bool" if isinstance(value, bool)
-            else "int" if isinstance(value, int) else "str" if isinstance(value, str)
-            else "list" if isinstance(value, (list, tuple)) else "dict" if isinstance(value, dict)
-            else type(value).__name__)
-
-
-def _infer(values: list[Any], vocabulary: tuple[str, ...] = ()) -> Shape:
-    """The shape of shipped ``values``; ``vocabulary``: strings other components accept."""
-    strings = [v for v in values if isinstance(v, str)]
-    string = next((name for name, _, fits in _STRING_SHAPES
-                   if strings and all(fits(v) for v in strings)), None)
-    lists = [x for v in values if isinstance(v, list) for x in v]
-    dicts = [v for v in values if isinstance(v, dict)]
-    return Shape(
-        frozenset(_type_of(v) for v in values), string,
-        tuple(sorted({*strings, *vocabulary})) if strings and string is None else (),
-        strings[0] if strings else values[0],
-        _infer(lists) if lists else None,
-        _infer([k for d in dicts for k in d]) if dicts else None,
-        _infer([x for d in dicts for x in d.values()]) if dicts else None)
-
-
-def _check(shape: Shape, value: Any, path: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], str]]:
-    """``(path, what is wrong)`` for every part of ``value`` that does not fit ``shape``."""
-    kind = _type_of(value)
-    if kind not in shape.types or kind == "str" and not (
-            value in shape.vocabulary if shape.string is None
-            else next(f for n, _, f in _STRING_SHAPES if n == shape.string)(value)):
-        return [(path, f"{_yaml(value)} is not {shape.describe()}")]
-    found: list[tuple[tuple[Any, ...], str]] = []
-    if kind == "list" and shape.item is not None:
-        for i, item in enumerate(value):
-            found += _check(shape.item, item, (*path, i))
-    if kind == "dict" and shape.key is not None and shape.value is not None:
-        for k, v in value.items():
-            found += _check(shape.key, k, (*path, k)) + _check(shape.value, v, (*path, k))
-    return found
+def _frozen(value: Any) -> Any:
+    """``value`` with every mapping and list in it read-only."""
+    if isinstance(value, dict):
+        return FrozenDict({k: _frozen(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return FrozenList(_frozen(v) for v in value)
+    return value
 
 
 @dataclass(frozen=True)
-class RowShape:
-    """The shape of the rows of one addable table, read from its shipped rows."""
+class Facts:
+    """Every component's facts for one resolution: the shipped files with a profile's user
+    knowledge applied once (:func:`facts`). Rows are read-only; one value is handed to every
+    rule and derivation (``Context.facts``) and to every other reader (outdated, upgrade,
+    smoke, maint), so that all of them judge a release on the same view."""
 
-    key: Shape
-    fields: Mapping[str, Shape]
-    required: tuple[str, ...]
-    example: Mapping[str, Any] = field(default_factory=dict)
+    cuda: Rows
+    python: Rows
+    torch: Rows
+    flash_attn: Rows
+    engines: Mapping[str, Rows]  # by the engine's folder: vllm, sglang, tensorrt_llm
+    overlay: Overlay  # the user's rows, as given (read-only)
+
+    def of(self, name: str) -> Rows:
+        """The facts of one facts name (``cuda``, ``serving/vllm``, ...)."""
+        if name.startswith(_SERVING):
+            return self.engines[name.removeprefix(_SERVING)]
+        rows: Rows = getattr(self, name)
+        return rows
+
+    def engine(self, name: str) -> Rows:
+        """The facts of a serving engine by its ``engine.name`` (``tensorrt-llm``, ...)."""
+        return self.engines[name.replace("-", "_")]
 
 
 @functools.cache
-def row_shape(name: str, table: str) -> RowShape:
-    """The shape of the rows of ``name``'s ``table`` (one of :func:`addable`).
-
-    The fields every shipped row has are required (``unverified`` never is); a field's
-    values must fit what its shipped values look like; strings that fit no pattern are
-    limited to the values the same table of any component ships (a ``--kv-cache-dtype``
-    flag another engine uses, never a new word).
-    """
-    rows = builtin_facts(name)[table]
-    others = [builtin_facts(n)[table] for n, tables in addable().items()
-              if table in tables and n != name]
-    names = sorted({f for row in rows.values() for f in row} - {"src", "unverified"})
-    fields = {f: _infer([row[f] for row in rows.values() if f in row],
-                        tuple(v for o in others for r in o.values()
-                              if isinstance(v := r.get(f), str)))
-              for f in names}
-    required = tuple(f for f in names if all(f in row for row in rows.values()))
-    keys = _infer(list(rows), tuple(k for o in others for k in o))
-    return RowShape(keys, fields, required, next(iter(rows.values())))
+def _shipped(name: str) -> Rows:
+    """The shipped facts of one component, read-only (cached)."""
+    frozen: Rows = _frozen(builtin_facts(name))
+    return frozen
 
 
-def row_problems(name: str, table: str, key: object, row: Mapping[str, Any]
-                 ) -> list[tuple[tuple[Any, ...], str, str]]:
-    """What is wrong with a user's row: ``(path below the table, message, fix)`` each.
-
-    ``path`` starts with the key; ``src`` is checked by the caller (it is the user's own
-    words and never reaches the Dockerfile).
-    """
-    shape = row_shape(name, table)
-    found: list[tuple[tuple[Any, ...], str, str]] = []
-    for path, wrong in _check(shape.key, key, (key,)):
-        found.append((path, wrong, f"key the row by {shape.key.describe(fix=True)}"))
-    missing = [f for f in shape.required if f not in row]
-    if missing:
-        found.append(((key,), "missing " + ", ".join(missing),
-                      "give every field the shipped rows have, e.g. " + ", ".join(
-                          f"{f}: {_yaml(shape.example.get(f))}" for f in missing)))
-    allowed = sorted({*shape.fields, "src", "unverified"})
-    for f, value in row.items():
-        if f == "src":
-            continue
-        if f == "unverified":
-            if value is not True and not (_type_of(value) == "list" and value
-                                          and all(v in shape.fields for v in value)):
-                found.append(((key, f), f"{_yaml(value)} is not true or a list of fields",
-                              "write `unverified: true` or list the fields no artefact "
-                              "confirms, one of: " + ", ".join(shape.fields)))
-        elif f not in shape.fields:
-            found.append(((key, f), f"not a field of {name}.{table} rows",
-                          "use one of: " + ", ".join(allowed)))
-        else:
-            found += [(path, wrong, f"write {shape.fields[f].describe(fix=True)}")
-                      for path, wrong in _check(shape.fields[f], value, (key, f))]
-    return found
-
-
-def extension_problems(name: str, table: str, key: object, row: Mapping[str, Any]
-                       ) -> list[tuple[tuple[Any, ...], str, str]]:
-    """What is wrong with a user's row for a key the shipped ``table`` already has, like
-    :func:`row_problems`. Shipped facts are never replaced; the one thing such a row may do
-    is add releases to a per-release ``min_cc`` map (a quantization floor read from a
-    release dockergen does not ship), at releases none of the shipped spans covers."""
-    shipped = builtin_facts(name)[table][key]
-    spans = shipped.get("min_cc")
-    if not isinstance(spans, dict):
-        return [((key,), "dockergen already knows this; shipped facts are not replaced",
-                 "remove it from the knowledge file")]
-    last = Version(newest([s.partition("..")[2] or s for s in spans]))
-    example = f'min_cc: {{"{last.major}.{last.minor + 1}.0": "8.0"}}'
-    found: list[tuple[tuple[Any, ...], str, str]] = [
-        ((key, f), "a row for a method dockergen knows only adds releases to its min_cc",
-         f"remove {f}; keep {example} and src") for f in row if f not in ("min_cc", "src")]
-    added = row.get("min_cc")
-    if not isinstance(added, dict) or not added:
-        return [*found, ((key, "min_cc"), "not a mapping of releases to compute capabilities",
-                         f"write e.g. {example}")]
-    taken = [_span(s) for s in spans]
-    for span, cc in added.items():
-        where = (key, "min_cc", span)
-        if not (isinstance(span, str) and re.fullmatch(rf"{_VERSION}(?:\.\.{_VERSION})?", span)
-                and _parses(Version)(span.partition("..")[0])
-                and _parses(Version)(span.partition("..")[2] or span)):
-            found.append((where, f"{_yaml(span)} is not a release or a span FIRST..LAST",
-                          f"write e.g. {example}"))
-            continue
-        if not (isinstance(cc, str) and re.fullmatch(r"[0-9]+\.[0-9]+", cc)):
-            found.append((where, f"{_yaml(cc)} is not a compute capability MAJOR.MINOR",
-                          f"write e.g. {example}"))
-        first, last = _span(span)
-        covered = [s for s, (a, b) in zip(spans, taken, strict=True)
-                   if a <= last and first <= b]
-        if covered:
-            found.append((where, f"dockergen already has the floor of {span} "
-                          f"({', '.join(covered)}); shipped facts are not replaced",
-                          "add only releases outside the shipped spans: " + ", ".join(spans)))
-    return found
-
-
-def _span(text: str) -> tuple[Version, Version]:
-    first, _, last = text.partition("..")
-    return Version(first), Version(last or first)
-
-
-def _yaml(value: object) -> str:
-    """``value`` as YAML flow text, to quote in a message."""
-    plain = list(value) if isinstance(value, tuple) else value
-    return yaml.safe_dump(plain, default_flow_style=True, default_style='"' if isinstance(
-        value, str) else None, width=1000).strip().removesuffix("...").strip()
-
-
-# A profile's user knowledge files (``knowledge:``) add rows to the shipped tables for the
-# duration of one resolve; see dockergen.loader.read_user_knowledge.
-_USER: contextvars.ContextVar[Mapping[str, Mapping[str, Mapping[str, Any]]]] = (
-    contextvars.ContextVar("dockergen_user_facts", default=MappingProxyType({})))
-
-
-@contextlib.contextmanager
-def user_facts(overlay: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> Iterator[None]:
-    """Make ``{component: {table: {key: row}}}`` part of :func:`load_facts` in this block."""
-    token = _USER.set(overlay)
-    try:
-        yield
-    finally:
-        _USER.reset(token)
-
-
-def load_facts(name: str) -> dict[str, Any]:
-    """The facts of one component, with the user's additions of the current resolve."""
+def _with_overlay(name: str, added: Mapping[str, Mapping[Any, Any]]) -> Rows:
+    """The shipped facts of ``name`` with the user's rows ``added`` (``{table: {key: row}}``,
+    only :func:`addable` tables): a new key adds its row; a key the shipped table has only
+    adds releases to its ``min_cc`` map (what the loader lets through)."""
     base = builtin_facts(name)
-    added = _USER.get().get(name)
-    if not added:
-        return base
-    merged = dict(base)
-    for table, rows in added.items():  # only addable() tables, all mappings of rows
+    merged = dict(_shipped(name))
+    for table, rows in added.items():
         table_rows = dict(base[table])
         for key, row in rows.items():
             shipped = table_rows.get(key)
-            # a key the shipped table has: a row that adds releases to its min_cc map
             table_rows[key] = row if shipped is None else {
                 **shipped, "min_cc": {**shipped["min_cc"], **row["min_cc"]},
                 "src": f"{shipped['src']}; {row['src']}"}
-        merged[table] = table_rows
-    return merged
+        merged[table] = _frozen(table_rows)
+    return FrozenDict(merged)
+
+
+def facts(overlay: Overlay | None = None) -> Facts:
+    """The facts of one resolution: the shipped ones with ``overlay`` (a profile's
+    ``LoadedProfile.user_facts``) applied; the one constructor every reader uses."""
+    if not overlay:
+        return _shipped_facts()
+    rows = {name: _with_overlay(name, overlay[name]) if overlay.get(name) else _shipped(name)
+            for name in fact_names()}
+    return _make(rows, _frozen({k: dict(v) for k, v in overlay.items()}))
+
+
+@functools.cache
+def _shipped_facts() -> Facts:
+    return _make({name: _shipped(name) for name in fact_names()}, FrozenDict())
+
+
+def _make(rows: Mapping[str, Rows], overlay: Overlay) -> Facts:
+    engines = {n.removeprefix(_SERVING): r for n, r in rows.items() if n.startswith(_SERVING)}
+    return Facts(rows["cuda"], rows["python"], rows["torch"], rows["flash_attn"],
+                 MappingProxyType(engines), overlay)
 
 
 def newest(versions: list[str]) -> str:

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dockergen import knowledge
+from dockergen import knowledge, knowledge_shapes
 from dockergen.errors import Problem, ProfileError, redact
 from dockergen.loader_locate import display_path
 from dockergen.yamlsource import Positions, read_yaml_file
@@ -22,12 +22,12 @@ def read_user_knowledge(files: tuple[str, ...], folder: Path, pos: Positions
     to tables of it to new rows keyed like the shipped ones. Only the tables of
     :func:`dockergen.knowledge.addable` take rows (releases, quantization methods); each
     row needs a non-empty one-line ``src`` and must have the shape of the shipped rows of
-    its table (:func:`dockergen.knowledge.row_problems`: required and unknown fields,
+    its table (:func:`dockergen.knowledge_shapes.row_problems`: required and unknown fields,
     versions, ranges, pins, flags from the shipped vocabulary), so nothing a user writes
     reaches the Dockerfile unchecked. Shipped facts are never replaced: a key dockergen
     already knows is an error, except that a quantization method's per-release ``min_cc``
     map takes releases none of its spans covers
-    (:func:`dockergen.knowledge.extension_problems`). Each row's ``src`` is marked as the
+    (:func:`dockergen.knowledge_shapes.extension_problems`). Each row's ``src`` is marked as the
     user's.
     """
     problems: list[Problem] = []
@@ -87,14 +87,14 @@ def _user_rows(shown: str, fpos: Positions, component: str, table: str, rows: ob
     if not isinstance(rows, dict):
         return [Problem(fpos.of(at), f"{component}.{table}", "not a mapping of rows",
                         f"key each row like the shipped {table}, e.g. "
-                        f"`{table}: {{\"{next(iter(knowledge.builtin_facts(component)[table]))}"
+                        f"`{table}: {{\"{next(iter(knowledge.facts().of(component)[table]))}"
                         "\": {..., src: ...}}`")]
     problems: list[Problem] = []
     for key, row in rows.items():
         loc = fpos.key_of((*at, key))
         field_name = f"{component}.{table}.{key}"
-        shipped = key in knowledge.builtin_facts(component)[table]
-        if shipped and not isinstance(knowledge.builtin_facts(component)[table][key].get(
+        shipped = key in knowledge.facts().of(component)[table]
+        if shipped and not isinstance(knowledge.facts().of(component)[table][key].get(
                 "min_cc"), dict):  # only a per-release floor map takes added releases
             problems.append(Problem(loc, field_name, "dockergen already knows this; shipped "
                                     "facts are not replaced", "remove it from the knowledge file"))
@@ -110,7 +110,7 @@ def _user_rows(shown: str, fpos: Positions, component: str, table: str, rows: ob
                                     "holds something shaped like a credential (a token, or a "
                                     "password in a URL)", "cite the source without it"))
             continue
-        found = (knowledge.extension_problems if shipped else knowledge.row_problems)(
+        found = (knowledge_shapes.extension_problems if shipped else knowledge_shapes.row_problems)(
             component, table, key, row)
         problems += [Problem(fpos.key_of((*at, *path)), ".".join(map(str, (*at, *path))),
                              message, fix) for path, message, fix in found]

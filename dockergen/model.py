@@ -5,9 +5,6 @@ components build their slices (:mod:`dockergen.components`), :mod:`dockergen.res
 assembles them, the templates only format them, and every later output (build records,
 smoke tests, bake files, run configurations) reads the same model.
 Also the typed inputs of resolution besides the profile (:class:`Inputs`).
-May import: nothing of dockergen except :mod:`dockergen.profile`, :mod:`dockergen.errors`
-and the lock formats (:mod:`dockergen.pins`: the base-image lock's typed pins;
-:mod:`dockergen.pylockfile`: the Python lock's inputs).
 """
 
 from __future__ import annotations
@@ -441,3 +438,18 @@ class CommandCheck:
     name: str
     command: tuple[str, ...]
     verify: Any  # Callable[[int, str], tuple[bool, str]]
+
+
+def last_line(out: str) -> str:
+    """The last line of a command's output, trailing blank lines aside ("" for none)."""
+    lines = out.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def last_json_line(out: str) -> Any:
+    """What a check's command printed as its last line, read as JSON (each check script
+    prints one JSON line last); None where that line is missing or is not JSON."""
+    try:
+        return json.loads(last_line(out))
+    except ValueError:
+        return None

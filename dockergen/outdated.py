@@ -44,7 +44,7 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
-from dockergen import inputs, net
+from dockergen import inputs, knowledge, net
 from dockergen.components.serving import engine_for
 from dockergen.errors import (
     DockergenError,
@@ -55,7 +55,6 @@ from dockergen.errors import (
     holds_secret,
     redact,
 )
-from dockergen.knowledge import load_facts, user_facts
 from dockergen.loader import (
     LoadedProfile,
     apply_overrides,
@@ -458,10 +457,9 @@ def check(path: Path, overrides: tuple[str, ...] = (), index: str | None = None)
     where = index or p.build.pip_index_url or MAIN_INDEX
     engine = engine_for(p.engine.name)
     # what is known is what validate knows: the built-in facts and the profile's own files
-    with user_facts(res.loaded.user_facts):
-        engine_facts = engine.facts()
-        torch_rows = set(load_facts("torch")["releases"])
-        fa_releases = set(load_facts("flash_attn")["releases"])
+    known = knowledge.facts(res.loaded.user_facts)
+    engine_facts = engine.facts(known)
+    torch_rows, fa_releases = set(known.torch["releases"]), set(known.flash_attn["releases"])
     pinned = [(q.split("==", 1)[0].split("[", 1)[0], q.split("==", 1)[1])
               for q in r.engine.requirements[1:] if "==" in q and "/" not in q]
     # (package, its version here, the profile field that moves it, its releases dockergen

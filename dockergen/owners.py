@@ -20,8 +20,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from dockergen import outdated
-from dockergen.components.python import facts as python_facts
+from dockergen import knowledge, outdated
 from dockergen.errors import DockergenError, ExitCode
 
 # RECORD files read at once (each is one or two range requests)
@@ -80,7 +79,8 @@ def read(text: str) -> Owners:
     for (name, _, _, _), paths in zip(entries, records, strict=True):
         for path in paths or ():
             owners.setdefault(path, []).append(name)
-    allowed = {(a["path"], tuple(sorted(a["dists"]))) for a in python_facts()["shared_files"]}
+    allowed = {(a["path"], tuple(sorted(a["dists"])))
+               for a in knowledge.facts().python["shared_files"]}
     shared = {path: sorted(names) for path, names in sorted(owners.items())
               if len(names) > 1 and (path, tuple(sorted(_norm(n) for n in names))) not in allowed}
     return Owners(shared, [f"{name}=={version}" for (name, version, _, _), paths

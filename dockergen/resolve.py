@@ -7,8 +7,6 @@ together into a :class:`~dockergen.model.Resolved`: the stages the templates for
 lock data written next to the Dockerfile, the derivations ``dockergen explain`` prints.
 The base-image lock beside the profile (``PROFILE.lock.json``) is an input of resolution,
 read here and nowhere else, so that every output resolves the same pinned images.
-May import: :mod:`dockergen.components`, :mod:`dockergen.errors`, :mod:`dockergen.loader`,
-:mod:`dockergen.model`, :mod:`dockergen.pins`, :mod:`dockergen.reproducible` (build noise).
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import Any
 
-from dockergen import __version__, knowledge, reproducible
+from dockergen import __version__, reproducible
 from dockergen.components import (
     cuda,
     engine_jit,
@@ -226,8 +224,7 @@ def resolve(loaded: LoadedProfile, mode: Mode = "buildkit", python_lock: bool = 
     the profile's own.
     """
     inputs = Inputs(read_pins(loaded.path) if pin else None, certificates, python_lock)
-    with knowledge.user_facts(loaded.user_facts):
-        resolved = _resolve(loaded, mode, inputs)
+    resolved = _resolve(loaded, mode, inputs)
     added = tuple(Derivation(f"user fact {component}", f"{table} {key}",
                              f"added by {row['user']}, not shipped with dockergen", row["src"])
                   for component, tables in sorted(loaded.user_facts.items())
@@ -288,13 +285,14 @@ def _record_core(p: Profile, ctx: Context, cuda_part: cuda.CudaPart,
     }
 
 
-def _runtime_stage(p: Profile, cuda_part: cuda.CudaPart, python_part: python.PythonPart,
+def _runtime_stage(ctx: Context, cuda_part: cuda.CudaPart, python_part: python.PythonPart,
                    fa: FlashAttnStage | None, serving: ServingPart, env: dict[str, str],
                    labels: dict[str, str], mode: Mode, after_venv: tuple[RuntimeCopy, ...],
                    jit_apt: tuple[str, ...]) -> RuntimeStage:
     """The runtime stage: the CUDA runtime image with the venv, the server and its checks."""
+    p = ctx.p
     uid, start_period = p.runtime.uid, p.serving.health_start_period_s
-    layers = python.venv_layers(p.python, p.cuda.version.split(".")[0], mode,
+    layers = python.venv_layers(ctx.facts, p.python, p.cuda.version.split(".")[0], mode,
                                                serving.layer_packages)
     return RuntimeStage(
         image=cuda_part.runtime_image,
@@ -338,9 +336,9 @@ def _resolve(loaded: LoadedProfile, mode: Mode, inputs: Inputs) -> Resolved:
     torch_install = torch.derive(ctx, d, mode)
     fa = flash_attn.derive(ctx, d, cuda_part.arch_list, mode)
     serving = engine.derive(ctx, d, torch_install, fa is not None, mode)
-    aot = flashinfer.derive(ctx, d, engine.facts(), (engine.flashinfer_row(ctx) or {}).get(
+    aot = flashinfer.derive(ctx, d, engine.facts(ctx.facts), (engine.flashinfer_row(ctx) or {}).get(
         "python"), mode)
-    jit = engine_jit.derive(ctx, d, engine.facts(), mode)  # the engine's own start-up JIT
+    jit = engine_jit.derive(ctx, d, engine.facts(ctx.facts), mode)  # the engine's own start-up JIT
 
     base = _build_base(ctx, cuda_part, python_part, torch_install)
     env = _runtime_env(loaded, {**cuda_part.env, **python_part.env, **serving.env,
@@ -363,7 +361,7 @@ def _resolve(loaded: LoadedProfile, mode: Mode, inputs: Inputs) -> Resolved:
     d.append(Derivation("HEALTHCHECK --start-period", f"{p.serving.health_start_period_s}s",
                         "from serving.health_start_period_s: time for model loading before "
                         "failed health checks count", ""))
-    runtime = _runtime_stage(p, cuda_part, python_part, fa, serving, env, labels, mode,
+    runtime = _runtime_stage(ctx, cuda_part, python_part, fa, serving, env, labels, mode,
                              flashinfer.runtime_copies(aot), jit.apt if jit else ())
     smoke = [torch.smoke_import(torch_install), *serving.smoke,
              *([flash_attn.smoke_import(fa)] if fa is not None else [])]

@@ -16,11 +16,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from dockergen import knowledge
 from dockergen.buildrecord import SmokeCheck
 from dockergen.components import engine_jit, flash_attn, flashinfer, python, torch
 from dockergen.daemon import ContainerDaemon, DaemonError
 from dockergen.errors import SECRET_NAME, SECRET_VALUE, DockergenError, ExitCode
-from dockergen.model import CommandCheck, Resolved, cc_tuple
+from dockergen.model import CommandCheck, Resolved, cc_tuple, last_json_line, last_line
 from dockergen.platforms import ARCHES
 from dockergen.profile import CommandTest
 from dockergen.resources import templates_dir
@@ -126,9 +127,8 @@ def _versions_check(r: Resolved, gpus: bool) -> tuple[str, list[str], Any]:
     expected = {i.module: i.version for i in r.smoke_imports}
 
     def verify_versions(code: int, out: str) -> tuple[bool, str]:
-        try:
-            got = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
+        got = last_json_line(out)
+        if got is None:
             return False, out[-500:]
         bad = [f"{m} is {got.get(m)!r}, expected {v}" for m, v in expected.items()
                if str(got.get(m) or "").split("+")[0] != v]
@@ -146,7 +146,7 @@ def _component_image_checks(r: Resolved) -> list[tuple[str, list[str], Any]]:
     """The command checks torch, python and the engine's parser bring for this image."""
     stub = (templates_dir() / "context" / "driver_stub.py").read_text(encoding="utf-8")
     image_checks = [torch.arch_check(r.base.torch, {t.given: t.cc for t in r.gpus}),
-                    python.record_check(r.runtime.venv)]
+                    python.record_check(knowledge.facts(), r.runtime.venv)]
     if r.runtime.jit_c_compiler:  # the engine compiles at run time: prove it can
         image_checks += [python.jit_check(r.runtime.venv),
                          python.triton_check(r.runtime.venv, stub)]
@@ -222,9 +222,8 @@ def image_audit_check(r: Resolved, arch: str | None = None) -> CommandCheck:
         built.append(f"{r.engine_jit.cache_dir}/*.so")
 
     def verify(code: int, out: str) -> tuple[bool, str]:
-        try:
-            report = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
+        report = last_json_line(out)
+        if report is None:
             return False, out[-500:]
         problems = report.get("problems") or []
         summary = (f"{report.get('elf_files')} ELF files, {report.get('cuda_libraries')} with "
@@ -245,9 +244,9 @@ def image_audit_check(r: Resolved, arch: str | None = None) -> CommandCheck:
                          *([f"--machine={known.elf_machine}"] if known else []),
                          *[f"--arch-scope={glob}={','.join(ccs)}" for glob, ccs in r.arch_scopes],
                          *[f"--optional={o['glob']}={','.join(o['missing'])}"
-                           for o in python.facts()["optional_libraries"]],
+                           for o in knowledge.facts().python["optional_libraries"]],
                          *[f"--kernels-elsewhere={k['glob']}"
-                           for k in python.facts()["kernels_outside_fatbin"]],
+                           for k in knowledge.facts().python["kernels_outside_fatbin"]],
                          *[f"--list={glob}" for glob in built], *roots), verify)
 
 
@@ -317,7 +316,7 @@ def gpu_checks(daemon: ContainerDaemon, image: str, r: Resolved, report: SmokeRe
                                    entrypoint=[f"{r.runtime.venv}/bin/python"],
                                    timeout=r.profile.smoke.timeout_s, run_id=run_id, gpus=True)
             report.add("flash-attn matches torch's reference attention on the GPU",
-                       code == 0, out.strip().splitlines()[-1] if out.strip() else f"exit {code}")
+                       code == 0, last_line(out) or f"exit {code}")
         ok, detail = daemon.serve_check(image, r.profile.serving.port,
                                         r.profile.serving.served_model_name
                                         or r.profile.serving.model,

@@ -40,7 +40,7 @@ import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
-from dockergen import atomic, kernels, knowledge, outdated
+from dockergen import atomic, kernels, knowledge, knowledge_shapes, outdated
 from dockergen.components import cuda
 from dockergen.components.serving import engine_for
 from dockergen.errors import (
@@ -259,7 +259,7 @@ def metadata_row(engine: str, name: str, text: str
     if len(majors) > 1:
         raise UpgradeError(f"{name}: METADATA names CUDA {sorted(majors)}: not one CUDA major")
     if not majors:  # the engine's wheel is built for the CUDA of the torch wheel it pins
-        row = knowledge.load_facts("torch")["releases"].get(f"{torch.major}.{torch.minor}") or {}
+        row = knowledge.facts().torch["releases"].get(f"{torch.major}.{torch.minor}") or {}
         if row.get("pypi_cuda_major") is None:
             raise UpgradeError(f"{name}: no CUDA library in METADATA, and torch {torch_pin[1]} "
                                "is not in the knowledge (its CUDA cannot be derived)")
@@ -302,7 +302,7 @@ def derive_source(index: str, engine: str, package: str, version: str
         notes.append(f"serve flags not read: {exc}")
     try:
         floors = serving.read_floors(members, name)
-        shipped = serving.facts()["quantization"]
+        shipped = serving.facts(knowledge.facts())["quantization"]
         src = _observed(index, f"{name} quantization get_min_capability")
         tables["quantization"] = {
             method: {"min_cc": {version: cc}, "src": src} for method, cc in floors.items()
@@ -352,9 +352,10 @@ def derive_kernels(index: str, engine: str, version: str, row: dict[str, Any]
     facts, the facts already know that version, or the wheel holds none of the libraries
     (a pure-Python build: the kernel rule then warns that nothing was read)."""
     serving = engine_for(engine)
-    facts = serving.facts()
+    known = knowledge.facts()
+    facts = serving.facts(known)
     spec = facts.get("kernel_libraries")
-    kernel_version = serving.kernel_version(version, row) if spec else None
+    kernel_version = serving.kernel_version(known, version, row) if spec else None
     if spec is None or kernel_version is None or kernel_version in facts.get("kernels", {}):
         return None
     package = str(spec["package"])
@@ -403,18 +404,18 @@ def _move(loaded: LoadedProfile, version: str, known: bool, driver: str | None,
         except ProfileError as exc:
             return Move(version, known, False, reasons=tuple(str(p) for p in exc.problems),
                         notes=notes)
-        with knowledge.user_facts(edited.user_facts):
-            ctx = check(edited, Inputs(python_lock=False))
+        ctx = check(edited, Inputs(python_lock=False))
         errors = [p for p in ctx.problems if p.severity is Severity.ERROR]
         reasons = [f"{p.field}: {p.message}" for p in errors]
         taken = False
-        if driver and not _driver_ok((("cuda.version", edited.profile.cuda.version),), driver):
-            need = (cuda.toolkit(edited.profile.cuda.version) or {})["min_driver"]
+        if driver and not _driver_ok((("cuda.version", edited.profile.cuda.version),), driver,
+                                     ctx.facts):
+            need = (cuda.toolkit(ctx.facts, edited.profile.cuda.version) or {})["min_driver"]
             reasons.append(f"cuda.version: CUDA {edited.profile.cuda.version} needs driver >= "
                            f"{need}, but --driver is {driver}")
             major = Version(edited.profile.cuda.version).major
-            fits = [v for v in cuda.versions() if Version(v).major == major
-                    and _driver_ok((("cuda.version", v),), driver)]
+            fits = [v for v in cuda.versions(ctx.facts) if Version(v).major == major
+                    and _driver_ok((("cuda.version", v),), driver, ctx.facts)]
             if fits:
                 fields["cuda.version"] = fits[-1]
                 taken = True
@@ -423,7 +424,7 @@ def _move(loaded: LoadedProfile, version: str, known: bool, driver: str | None,
         for problem in errors:
             edit = next((e for e in problem.edits if not e.drastic
                          and not any(k.startswith(_KEEP) for k, _ in e.sets)
-                         and _driver_ok(e.sets, driver)), None)
+                         and _driver_ok(e.sets, driver, ctx.facts)), None)
             if edit is not None:
                 fields.update(edit.sets)
                 taken = True
@@ -432,11 +433,13 @@ def _move(loaded: LoadedProfile, version: str, known: bool, driver: str | None,
     return Move(version, known, False, reasons=tuple(reasons), notes=notes)
 
 
-def _driver_ok(sets: tuple[tuple[str, str], ...], driver: str | None) -> bool:
-    """Whether every CUDA version ``sets`` names runs on ``driver`` (its minimum driver)."""
+def _driver_ok(sets: tuple[tuple[str, str], ...], driver: str | None,
+               known: knowledge.Facts) -> bool:
+    """Whether every CUDA version ``sets`` names runs on ``driver`` (its minimum driver in
+    the knowledge ``known``)."""
     for name, value in sets:
         if name == "cuda.version" and driver:
-            need = (cuda.toolkit(value) or {}).get("min_driver", "0")
+            need = (cuda.toolkit(known, value) or {}).get("min_driver", "0")
             if Version(str(need)) > Version(driver):
                 return False
     return True
@@ -447,8 +450,7 @@ def _accepted(loaded: LoadedProfile, edited: LoadedProfile, torch_pin: str | Non
               unread: tuple[str, ...]) -> Move:
     changes = tuple((k, _value(loaded, k), v) for k, v in sorted(fields.items())
                     if _value(loaded, k) != v)
-    with knowledge.user_facts(loaded.user_facts):
-        before = resolve(loaded, python_lock=False, pin=False)
+    before = resolve(loaded, python_lock=False, pin=False)
     notes = []
     if before.engine.torch != torch_pin:
         notes.append(f"torch {before.engine.torch} -> {torch_pin} (pinned by the release)")
@@ -467,12 +469,10 @@ def _flag_changes(loaded: LoadedProfile, edited: LoadedProfile, version: str) ->
     """What the release's server options (read from its wheel) change against the
     profile's release: the flag rule has checked the profile's own against them."""
     engine = engine_for(loaded.profile.engine.name)
-    with knowledge.user_facts(edited.user_facts):
-        new = engine.flag_list(version)
+    new = engine.flag_list(knowledge.facts(edited.user_facts), version)
     if new is None:
         return []
-    with knowledge.user_facts(loaded.user_facts):
-        old = engine.flag_list(loaded.profile.engine.version)
+    old = engine.flag_list(knowledge.facts(loaded.user_facts), loaded.profile.engine.version)
     if old is None:
         return [f"serve flags read from its wheel ({len(new)}): the profile's are checked "
                 "against them"]
@@ -492,8 +492,8 @@ def _floor_notes(loaded: LoadedProfile, edited: LoadedProfile, version: str) -> 
            if isinstance(row.get("min_cc"), dict) and version in row["min_cc"]}
     if not new:
         return []
-    with knowledge.user_facts(loaded.user_facts):
-        old = {m: engine.floor_of(m, loaded.profile.engine.version) for m in new}
+    known = knowledge.facts(loaded.user_facts)
+    old = {m: engine.floor_of(known, m, loaded.profile.engine.version) for m in new}
     return ["quantization floors read from its wheel: " + ", ".join(
         f"{m} {cc}" + (f" (was {old[m]})" if old[m] not in (None, cc) else "")
         for m, cc in sorted(new.items()))]
@@ -508,13 +508,13 @@ def plan(path: Path, overrides: tuple[str, ...] = (), index: str | None = None,
          to: str | None = None, driver: str | None = None) -> Plan:
     """The moves of the profile at ``path`` to each newer release (or ``to``)."""
     loaded = outdated.one_image(path, overrides, "upgrade")
-    with knowledge.user_facts(loaded.user_facts):
-        resolve(loaded, python_lock=False)  # the profile's own errors first
-        # the releases it knows are validate's: the built-in ones and the user's files'
-        known_versions = set(engine_for(loaded.profile.engine.name).versions())
+    resolve(loaded, python_lock=False)  # the profile's own errors first
+    # the releases it knows are validate's: the built-in ones and the user's files'
+    facts = knowledge.facts(loaded.user_facts)
     p = loaded.profile
     engine = engine_for(p.engine.name)
-    package = str(engine.facts()["package"])
+    known_versions = set(engine.versions(facts))
+    package = str(engine.facts(facts)["package"])
     where = index or p.build.pip_index_url or MAIN_INDEX
     listed = [v for v in outdated.releases(where, package)
               if not (v.is_prerelease or v.is_devrelease)]
@@ -560,20 +560,20 @@ def _derive(index: str, engine: str, package: str, version: str,
     facts_name = engine_for(engine).facts_file
     try:
         row = derive_row(index, engine, package, version)
-        problems = knowledge.row_problems(facts_name, "releases", version, row)
+        problems = knowledge_shapes.row_problems(facts_name, "releases", version, row)
         code = None if problems else derive_kernels(index, engine, version, row)
     except (UpgradeError, outdated.IndexReadError) as exc:
         return (str(exc),), ()
     if code is not None:
-        problems += knowledge.row_problems(facts_name, "kernels", code[0], code[1])
+        problems += knowledge_shapes.row_problems(facts_name, "kernels", code[0], code[1])
     if problems:
         return tuple(f"derived row: {m}" for _, m, _ in problems), ()
     source, unread = derive_source(index, engine, package, version)
-    shipped = knowledge.builtin_facts(facts_name)
+    shipped = knowledge.facts().of(facts_name)
     for table, rows in list(source.items()):  # a row a user file could not hold: not kept
         for key, value in rows.items():
-            check_row = (knowledge.extension_problems if key in shipped[table]
-                         else knowledge.row_problems)
+            check_row = (knowledge_shapes.extension_problems if key in shipped[table]
+                         else knowledge_shapes.row_problems)
             wrong = check_row(facts_name, table, key, value)
             if wrong:
                 unread += (f"{table} read but not kept: {wrong[0][1]}",)
@@ -641,8 +641,9 @@ def write(result: Plan, path: Path) -> list[Path]:
         row = result.derived[chosen.version]
         engine = engine_for(result.engine)
         tables: dict[str, Any] = {"releases": {chosen.version: row}}
-        kernel_version = (engine.kernel_version(chosen.version, row)
-                          if "kernel_libraries" in engine.facts() else None)
+        known = knowledge.facts()
+        kernel_version = (engine.kernel_version(known, chosen.version, row)
+                          if "kernel_libraries" in engine.facts(known) else None)
         if kernel_version in result.derived_kernels:
             tables["kernels"] = {kernel_version: result.derived_kernels[kernel_version]}
         if chosen.version in result.derived_flags:

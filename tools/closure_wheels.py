@@ -28,7 +28,7 @@ from dockergen.components.serving.base import ServingEngine  # noqa: E402
 from dockergen.profile import MACHINE_OF_PLATFORM  # noqa: E402
 
 
-def _unjudged(self: ServingEngine, c: object) -> None:
+def _unjudged(self: object, c: object) -> None:
     """The rows being read are not judged by the rows read before them."""
 
 

@@ -13,7 +13,4 @@ Each component keeps its facts in the YAML file beside it (every fact with its s
 checks and derivations in its module, and its Dockerfile text in
 ``templates/components/<name>.j2``. :mod:`dockergen.resolve` runs them in a one-way order
 and assembles the typed model (:mod:`dockergen.model`).
-May import: :mod:`dockergen.errors`, :mod:`dockergen.knowledge`, :mod:`dockergen.loader`,
-:mod:`dockergen.model`, :mod:`dockergen.profile`; never the CLI, rendering, building or
-the daemon.
 """

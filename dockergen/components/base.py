@@ -4,9 +4,9 @@ A check appends :class:`~dockergen.errors.Problem` objects (errors stop the rend
 warnings explain a legal but surprising choice); each message says what is wrong and a
 fix that is itself valid. The context also carries the few facts one component
 establishes for the next (the GPU targets, the engine release, the torch pin), so that
-components never call each other back and forth.
-May import: :mod:`dockergen.errors`, :mod:`dockergen.loader`, :mod:`dockergen.model`,
-:mod:`dockergen.pins`, :mod:`dockergen.profile`.
+components never call each other back and forth, and the knowledge of this resolution
+(:class:`~dockergen.knowledge.Facts`: the shipped facts with the profile's own files), built
+once from the profile and read by every rule through the context.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from dockergen import knowledge
 from dockergen.errors import Edit, Location, Problem, Severity, compose_fix
 from dockergen.loader import LoadedProfile
 from dockergen.model import GpuTarget, Inputs
@@ -50,6 +51,11 @@ class Context:
     # The kernels the engine release JIT-builds at start-up (its facts' ``startup_jit`` row;
     # None: none known); seeded in the build where serving.hf_config names the model.
     startup_jit: Mapping[str, Any] | None = None
+    # The knowledge of this resolution: the shipped facts with the profile's user knowledge
+    facts: knowledge.Facts = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.facts = knowledge.facts(self.loaded.user_facts)
 
     @property
     def p(self) -> Profile:

@@ -7,9 +7,6 @@ compile uses, the devel and runtime images (pinned from the base-image lock, whe
 one: dockergen/pins.py), the build-base system packages and the template
 ``templates/components/cuda.j2``. Runtime part: the runtime image, ``ca-certificates``
 (and the JIT toolchain when asked for), ``NVIDIA_DRIVER_CAPABILITIES`` and the arch labels.
-May import: :mod:`dockergen.components.base`, :mod:`dockergen.knowledge`,
-:mod:`dockergen.model`, :mod:`dockergen.refs`, :mod:`dockergen.inputs` (the certificates),
-:mod:`dockergen.errors` (fix edits).
 """
 
 from __future__ import annotations
@@ -28,7 +25,7 @@ from packaging.version import Version
 from dockergen import inputs, refs
 from dockergen.components.base import Context, describe, nearest
 from dockergen.errors import Edit, Location
-from dockergen.knowledge import load_facts
+from dockergen.knowledge import Facts
 from dockergen.model import CERT_DIR, CudaBase, Derivation, GpuTarget, cc_tuple
 
 _CC = re.compile(r"(\d{1,2})\.(\d)")
@@ -36,19 +33,15 @@ _FAMILY_BY_MAJOR = {7: "volta/turing", 8: "ampere/ada", 9: "hopper", 10: "blackw
                     11: "thor", 12: "blackwell"}
 
 
-def facts() -> dict[str, Any]:
-    return load_facts("cuda")
-
-
 # --- lookups ------------------------------------------------------------------------------
-def gpu_names() -> list[str]:
-    return sorted(facts()["gpus"])
+def gpu_names(f: Facts) -> list[str]:
+    return sorted(f.cuda["gpus"])
 
 
-def gpu(given: str) -> GpuTarget | None:
+def gpu(f: Facts, given: str) -> GpuTarget | None:
     """Resolve a GPU name (case-insensitive) or a compute capability string."""
     key = given.strip().lower()
-    entry = facts()["gpus"].get(key)
+    entry = f.cuda["gpus"].get(key)
     if entry is not None:
         return GpuTarget(given, entry["cc"], key, entry["family"], entry["src"],
                          int(entry["mem_gib"]), tuple(entry.get("gfd_product", ())),
@@ -61,32 +54,32 @@ def gpu(given: str) -> GpuTarget | None:
     return None
 
 
-def gpu_mem_gib(name: str) -> int | None:
-    entry = facts()["gpus"].get(name)
+def gpu_mem_gib(f: Facts, name: str) -> int | None:
+    entry = f.cuda["gpus"].get(name)
     return int(entry["mem_gib"]) if entry else None
 
 
-def cc_arch(cc: str) -> dict[str, Any] | None:
-    entry = facts()["cuda_archs"].get(cc)
+def cc_arch(f: Facts, cc: str) -> dict[str, Any] | None:
+    entry = f.cuda["cuda_archs"].get(cc)
     return dict(entry) if entry is not None else None
 
 
-def versions() -> list[str]:
+def versions(f: Facts) -> list[str]:
     """Every CUDA toolkit release in the knowledge, oldest first."""
-    return sorted(facts()["cuda"], key=Version)
+    return sorted(f.cuda["cuda"], key=Version)
 
 
-def toolkit(version: str) -> dict[str, Any] | None:
-    entry = facts()["cuda"].get(version)
+def toolkit(f: Facts, version: str) -> dict[str, Any] | None:
+    entry = f.cuda["cuda"].get(version)
     return dict(entry) if entry is not None else None
 
 
-def version_edits(current: str, keep: Callable[[Version], bool] = lambda v: True
+def version_edits(f: Facts, current: str, keep: Callable[[Version], bool] = lambda v: True
                   ) -> list[Edit]:
     """Candidate fixes of cuda.version: the known releases that ``keep`` accepts, the
     closest to ``current`` first."""
     return [Edit.set("cuda.version", v, f"use CUDA {v}")
-            for v in nearest(versions(), current) if keep(Version(v))]
+            for v in nearest(versions(f), current) if keep(Version(v))]
 
 
 def retarget(c: Context, old: list[GpuTarget], ok: Callable[[GpuTarget], bool]
@@ -98,8 +91,9 @@ def retarget(c: Context, old: list[GpuTarget], ok: Callable[[GpuTarget], bool]
     rest = [given for given in c.p.gpu.targets if given not in gone]
     newest = max(t.cc_tuple for t in old)
     out: dict[str, Edit] = {}  # one GPU per compute capability: the first name
-    for name in sorted(gpu_names(), key=lambda n: (cc_tuple(facts()["gpus"][n]["cc"]), n)):
-        target = gpu(name)
+    gpus = c.facts.cuda["gpus"]
+    for name in sorted(gpu_names(c.facts), key=lambda n: (cc_tuple(gpus[n]["cc"]), n)):
+        target = gpu(c.facts, name)
         if (target is None or target.cc_tuple <= newest or name in rest or not ok(target)
                 or target.cc in out or not _fits_platform(c, target)):
             continue
@@ -119,13 +113,13 @@ def major_minor(version: str) -> str:
     return ".".join(version.split(".")[:2])
 
 
-def compiler_wheels(version: str, extras: str = "nvcc,cccl,cudart"
+def compiler_wheels(f: Facts, version: str, extras: str = "nvcc,cccl,cudart"
                     ) -> tuple[str, ...] | None:
     """CUDA's compiler as wheels for this CUDA release (``cuda.yaml`` ``compiler_wheels``):
     ``cuda-toolkit`` with ``extras`` (nvcc, CCCL and cudart; a build that includes cuRAND or
     cuBLAS headers adds those), and the nvvm and crt wheels pinned to its nvcc; None where
     dockergen does not know them."""
-    row = facts().get("compiler_wheels", {}).get(version)
+    row = f.cuda.get("compiler_wheels", {}).get(version)
     if row is None:
         return None
     return (f"cuda-toolkit[{extras}]=={version}",
@@ -137,11 +131,11 @@ CUDA_HOME_IN_WHEELS = {"13": "nvidia/cu13"}
 
 
 # --- checks -------------------------------------------------------------------------------
-def major_constraints(version: str) -> tuple[str, ...]:
+def major_constraints(f: Facts, version: str) -> tuple[str, ...]:
     """Constraints keeping the CUDA Python bindings at this CUDA release's major
     (``cuda.yaml`` ``same_major_packages``, with why)."""
     major = major_minor(version).split(".")[0]
-    return tuple(f"{name}=={major}.*" for name in facts()["same_major_packages"])
+    return tuple(f"{name}=={major}.*" for name in f.cuda["same_major_packages"])
 
 
 def _other_model(given: str, name: str) -> bool:
@@ -157,20 +151,20 @@ def _other_model(given: str, name: str) -> bool:
 def check_gpus(c: Context) -> None:
     """gpu-known: every target is a known GPU name or a compute capability."""
     for i, given in enumerate(c.p.gpu.targets):
-        target = gpu(given)
+        target = gpu(c.facts, given)
         if target is None:
-            guess = [g for g in difflib.get_close_matches(given.lower(), gpu_names(), n=3,
+            guess = [g for g in difflib.get_close_matches(given.lower(), gpu_names(c.facts), n=3,
                                                           cutoff=0.5)
                      if not _other_model(given.lower(), g)][:1]
             hint = f"did you mean {guess[0]!r}? " if guess else ""
             c.error(("gpu", "targets", i), f"unknown GPU {given!r}",
-                    f"{hint}use a GPU name ({', '.join(gpu_names())}) or a compute "
+                    f"{hint}use a GPU name ({', '.join(gpu_names(c.facts))}) or a compute "
                     "capability like \"9.0\"")
             continue
-        if cc_arch(target.cc) is None:
+        if cc_arch(c.facts, target.cc) is None:
             c.error(("gpu", "targets", i), f"compute capability {target.cc} is not in the "
                     "knowledge base", "use one of: " + ", ".join(sorted(
-                        facts()["cuda_archs"], key=cc_tuple)))
+                        c.facts.cuda["cuda_archs"], key=cc_tuple)))
             continue
         c.gpus.append(target)
     c.gpus.sort(key=lambda t: (t.cc_tuple, t.given))
@@ -179,10 +173,10 @@ def check_gpus(c: Context) -> None:
 def check_cuda(c: Context) -> None:
     """cuda-known, cuda-os, cuda-arch-vs-toolkit."""
     version = c.p.cuda.version
-    info = toolkit(version)
+    info = toolkit(c.facts, version)
     if info is None:
         c.error(("cuda", "version"), f"CUDA {version} is not in the knowledge base",
-                edits=version_edits(version))
+                edits=version_edits(c.facts, version))
         return
     if c.p.cuda.os not in info["os"]:
         c.error(("cuda", "os"), f"nvidia/cuda {version} images are not published for "
@@ -191,17 +185,18 @@ def check_cuda(c: Context) -> None:
     _check_explicit_images(c)
     cuda = Version(version)
     for t in c.gpus:
-        arch = cc_arch(t.cc) or {}
+        arch = cc_arch(c.facts, t.cc) or {}
         floor = Version(arch["min_cuda"])
         if cuda < floor:
-            newer = version_edits(version, partial(operator.le, floor))  # floor <= v
+            newer = version_edits(c.facts, version, partial(operator.le, floor))  # floor <= v
             c.error(("cuda", "version"), f"CUDA {version} cannot compile for compute capability "
                     f"{t.cc} (CUDA >= {arch['min_cuda']} can), but gpu.targets includes "
                     f"{describe(t)}", edits=[*newer, *c.drop(t)])
         ceiling = Version(arch.get("max_cuda", "999") + ".99")
         if cuda > ceiling:
-            older = version_edits(version, partial(operator.ge, ceiling))  # v <= ceiling
-            still = retarget(c, [t], lambda g: (cc_arch(g.cc) or {}).get("max_cuda") is None)
+            older = version_edits(c.facts, version, partial(operator.ge, ceiling))  # v <= ceiling
+            still = retarget(c, [t], lambda g: (cc_arch(c.facts, g.cc) or {}).get(
+                "max_cuda") is None)
             c.error(("cuda", "version"), f"CUDA {version} dropped compute capability {t.cc} "
                     f"(CUDA <= {arch['max_cuda']} has it), but gpu.targets includes "
                     f"{describe(t)}", edits=[*older, *c.drop(t), *still])
@@ -360,7 +355,7 @@ def derive(c: Context, d: list[Derivation]) -> CudaPart:
                         "one entry per distinct compute capability of gpu.targets",
                         "torch/utils/cpp_extension.py _get_cuda_arch_flags"))
     cuda = p.cuda
-    info = toolkit(cuda.version) or {}
+    info = toolkit(c.facts, cuda.version) or {}
     mm = major_minor(cuda.version)
     asked = base_images(c)
     devel_image, runtime_image = (_pinned(c, asked["devel_image"]),

@@ -15,14 +15,12 @@ start finds every seeded kernel (:func:`load_check`).
 The kernels' arguments come from the model (its dtype and RoPE shape): they are seeded when
 ``serving.hf_config`` names the model; otherwise the toolchain alone is shipped and the
 derivations say what the first start compiles.
-May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.cuda`,
-:mod:`dockergen.model`, :mod:`dockergen.plan.shapes` (a model's config.json, read bounded),
-:mod:`dockergen.resources`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from dockergen.components import cuda
@@ -60,14 +58,14 @@ TORCH_DTYPES = {"bfloat16": "torch.bfloat16", "float16": "torch.float16",
                 "float32": "torch.float32"}
 
 
-def derive(c: Context, d: list[Derivation], facts: dict[str, Any], mode: Mode
+def derive(c: Context, d: list[Derivation], facts: Mapping[str, Any], mode: Mode
            ) -> EngineJit | None:
     """The engine's start-up JIT for this profile (None: the release has none known)."""
     row = (facts.get("startup_jit") or {}).get(c.p.engine.version)
     if row is None:
         return None
     engine = f"{c.p.engine.name} {c.p.engine.version}"
-    wheels = cuda.compiler_wheels(c.p.cuda.version)
+    wheels = cuda.compiler_wheels(c.facts, c.p.cuda.version)
     home = cuda.CUDA_HOME_IN_WHEELS.get(c.p.cuda.version.split(".")[0])
     if wheels is None or home is None:
         d.append(Derivation("engine JIT toolchain", "none", f"{engine} JIT-builds "
@@ -93,7 +91,7 @@ def derive(c: Context, d: list[Derivation], facts: dict[str, Any], mode: Mode
 
 
 def _kernels(c: Context, d: list[Derivation], row: dict[str, Any], engine: str,
-             facts: dict[str, Any]) -> tuple[JitKernel, ...]:
+             facts: Mapping[str, Any]) -> tuple[JitKernel, ...]:
     """The start-up kernels with the model's arguments; () where the model is unknown. The
     activations' dtype is the checkpoint's unless the profile's quantization sets one
     (``--dtype``, the engine's facts ``quantization.<weights>.dtype``)."""

@@ -6,7 +6,6 @@ same fields and facts the component that reads it goes by) and what would make i
 with the place that reads it. Only a value the profile's own file or a ``--set`` writes is
 warned about: a parent profile's values are defaults it provides for the profiles that use
 them (base.yaml's flash_attn.version serves the profiles that build FlashAttention-2).
-May import: :mod:`dockergen.components.base`.
 """
 
 from __future__ import annotations

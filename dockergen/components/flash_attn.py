@@ -6,17 +6,13 @@ derivations (FLASH_ATTN_CUDA_ARCHS, MAX_JOBS, NVCC_THREADS), the ``flash-attn`` 
 (``templates/components/flash_attn.j2``) with the arch-audit script it copies
 (``templates/context/arch_audit.py``), and its smoke checks. Runtime part: the audit
 manifest; the wheel itself goes into the venv in the engine stage.
-May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.python` (the
-pinned pip), :mod:`dockergen.components.torch` (the C++ standard its headers need),
-:mod:`dockergen.components.cuda` (CUDA fixes), :mod:`dockergen.errors` (fix edits),
-:mod:`dockergen.knowledge`, :mod:`dockergen.model`, :mod:`dockergen.reproducible` (the epoch).
 """
 
 from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -28,7 +24,7 @@ from dockergen import reproducible
 from dockergen.components import cuda, python, torch
 from dockergen.components.base import Context, describe, nearest, release_edits
 from dockergen.errors import Edit
-from dockergen.knowledge import in_range, load_facts
+from dockergen.knowledge import Facts, in_range
 from dockergen.model import (
     AUDIT_SCRIPT,
     VENV,
@@ -45,10 +41,6 @@ from dockergen.model import (
 AUDIT_MANIFEST = "/opt/dockergen/arch-audit.json"
 
 
-def facts() -> dict[str, Any]:
-    return load_facts("flash_attn")
-
-
 def fa_arch_of(cc: str) -> str | None:
     """The FLASH_ATTN_CUDA_ARCHS value that covers a compute capability.
 
@@ -61,7 +53,7 @@ def fa_arch_of(cc: str) -> str | None:
 
 def check(c: Context) -> None:
     """fa2-*: version, GPUs, archs, toolkit, Python, torch and build memory."""
-    p, fa = c.p, facts()
+    p, fa = c.p, c.facts.flash_attn
     if p.flash_attn.build == "none":  # its fields then count for nothing: fields.py warns
         return
     version = Version(p.flash_attn.version)
@@ -81,14 +73,14 @@ def check(c: Context) -> None:
     _warn_build_without_purpose(c, usable)
 
 
-def _check_shared_files(c: Context, fa: dict[str, Any]) -> None:
+def _check_shared_files(c: Context, fa: Mapping[str, Any]) -> None:
     """fa2-file-clash: no distribution the engine release requires installs files this
     build installs too (flash-attn >= 2.8.3's flash_attn.cute beside SGLang's flash-attn-4):
     the one installed last would silently replace the other's files. A source of the
     repository is judged as the newest release it follows (its files are unknown until it
     is built)."""
     p = c.p
-    rows = load_facts("serving/" + p.engine.name.replace("-", "_")).get("requires_dist") or {}
+    rows = c.facts.engine(p.engine.name).get("requires_dist") or {}
     requires = (rows.get(p.engine.version) or {}).get("requires", ())
     for share in fa.get("shares_files", ()):
         req = next((r for r in requires if canonicalize_name(Requirement(r).name)
@@ -111,14 +103,14 @@ def _check_shared_files(c: Context, fa: dict[str, Any]) -> None:
                 f"image of an engine that does not require {share['dist']}", edits=edits)
 
 
-def _release(c: Context, fa: dict[str, Any]) -> dict[str, Any] | None:
+def _release(c: Context, fa: Mapping[str, Any]) -> dict[str, Any] | None:
     """The release row the other rules read; None (after an error) for an unknown release."""
     p = c.p
     release: dict[str, Any] | None = fa["releases"].get(p.flash_attn.version)
     if release is None and p.flash_attn.source is None:
         c.error(("flash_attn", "version"), f"flash-attn {p.flash_attn.version} is not on PyPI "
                 "or not in the knowledge base (releases carry .postN suffixes)",
-                edits=version_edits(p.flash_attn.version))
+                edits=version_edits(c.facts, p.flash_attn.version))
         return None
     if release:
         return release
@@ -129,7 +121,7 @@ def _release(c: Context, fa: dict[str, Any]) -> dict[str, Any] | None:
     return newest
 
 
-def _check_targets(c: Context, fa: dict[str, Any]) -> list[GpuTarget]:
+def _check_targets(c: Context, fa: Mapping[str, Any]) -> list[GpuTarget]:
     """Targets too old for FlashAttention-2 or without a flash-attn arch; returns the rest."""
     old = [t for t in c.gpus if cc_tuple(t.cc) < cc_tuple(fa["min_cc"])]
     for t in old:
@@ -148,7 +140,7 @@ def _check_targets(c: Context, fa: dict[str, Any]) -> list[GpuTarget]:
     return usable
 
 
-def _check_archs_env(c: Context, fa: dict[str, Any], release: dict[str, Any],
+def _check_archs_env(c: Context, fa: Mapping[str, Any], release: dict[str, Any],
                      version: Version, archs: set[str]) -> None:
     """A release without FLASH_ATTN_CUDA_ARCHS builds sm_80 and sm_90 whatever the targets."""
     if release["archs_env"]:
@@ -159,7 +151,7 @@ def _check_archs_env(c: Context, fa: dict[str, Any], release: dict[str, Any],
         c.error(("flash_attn", "version"), f"flash-attn {version} always builds sm_80 and "
                 f"sm_90 only and cannot build {', '.join(beyond)} (flash-attn >= "
                 f"{since} can)",
-                edits=[*version_edits(str(version), lambda v: Version(v) >= since),
+                edits=[*version_edits(c.facts, str(version), lambda v: Version(v) >= since),
                        NO_BUILD])
     else:
         c.warn(("flash_attn", "version"), f"flash-attn {version} ignores "
@@ -168,7 +160,7 @@ def _check_archs_env(c: Context, fa: dict[str, Any], release: dict[str, Any],
                "build only the targets' archs")
 
 
-def _check_nvcc(c: Context, fa: dict[str, Any], release: dict[str, Any], version: Version,
+def _check_nvcc(c: Context, fa: Mapping[str, Any], release: dict[str, Any], version: Version,
                 archs: set[str]) -> None:
     """The CUDA toolkit's nvcc must build the release and every target arch."""
     p = c.p
@@ -176,13 +168,14 @@ def _check_nvcc(c: Context, fa: dict[str, Any], release: dict[str, Any], version
     if have < Version(release["nvcc_min"]):
         nvcc = Version(release["nvcc_min"])
         c.error(("cuda", "version"), f"flash-attn {version} needs nvcc >= {nvcc}",
-                edits=cuda.version_edits(p.cuda.version, lambda v: v >= nvcc))
+                edits=cuda.version_edits(c.facts, p.cuda.version, lambda v: v >= nvcc))
     for arch in sorted(archs, key=int):
         need = Version(fa["arch_min_nvcc"][arch])
         if have < need:  # flash-attn would silently skip it
             c.error(("cuda", "version"), f"flash-attn skips arch {arch} without an error when "
                     f"nvcc < {need}; CUDA {p.cuda.version} would ship no kernels for it",
-                    edits=cuda.version_edits(p.cuda.version, partial(operator.le, need)))
+                    edits=cuda.version_edits(c.facts, p.cuda.version,
+                                             partial(operator.le, need)))
 
 
 def _check_python(c: Context, release: dict[str, Any], version: Version) -> None:
@@ -190,23 +183,23 @@ def _check_python(c: Context, release: dict[str, Any], version: Version) -> None
     p = c.p
     if not in_range(p.python + ".0", release["python"]):
         c.error(("python",), f"flash-attn {version} requires Python {release['python']}",
-                edits=python.version_edits(p.python, release["python"]))
+                edits=python.version_edits(c.facts, p.python, release["python"]))
 
 
-def _check_torch_floor(c: Context, fa: dict[str, Any], release: dict[str, Any],
+def _check_torch_floor(c: Context, fa: Mapping[str, Any], release: dict[str, Any],
                        version: Version) -> None:
     """The torch the image gets must be at least the release's torch floor."""
     if c.torch_pin and Version(c.torch_pin) < Version(release["torch_min"]):
         floor, pin = Version(release["torch_min"]), Version(c.torch_pin)
         newer_torch = release_edits(c, _releases(c),
                                     lambda row: Version(str(row["torch"])) >= floor)
-        older_fa = version_edits(str(version),
+        older_fa = version_edits(c.facts, str(version),
                                  lambda v: Version(fa["releases"][v]["torch_min"]) <= pin)
         c.error(("engine", "version"), f"flash-attn {version} needs torch >= {floor}, but "
                 f"the image gets torch {c.torch_pin}", edits=[*newer_torch, *older_fa])
 
 
-def _check_build_memory(c: Context, fa: dict[str, Any]) -> None:
+def _check_build_memory(c: Context, fa: Mapping[str, Any]) -> None:
     """max_jobs compile jobs, and at least one, must fit in build.memory_gib."""
     p = c.p
     jobs = p.flash_attn.max_jobs
@@ -241,7 +234,7 @@ def check_cxx_std(c: Context, release: dict[str, Any], pin: str) -> None:
     compatible compiler is required to use ATen" under C++17 (compile probe, torch.*.cxx_min).
     """
     p = c.p
-    row = torch.release_row(pin) or {}
+    row = torch.release_row(c.facts, pin) or {}
     need = row.get("cxx_min")
     source = p.flash_attn.source
     forced = source.cxx_std if source is not None else release.get("cxx_std")
@@ -257,7 +250,8 @@ def check_cxx_std(c: Context, release: dict[str, Any], pin: str) -> None:
         return
     where = "flash_attn.source" if source is not None else f"flash-attn {p.flash_attn.version}"
     edits = release_edits(c, _releases(c), lambda row: int(
-        (torch.release_row(str(row["torch"])) or {}).get("cxx_min", 99)) <= int(str(forced)))
+        (torch.release_row(c.facts, str(row["torch"])) or {}).get("cxx_min", 99))
+        <= int(str(forced)))
     edits.append(Edit.set("flash_attn.build", "none",
                           f"set flash_attn.build: none ({c.flash_attn_unneeded})")
                  if c.flash_attn_unneeded else NO_BUILD)
@@ -276,14 +270,15 @@ NO_BUILD = Edit.set("flash_attn.build", "none")
 
 def _releases(c: Context) -> dict[str, Any]:
     """The releases table of the profile's serving engine."""
-    return dict(load_facts("serving/" + c.p.engine.name.replace("-", "_"))["releases"])
+    return dict(c.facts.engine(c.p.engine.name)["releases"])
 
 
-def version_edits(current: str, keep: Callable[[str], bool] = lambda v: True) -> list[Edit]:
+def version_edits(f: Facts, current: str, keep: Callable[[str], bool] = lambda v: True
+                  ) -> list[Edit]:
     """Candidate fixes of flash_attn.version: known releases ``keep`` accepts, the closest
     to ``current`` first."""
     return [Edit.set("flash_attn.version", v, f"use flash-attn {v}")
-            for v in nearest(list(facts()["releases"]), current) if keep(v)]
+            for v in nearest(list(f.flash_attn["releases"]), current) if keep(v)]
 
 
 def build_apt(c: Context) -> tuple[str, ...]:
@@ -297,7 +292,7 @@ def derive(c: Context, d: list[Derivation], arch_list: str, mode: Mode) -> Flash
     p = c.p
     if p.flash_attn.build != "source":
         return None
-    fa = facts()
+    fa = c.facts.flash_attn
     source = p.flash_attn.source
     targets = c.gpus
     fa_archs = sorted({a for t in targets if (a := fa_arch_of(t.cc))}, key=int)
@@ -334,7 +329,7 @@ def derive(c: Context, d: list[Derivation], arch_list: str, mode: Mode) -> Flash
                          "per job" if jobs == "auto" else "set in the profile"),
         job_gib=fa["job_gib"], nvcc_threads=p.flash_attn.nvcc_threads,
         deps=tuple(f"{k}=={v}" for k, v in sorted(fa["build_deps"].items())),
-        pip=f"pip=={python.tool('pip')}", venv=VENV, mode=mode, audit_script=AUDIT_SCRIPT,
+        pip=f"pip=={python.tool(c.facts, 'pip')}", venv=VENV, mode=mode, audit_script=AUDIT_SCRIPT,
         requirement=(f"flash-attn=={p.flash_attn.version}" if source is None else
                      f"flash-attn @ {source.url} --hash=sha256:{source.sha256}"
                      if source.url is not None else

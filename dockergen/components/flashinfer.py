@@ -8,13 +8,12 @@ does. This component decides the ``flashinfer-aot`` stage: which modules (the en
 ``flashinfer_aot``, read from the release's sources), for which archs (the GPU targets), with
 which compiler (CUDA's compiler wheels at the profile's CUDA version, so the devel image
 needs none), and the smoke check that loads every module with JIT disabled.
-May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.cuda`,
-:mod:`dockergen.components.python`, :mod:`dockergen.model`, :mod:`dockergen.resources`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from dockergen.components import cuda, python
@@ -33,6 +32,7 @@ from dockergen.model import (
     Mode,
     RuntimeCopy,
     cc_tuple,
+    last_json_line,
 )
 from dockergen.resources import templates_dir
 
@@ -49,7 +49,7 @@ def arch_of(target: GpuTarget) -> str:
     return target.cc + ("a" if cc_tuple(target.cc) >= (9, 0) else "")
 
 
-def derive(c: Context, d: list[Derivation], facts: dict[str, Any], flashinfer: str | None,
+def derive(c: Context, d: list[Derivation], facts: Mapping[str, Any], flashinfer: str | None,
            mode: Mode) -> FlashInferAotStage | None:
     """The stage for an engine release whose start-up FlashInfer modules are known (its
     facts' ``flashinfer_aot``) and that installs ``flashinfer`` (flashinfer-python's
@@ -71,7 +71,7 @@ def derive(c: Context, d: list[Derivation], facts: dict[str, Any], flashinfer: s
     major = c.p.cuda.version.split(".")[0]
     home = cuda.CUDA_HOME_IN_WHEELS.get(major)
     # FlashInfer's sources include cuRAND's and cuBLAS's headers
-    nvcc = cuda.compiler_wheels(c.p.cuda.version, "nvcc,cccl,cudart,curand,cublas")
+    nvcc = cuda.compiler_wheels(c.facts, c.p.cuda.version, "nvcc,cccl,cudart,curand,cublas")
     if home is None or nvcc is None:
         d.append(Derivation("FlashInfer kernels ahead of time", "none", f"CUDA "
                             f"{c.p.cuda.version}'s compiler wheels are not known to dockergen "
@@ -89,7 +89,7 @@ def derive(c: Context, d: list[Derivation], facts: dict[str, Any], flashinfer: s
     return FlashInferAotStage(
         version=flashinfer, modules=modules, arch_list=" ".join(archs),
         nvcc=nvcc,
-        ninja=f"ninja=={python.tool('ninja')}",
+        ninja=f"ninja=={python.tool(c.facts, 'ninja')}",
         # the compiler wheels in a folder of the stage, never in the venv: build tools
         cuda_home=f"{CUDA_COMPILER_DIR}/{home}", target=CUDA_COMPILER_DIR, max_jobs=jobs, venv=VENV,
         mode=mode,
@@ -153,9 +153,8 @@ def load_check(stage: FlashInferAotStage, driver_stub: str) -> CommandCheck:
     items = [{"name": m.name, "spec": m.spec} for m in stage.modules]
 
     def verify(code: int, out: str) -> tuple[bool, str]:
-        try:
-            got = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
+        got = last_json_line(out)
+        if got is None:
             return False, out.strip()[-500:] or f"exit {code}"
         bad = [f"{name}: {state}" for name, state in sorted(got.items()) if state != "loaded"]
         missing = [m.name for m in stage.modules if m.name not in got]

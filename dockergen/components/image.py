@@ -3,8 +3,6 @@
 Owns the ``image-tags`` check (tag templates with known placeholders that give valid
 tags), the secret check on labels, and the label set of the runtime stage (OCI labels plus
 ``dockergen.*`` labels that the smoke tests read back).
-May import: :mod:`dockergen.components.base`, :mod:`dockergen.errors`,
-:mod:`dockergen.model`, :mod:`dockergen.profile`.
 """
 
 from __future__ import annotations

@@ -4,8 +4,6 @@ Owns ``python.yaml`` (the python3 each base OS ships; the pinned uv and pip), th
 ``python-from-image``, and the template ``templates/components/python.j2``. Runtime part:
 the venv (and the uv-managed CPython) copied into the runtime stage, ``python3`` from the
 OS when the image's own interpreter is used, and the Python environment variables.
-May import: :mod:`dockergen.components.base`, :mod:`dockergen.knowledge`,
-:mod:`dockergen.model`, :mod:`dockergen.errors` (fix edits).
 """
 
 from __future__ import annotations
@@ -13,11 +11,10 @@ from __future__ import annotations
 import json
 import posixpath
 from dataclasses import dataclass, field
-from typing import Any
 
 from dockergen.components.base import Context, nearest
 from dockergen.errors import Edit
-from dockergen.knowledge import in_range, load_facts
+from dockergen.knowledge import Facts, in_range
 from dockergen.model import (
     PYTHON_HOME,
     VENV,
@@ -27,12 +24,9 @@ from dockergen.model import (
     PythonSetup,
     RuntimeCopy,
     VenvLayer,
+    last_json_line,
+    last_line,
 )
-
-
-def facts() -> dict[str, Any]:
-    return load_facts("python")
-
 
 # Compilers in the runtime image, in one place: the executables the smoke check looks for,
 # and the apt packages that bring one (packages.apt is checked against them before a build).
@@ -53,49 +47,21 @@ def is_compiler_package(name: str) -> bool:
     return name in COMPILER_PACKAGES or name.startswith(COMPILER_PACKAGE_PREFIXES)
 
 
-DEFAULT_GLIBC = "2_28"  # an image whose OS dockergen cannot see: manylinux_2_28, the safe minimum
-# glibc of the base OS -> the manylinux wheels it can install (uv --python-platform
-# MACHINE-manylinux_X_Y). src: Ubuntu focal 2.31, jammy 2.35, noble 2.39; Debian bookworm
-# 2.36 (libc6 packages). SGLang 0.5.23 publishes manylinux_2_34 wheels only, so 2_28 would
-# find none.
-OS_GLIBC = {"ubuntu20.04": "2_31", "ubuntu22.04": "2_35", "ubuntu24.04": "2_39",
-            "debian12": "2_36"}
-
-
-def wheel_platform(os_name: str, devel_image: str | None, machine: str = "x86_64") -> str:
-    """The wheels the image's OS can install on ``machine`` (an explicit devel image: the
-    safe minimum glibc).
-
-    The Python lock is resolved for it, and a lock made for another one is stale: wheels for
-    a newer glibc would install and fail at import (review of the lock check)."""
-    glibc = DEFAULT_GLIBC if devel_image else OS_GLIBC.get(os_name, DEFAULT_GLIBC)
-    return f"{machine}-manylinux_{glibc}"
-
-
-def os_glibc(os_name: str, devel_image: str | None) -> tuple[int, int] | None:
-    """The glibc of the base image's OS as (major, minor); None where dockergen cannot see
-    the OS (an explicit devel image)."""
-    if devel_image or os_name not in OS_GLIBC:
-        return None
-    major, minor = OS_GLIBC[os_name].split("_")
-    return int(major), int(minor)
-
-
-def os_python(os_name: str) -> str | None:
-    value = facts()["os_python"].get(os_name)
+def os_python(f: Facts, os_name: str) -> str | None:
+    value = f.python["os_python"].get(os_name)
     return str(value) if value is not None else None
 
 
-def version_edits(current: str, spec: str) -> list[Edit]:
+def version_edits(f: Facts, current: str, spec: str) -> list[Edit]:
     """Candidate fixes of ``python``: CPython releases inside ``spec`` (a PEP 440
     range), the closest to ``current`` first."""
     return [Edit.set("python", v, f"use Python {v}")
-            for v in nearest(facts()["cpython_minors"], current) if in_range(v + ".0", spec)]
+            for v in nearest(f.python["cpython_minors"], current) if in_range(v + ".0", spec)]
 
 
-def tool(name: str) -> str:
+def tool(f: Facts, name: str) -> str:
     """The pinned version of a build tool (uv, pip)."""
-    return str(facts()["tools"][name])
+    return str(f.python["tools"][name])
 
 
 def check_python_source(c: Context) -> None:
@@ -110,7 +76,7 @@ def check_python_source(c: Context) -> None:
                 "remove build.python_mirror, or set build.python_from: uv")
     if c.p.cuda.devel_image:
         return  # OS unknown; the build-base stage asserts the version itself
-    found = os_python(c.p.cuda.os)
+    found = os_python(c.facts, c.p.cuda.os)
     if found != c.p.python:
         c.error(("build", "python_from"), f"{c.p.cuda.os} ships Python {found}, "
                 f"but python is {c.p.python}", edits=_python_source_edits(c, found))
@@ -125,7 +91,7 @@ def _python_source_edits(c: Context, found: str | None) -> list[Edit]:
     edits = [Edit.set("build.python_from", "uv", "use build.python_from: uv")]
     edits += [Edit.set("cuda.os", os_name, f"use cuda.os: {os_name} (its python3 is "
                        f"{p.python})")
-              for os_name, version in facts()["os_python"].items()
+              for os_name, version in c.facts.python["os_python"].items()
               if str(version) == p.python and os_name != p.cuda.os]
     if found is not None and c.release is not None and in_range(found + ".0",
                                                                  str(c.release["python"])):
@@ -154,9 +120,9 @@ HOSTS_IN_CONTEXT = "etc-hosts"
 HOSTS = b"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 
 
-def downloads() -> dict[str, str]:
+def downloads(f: Facts) -> dict[str, str]:
     """Where uv 0.13.x fetches CPython, and the variable that replaces it (``python.yaml``)."""
-    return {k: str(v) for k, v in facts()["uv_python_downloads"].items()}
+    return {k: str(v) for k, v in f.python["uv_python_downloads"].items()}
 
 
 def derive(c: Context, d: list[Derivation], mode: Mode) -> PythonPart:
@@ -166,10 +132,10 @@ def derive(c: Context, d: list[Derivation], mode: Mode) -> PythonPart:
     # check_python_source rejected a mirror with python_from: image, so this is the uv path.
     mirror = p.build.python_mirror if not from_image else None
     if not from_image:
-        src = downloads()
+        src = downloads(c.facts)
         d.append(Derivation(
             src["env"], mirror or "(unset)",
-            f"uv {tool('uv')} fetches CPython {p.python} from "
+            f"uv {tool(c.facts, 'uv')} fetches CPython {p.python} from "
             # uv joins with one slash whether or not the mirror ends in one
             + (f"{mirror.rstrip('/')}/<release>/<archive> (build.python_mirror) instead of "
                if mirror else "its default ")
@@ -188,7 +154,7 @@ def derive(c: Context, d: list[Derivation], mode: Mode) -> PythonPart:
         context[HOSTS_IN_CONTEXT] = HOSTS
     return PythonPart(
         setup=PythonSetup(python=p.python, python_from=p.build.python_from,
-                          python_home=PYTHON_HOME, venv=VENV, uv_version=tool("uv"),
+                          python_home=PYTHON_HOME, venv=VENV, uv_version=tool(c.facts, "uv"),
                           pip_index_url=p.build.pip_index_url, mode=mode,
                           python_mirror=mirror),
         # python3-venv bootstraps uv's own venv; the OS interpreter needs its headers.
@@ -208,10 +174,10 @@ def derive(c: Context, d: list[Derivation], mode: Mode) -> PythonPart:
 BYTECODE_ENV = ("PYTHONHASHSEED=0",)
 
 
-def bytecode_mode(d: list[Derivation]) -> str:
+def bytecode_mode(f: Facts, d: list[Derivation]) -> str:
     """How the venv's bytecode is compiled in the engine stage (compileall's
     ``--invalidation-mode``, ``python.yaml`` ``bytecode``), with its derivation."""
-    row = facts()["bytecode"]
+    row = f.python["bytecode"]
     mode = str(row["invalidation_mode"])
     d.append(Derivation("bytecode", f"compiled in the build ({mode})", "the runtime user "
                         "cannot write the venv, so each start would compile every module it "
@@ -220,7 +186,7 @@ def bytecode_mode(d: list[Derivation]) -> str:
     return mode
 
 
-def venv_layers(python_version: str, cuda_major: str, mode: Mode,
+def venv_layers(f: Facts, python_version: str, cuda_major: str, mode: Mode,
                 engine_names: tuple[str, ...]) -> tuple[VenvLayer, ...]:
     """The runtime venv in layers of balanced size.
 
@@ -237,7 +203,7 @@ def venv_layers(python_version: str, cuda_major: str, mode: Mode,
             f"{VENV}/{site}"]
     groups = [(str(row["title"]), tuple(row["names"].get(cuda_major, ())
                                          if isinstance(row["names"], dict) else row["names"]))
-              for row in facts()["venv_layers"]]
+              for row in f.python["venv_layers"]]
     groups.append(("the serving engine and its kernels", engine_names))
     layers = []
     for title, names in groups:
@@ -282,8 +248,7 @@ def jit_check(venv: str) -> CommandCheck:
     return CommandCheck(
         "a C extension compiles and imports (what Triton does at its first kernel)",
         (f"{venv}/bin/python", "-c", JIT_PROBE),
-        lambda code, out: (code == 0, out.strip().splitlines()[-1] if out.strip()
-                           else f"exit {code}"))
+        lambda code, out: (code == 0, last_line(out) or f"exit {code}"))
 
 
 # Every installed distribution's RECORD (PEP 376/627): which distributions own each path.
@@ -310,15 +275,14 @@ print(json.dumps({"paths": len(owners), "shared": len(shared), "bad": bad}, sort
 """
 
 
-def record_check(venv: str) -> CommandCheck:
+def record_check(f: Facts, venv: str) -> CommandCheck:
     """No file of the image is owned by two Python distributions (``python.yaml``
     ``shared_files`` lists the known, harmless ones with their source)."""
-    allowed = [{"path": a["path"], "dists": a["dists"]} for a in facts()["shared_files"]]
+    allowed = [{"path": a["path"], "dists": a["dists"]} for a in f.python["shared_files"]]
 
     def verify(code: int, out: str) -> tuple[bool, str]:
-        try:
-            got = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
+        got = last_json_line(out)
+        if got is None:
             return False, out[-500:]
         bad = got["bad"]
         if code != 0 or bad:
@@ -362,9 +326,8 @@ def triton_check(venv: str, driver_stub: str) -> CommandCheck:
     ``driver_stub`` is the text of ``templates/context/driver_stub.py``."""
 
     def verify(code: int, out: str) -> tuple[bool, str]:
-        try:
-            got = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
+        got = last_json_line(out)
+        if got is None:
             return False, out.strip()[-500:] or f"exit {code}"
         if got.get("compiled") is None:
             return code == 0, "torch does not require triton: no launcher is compiled"
@@ -374,7 +337,6 @@ def triton_check(venv: str, driver_stub: str) -> CommandCheck:
     return CommandCheck("Triton's launcher compiles with the image's C compiler and Python "
                         "headers", (f"{venv}/bin/python", "-c", driver_stub + TRITON_LAUNCHER),
                         verify)
-
 
 
 # What a container start compiles: ``python -v`` logs "code object from <file>.py" for each
@@ -399,9 +361,8 @@ def bytecode_check(venv: str, module: str) -> CommandCheck:
     bytecode was compiled in the build and is still valid in the image's layers."""
 
     def verify(code: int, out: str) -> tuple[bool, str]:
-        try:
-            got = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
+        got = last_json_line(out)
+        if got is None:
             return False, out.strip()[-500:] or f"exit {code}"
         if got["code"] != 0:
             return False, f"import {module} failed: " + " | ".join(got["error"])[-500:]

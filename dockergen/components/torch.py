@@ -5,23 +5,20 @@ download.pytorch.org), the checks on the pin the serving engine establishes
 (``engine.torch`` override, known release, CUDA index exists, Python range), the torch
 derivations and the template ``templates/components/torch.j2``. Runtime part: none of
 its own (torch lives in the venv the Python component copies).
-May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.cuda`,
-:mod:`dockergen.components.python` (Python fixes), :mod:`dockergen.errors`,
-:mod:`dockergen.knowledge`, :mod:`dockergen.model`.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from packaging.version import Version
 
+from dockergen import kernels
 from dockergen.components import cuda, python
 from dockergen.components.base import Context
 from dockergen.errors import Edit
-from dockergen.knowledge import in_range, is_unverified, load_facts
+from dockergen.knowledge import Facts, in_range, is_unverified
 from dockergen.model import (
     MAIN_INDEX,
     VENV,
@@ -30,17 +27,14 @@ from dockergen.model import (
     Mode,
     SmokeImport,
     TorchInstall,
+    last_json_line,
 )
 
 
-def facts() -> dict[str, Any]:
-    return load_facts("torch")
-
-
-def release_row(torch_version: str) -> dict[str, Any] | None:
+def release_row(f: Facts, torch_version: str) -> dict[str, Any] | None:
     """The row of a torch version's minor release (``2.14.0`` -> ``2.14``)."""
     v = Version(torch_version)
-    entry = facts()["releases"].get(f"{v.major}.{v.minor}")
+    entry = f.torch["releases"].get(f"{v.major}.{v.minor}")
     return dict(entry) if entry is not None else None
 
 
@@ -68,7 +62,7 @@ def check(c: Context) -> None:
                 f"torch=={pin}, not {p.engine.torch}",
                 "remove engine.torch (it is derived) or change engine.version")
         return
-    row = release_row(pin)
+    row = release_row(c.facts, pin)
     if row is None:
         c.error(("engine", "version"), f"torch {pin} is not in the knowledge base",
                 "add its release row to dockergen/components/torch.yaml")
@@ -87,7 +81,7 @@ def check(c: Context) -> None:
                    "major.minor is one of: " + ", ".join(row["cuda"]))
         else:
             c.error(("cuda", "version"), text + ")", edits=cuda.version_edits(
-                p.cuda.version, lambda v: f"{v.major}.{v.minor}" in row["cuda"]))
+                c.facts, p.cuda.version, lambda v: f"{v.major}.{v.minor}" in row["cuda"]))
     check_python(c, pin, row)
 
 
@@ -96,7 +90,7 @@ def check_python(c: Context, pin: str, row: dict[str, Any]) -> None:
     if not in_range(c.p.python + ".0", row["python"]):
         c.error(("python",), f"torch {pin} supports Python {row['python']}, "
                 f"but python is {c.p.python}",
-                edits=python.version_edits(c.p.python, row["python"]))
+                edits=python.version_edits(c.facts, c.p.python, row["python"]))
 
 
 # "remove build.torch_from": its default, torch from PyTorch's CUDA-matched index
@@ -123,7 +117,7 @@ def check_main_index(c: Context, pin: str, row: dict[str, Any]) -> None:
                 f"{built_for} (its CUDA {built_for} library dependencies), but cuda.version "
                 f"is {c.p.cuda.version} (CUDA {major})",
                 edits=[_PYTORCH_INDEX, *cuda.version_edits(
-                    c.p.cuda.version, lambda v: str(v.major) == str(built_for))])
+                    c.facts, c.p.cuda.version, lambda v: str(v.major) == str(built_for))])
     check_python(c, pin, row)
 
 
@@ -163,24 +157,17 @@ print(json.dumps({"cuda": torch.version.cuda, "archs": torch._C._cuda_getArchFla
 """
 
 
+_ARCH_FLAG = re.compile(r"(sm|compute)_([0-9]+)([a-z]?)")
+
+
 def runs_on(archs: list[str], cc: str) -> bool:
-    """Whether a compiled arch list holds code for a compute capability: SASS ``sm_XY`` runs
-    within its major on equal or newer minors (``sm_90a`` only on 9.0), PTX ``compute_XY``
-    JIT-compiles for every newer GPU."""
-    major, minor = (int(x) for x in cc.split("."))
-    for arch in archs:
-        kind, _, num = arch.partition("_")
-        suffix = num[-1] if num[-1:].isalpha() else ""
-        a_major, a_minor = divmod(int(num.rstrip("abcdef") or 0), 10)
-        if suffix == "a":
-            ok = (a_major, a_minor) == (major, minor)
-        elif kind == "sm":
-            ok = a_major == major and a_minor <= minor
-        else:
-            ok = (a_major, a_minor) <= (major, minor)
-        if ok:
-            return True
-    return False
+    """Whether torch's compiled arch list holds code for a compute capability: SASS
+    ``sm_XY`` runs within its major on equal or newer minors (``sm_90a`` only on 9.0), PTX
+    ``compute_XY`` JIT-compiles for every newer GPU. The rule is the image audit's
+    (:func:`dockergen.kernels.runs_on`), given torch's names as the audit's codes."""
+    codes = [f"{'sass' if m[1] == 'sm' else 'ptx'}_{m[2]}{'a' if m[3] == 'a' else ''}"
+             for arch in archs if (m := _ARCH_FLAG.fullmatch(arch))]
+    return kernels.runs_on(codes, cc)
 
 
 def cuda_problem(install: TorchInstall, reported: object) -> str | None:
@@ -197,9 +184,8 @@ def arch_check(install: TorchInstall, targets: dict[str, str]) -> CommandCheck:
     """torch reports the profile's CUDA and an arch list that covers every target
     (``targets``: GPU name -> compute capability)."""
     def verify(code: int, out: str) -> tuple[bool, str]:
-        try:
-            got = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
+        got = last_json_line(out)
+        if got is None:
             return False, out.strip()[-500:] or f"exit {code}"
         archs = str(got.get("archs") or "").split()
         cuda_seen = str(got.get("cuda"))

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dockergen import inputs, kube, layers, refs
+from dockergen import inputs, knowledge, kube, layers, refs
 from dockergen.buildrecord import BuildRecord, RecordProblem, read_record
 from dockergen.components.serving.run import CacheDir, EngineRun
 from dockergen.deploy.facts import GOARCH_OF_MACHINE, OPT_INS, shm_gib
@@ -258,7 +258,7 @@ def facts_of(res: Resolution, options: DeployOptions) -> DeployFacts:
         uid=rt.uid, home=rt.home, port=rt.port,
         tensor_parallel=p.serving.tensor_parallel_size, model=p.serving.model,
         start_period_s=rt.health_start_period, engine=p.engine.name, run=engine.run,
-        health_path=engine.probe_path(),
+        health_path=engine.probe_path(knowledge.facts(res.loaded.user_facts)),
         ccs=tuple(sorted({t.cc for t in resolved.gpus})),
         min_driver=resolved.min_driver, health_cmd=rt.health_cmd,
         jit=rt.jit_c_compiler or rt.jit_toolchain,

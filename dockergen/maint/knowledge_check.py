@@ -51,16 +51,12 @@ class KnowledgeView:
     @classmethod
     def load(cls) -> KnowledgeView:
         """The component facts files, in the shape the checker compares."""
-        from dockergen.knowledge import fact_names, load_facts
+        from dockergen.knowledge import facts
 
-        engines = {}
-        for name in fact_names():
-            if name.startswith("serving/"):  # each engine's folder: serving/<engine>
-                facts = load_facts(name)
-                engines[str(facts["package"])] = facts
-        return cls({"engines": engines, "torch": load_facts("torch")["releases"],
-                    "flash_attn": load_facts("flash_attn"),
-                    "cuda": load_facts("cuda")["cuda"]})
+        known = facts()
+        engines = {str(rows["package"]): rows for rows in known.engines.values()}
+        return cls({"engines": engines, "torch": known.torch["releases"],
+                    "flash_attn": known.flash_attn, "cuda": known.cuda["cuda"]})
 
     def engines(self) -> dict[str, tuple[str, dict[str, dict[str, Any]]]]:
         """engine name -> (PyPI package, {release: row})."""

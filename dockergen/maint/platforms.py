@@ -19,8 +19,7 @@ import zipfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dockergen import kernels
-from dockergen.knowledge import builtin_facts, fact_names
+from dockergen import kernels, knowledge
 from dockergen.maint import pypi
 from dockergen.ranges import BLOCK
 
@@ -95,7 +94,7 @@ def row_of(zf: zipfile.ZipFile, filename: str, members: Iterable[str]) -> dict[s
 
 def engines() -> dict[str, dict[str, Any]]:
     """Every serving engine's facts (``serving/<engine>`` -> its facts)."""
-    return {name: builtin_facts(name) for name in fact_names() if name.startswith("serving/")}
+    return {f"serving/{name}": dict(rows) for name, rows in knowledge.facts().engines.items()}
 
 
 def platform_differences(name: str, facts: Mapping[str, Any]) -> list[str]:

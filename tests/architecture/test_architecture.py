@@ -44,6 +44,8 @@ ALLOWED: dict[str, set[str]] = {
     # the base-image lock read as the typed pins resolution applies
     "dockergen.pins": {"dockergen.errors", "dockergen.inputs", "dockergen.refs"},
     "dockergen.knowledge": set(),
+    # the shapes a user knowledge file's rows must have, read from the shipped rows
+    "dockergen.knowledge_shapes": {"dockergen.knowledge"},
     "dockergen.resources": set(),
     "dockergen.yamlsource": _BASE,
     "dockergen.profile": _BASE | {"dockergen.profile_build", "dockergen.profile_shapes",
@@ -66,6 +68,7 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.loader_validate": _BASE | {"dockergen.credentials", "dockergen.loader_fields",
                                           "dockergen.profile", "dockergen.yamlsource"},
     "dockergen.loader_overlay": _BASE | {"dockergen.knowledge", "dockergen.loader_locate",
+                                         "dockergen.knowledge_shapes",
                                          "dockergen.yamlsource"},
     "dockergen.schema": _BASE | {"dockergen.profile"},
     # the Markdown profile reference: written from the schema, never from the model itself
@@ -77,10 +80,13 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.components.base": _COMPONENT,
     "dockergen.components.cuda": _COMPONENT,
     "dockergen.components.python": _COMPONENT,
+    # the glibc of the base OS as the wheels' platform tag (a leaf of the components)
+    "dockergen.components.python_platform": set(),
     "dockergen.components.image": _COMPONENT,
     "dockergen.components.fields": _COMPONENT,
     "dockergen.components.torch": _COMPONENT | {"dockergen.components.cuda",
-                                                "dockergen.components.python"},
+                                                "dockergen.components.python",
+                                                "dockergen.kernels"},
     "dockergen.components.flashinfer": _COMPONENT | {"dockergen.components.cuda",
                                                      "dockergen.components.python",
                                                      "dockergen.resources"},
@@ -92,22 +98,45 @@ ALLOWED: dict[str, set[str]] = {
                                                      "dockergen.components.python",
                                                      "dockergen.components.torch",
                                                      "dockergen.reproducible"},
+    # the engine base in layers, each file one job: identity and facts, install, the rules
+    # on wheels, the other rules, the server command; base: the engine stage derived
+    "dockergen.components.serving.identity": _COMPONENT | {"dockergen.components.serving.run",
+                                                           "dockergen.kernels"},
+    "dockergen.components.serving.install": _COMPONENT | {
+        "dockergen.pylockfile", "dockergen.components.cuda", "dockergen.components.python",
+        "dockergen.components.python_platform", "dockergen.components.torch",
+        "dockergen.components.serving.identity"},
+    "dockergen.components.serving.rules_wheels": _COMPONENT | {
+        "dockergen.kernels", "dockergen.components.cuda", "dockergen.components.python_platform",
+        "dockergen.components.serving.install"},
+    "dockergen.components.serving.rules": _COMPONENT | {
+        "dockergen.pylockfile", "dockergen.components.cuda", "dockergen.components.python",
+        "dockergen.components.serving.identity", "dockergen.components.serving.rules_wheels"},
+    "dockergen.components.serving.serve": _COMPONENT | {"dockergen.components.serving.identity",
+                                                        "dockergen.components.serving.rules"},
     "dockergen.components.serving.base": _COMPONENT | {"dockergen.pylockfile",
                                                        "dockergen.reproducible",
                                                        "dockergen.components.cuda",
                                                        "dockergen.components.python",
+                                                       "dockergen.components.python_platform",
                                                        "dockergen.components.serving.run",
                                                        "dockergen.components.torch",
+                                                       "dockergen.components.serving.identity",
+                                                       "dockergen.components.serving.install",
+                                                       "dockergen.components.serving.serve",
                                                        "dockergen.kernels"},
     # a serving engine sees the shared engine base, never another engine
     "dockergen.components.serving.": _COMPONENT | {"dockergen.components.serving.base",
-                                                   "dockergen.components.serving.run"},
+                                                   "dockergen.components.serving.identity",
+                                                   "dockergen.components.serving.run",
+                                                   "dockergen.components.serving.serve"},
     # the run facts' shape and the folders every engine writes (leaf)
     "dockergen.components.serving.run": set(),
     # what vLLM's wheel says of its server, read from its source: vLLM's own reader (leaf)
     "dockergen.components.serving.vllm.wheel": set(),
     "dockergen.components.serving.vllm": _COMPONENT | {"dockergen.components.serving.base",
                                                        "dockergen.components.serving.run",
+                                                       "dockergen.components.serving.serve",
                                                        "dockergen.components.serving.vllm.wheel"},
     "dockergen.components.serving": {"dockergen.components.serving",
                                      "dockergen.components.serving.base",
@@ -122,7 +151,7 @@ ALLOWED: dict[str, set[str]] = {
     # the serve check's HTTP side (loopback only; the container object is handed in)
     "dockergen.daemon.docker_serve": _BASE,
     "dockergen.smoke": _BASE | {"dockergen.buildrecord", "dockergen.components",
-                                "dockergen.platforms",
+                                "dockergen.platforms", "dockergen.knowledge",
                                 "dockergen.components.flash_attn",
                                 "dockergen.components.flashinfer",
                                 "dockergen.components.engine_jit",
@@ -182,7 +211,7 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.fleet": set(),
     # run configurations are written from the resolution; facts of their own
     "dockergen.deploy": _BASE | {"dockergen.pipeline", "dockergen.buildrecord", "dockergen.layers",
-                                 "dockergen.kube",
+                                 "dockergen.kube", "dockergen.knowledge",
                                  "dockergen.model",
                                  "dockergen.components.serving",
                                  "dockergen.components.serving.run",
@@ -221,12 +250,13 @@ ALLOWED: dict[str, set[str]] = {
                                    "dockergen.loader", "dockergen.model", "dockergen.pipeline",
                                    "dockergen.net", "dockergen.ranges"},
     # who writes which file of a locked closure (RECORDs read from the index)
-    "dockergen.owners": _BASE | {"dockergen.components.python", "dockergen.outdated"},
+    "dockergen.owners": _BASE | {"dockergen.knowledge", "dockergen.outdated"},
     # every locked distribution has a wheel for the image's Python and machine
     "dockergen.closure": _BASE | {"dockergen.outdated", "dockergen.owners"},
     # a profile moved to newer releases: resolution with facts derived from the index
     "dockergen.upgrade": _BASE | {"dockergen.components.cuda", "dockergen.components.serving",
                                   "dockergen.kernels", "dockergen.knowledge",
+                                  "dockergen.knowledge_shapes",
                                   "dockergen.loader", "dockergen.model",
                                   "dockergen.observe.families", "dockergen.observe.metrics",
                                   "dockergen.outdated", "dockergen.resolve"},

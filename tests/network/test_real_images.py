@@ -43,10 +43,13 @@ import pytest
 from dockergen.api import resolve_profile
 from dockergen.components import flashinfer, python, torch
 from dockergen.daemon import connect
+from dockergen.knowledge import facts as known_facts
 from dockergen.model import Resolved
 from dockergen.resources import templates_dir
 from dockergen.smoke import image_audit_check, serve_parser_check
 from tests.conftest import cache_ids, prune_new_build_cache
+
+KNOWN = known_facts()  # the shipped knowledge
 
 pytestmark = [pytest.mark.daemon, pytest.mark.network, pytest.mark.slow]
 
@@ -190,7 +193,7 @@ def test_the_record_check_fails_on_two_distributions_owning_one_file(vllm_image:
     broken = _derive(docker_client, vllm_image.image,
                      f"mkdir {info} && printf 'Name: shadow-torch\\n' > {info}/METADATA "
                      f"&& printf 'torch/__init__.py,,\\n' > {info}/RECORD")
-    ok, detail = _run(python.record_check(vllm_image.resolved.runtime.venv), broken)
+    ok, detail = _run(python.record_check(KNOWN, vllm_image.resolved.runtime.venv), broken)
     assert not ok
     assert detail.startswith("shadow-torch and torch both own 1 file(s): torch/__init__.py"), \
         detail

@@ -19,8 +19,11 @@ import pytest
 
 from dockergen.api import resolve_profile, shipped_single_images
 from dockergen.components.serving.vllm import ENGINE
+from dockergen.knowledge import facts as known_facts
 from tests.conftest import PROFILES
 from tests.support.standin import VLLM_CLI, VLLM_STANDIN_MODULES
+
+KNOWN = known_facts()  # the shipped knowledge
 
 
 def _standin_package(tmp_path: Path, version: str) -> Path:
@@ -31,7 +34,7 @@ def _standin_package(tmp_path: Path, version: str) -> Path:
     for name, text in VLLM_STANDIN_MODULES.items():  # vllm.entrypoints.cli.main -> serve
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    flags = ENGINE.flag_list(version)
+    flags = ENGINE.flag_list(KNOWN, version)
     assert flags is not None, version
     (pkg / "flags.json").write_text(json.dumps(sorted(flags)))
     return tmp_path

@@ -4,8 +4,6 @@ Adding an engine: a folder here (its :class:`~dockergen.components.serving.base.
 subclass in ``__init__.py`` as ``ENGINE``, ``facts.yaml``, ``metrics.yaml``, its flag list and
 parser script) and one line in :data:`dockergen.engine_names.FOLDERS`, which also gives the
 profile's ``engine.name`` its choices.
-May import: :mod:`dockergen.engine_names` and the engine packages of this package (each by
-the folder the list names).
 """
 
 from __future__ import annotations

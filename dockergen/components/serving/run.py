@@ -4,7 +4,6 @@ writable folders every engine shares (/tmp, the XDG cache and config roots, Trit
 cache), each with its source, and the shape of the model-length rule every engine applies
 at start-up (:class:`ModelContext` in, :class:`ContextLimit` out; each engine's own rule in
 its folder).
-May import: nothing of dockergen.
 """
 
 from __future__ import annotations

@@ -14,9 +14,12 @@ from pathlib import Path
 import pytest
 
 from dockergen.api import resolve_profile
-from dockergen.components import flash_attn
 from dockergen.errors import ProfileError
+from dockergen.knowledge import Facts
+from dockergen.knowledge import facts as known_facts
 from tests.conftest import ROOT, run_cli
+
+KNOWN = known_facts()  # the shipped knowledge
 
 SOURCE = ("    git: https://github.com/Dao-AILab/flash-attention\n"
           f"    commit: \"{'a' * 40}\"\n    cxx_std: 20\n")
@@ -67,7 +70,7 @@ def test_vllm_has_no_flash_attn_4_so_its_fixed_source_validates(tmp_path: Path) 
 
 
 def test_the_shared_paths_are_only_flash_attn_cute() -> None:
-    share = flash_attn.facts()["shares_files"][0]
+    share = KNOWN.flash_attn["shares_files"][0]
     assert share["dist"] == "flash-attn-4"
     assert len(share["paths"]) == 20
     assert all(p.startswith("flash_attn/cute/") for p in share["paths"])
@@ -83,8 +86,8 @@ def test_a_closure_member_without_a_wheel_for_the_python_is_an_error(
 
     shipped = ServingEngine.facts
 
-    def facts(self: ServingEngine) -> dict[str, object]:
-        data = dict(shipped(self))
+    def facts(self: ServingEngine, known: Facts) -> dict[str, object]:
+        data = dict(shipped(self, known))
         if self.name == "vllm":
             data["closure_wheels"] = {"0.33.0": {
                 "aarch64-manylinux_2_35": {"3.12": [], "3.13": ["native-ext==2.0"]},

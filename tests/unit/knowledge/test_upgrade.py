@@ -20,8 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from dockergen.knowledge import facts as known_facts
 from tests.conftest import PROFILES, run_cli
 from tests.unit.building.test_image_audit import _compile
+
+KNOWN = known_facts()  # the shipped knowledge
 
 H100 = str(PROFILES / "h100-fp8.yaml")  # vLLM 0.33.0, torch 2.14.0, Python 3.12
 
@@ -289,7 +292,7 @@ def test_upgrade_reads_the_gpu_code_of_a_new_release_and_refuses_what_the_gpus_c
 def release_flags_of(version: str) -> list[str]:
     from dockergen.components.serving.vllm import ENGINE
 
-    return sorted(ENGINE.flag_list(version) or [])
+    return sorted(ENGINE.flag_list(KNOWN, version) or [])
 
 
 def _vllm_source(flags: list[str]) -> dict[str, bytes]:
@@ -454,7 +457,7 @@ def test_pypi_the_source_reading_of_a_real_wheel_gives_the_shipped_facts() -> No
     """What upgrade reads of a release dockergen does not know is what the tools read of the
     ones it ships: vLLM 0.34.0's real wheel, by range requests, gives its shipped flag list
     and its shipped quantization floors."""
-    from dockergen.components.serving.base import min_cc
+    from dockergen.components.serving.identity import min_cc
     from dockergen.knowledge import builtin_facts
     from dockergen.upgrade import derive_source
 
@@ -533,7 +536,7 @@ def test_pypi_derived_rows_of_the_newest_releases_pass_the_shipped_rows_checker(
     dockergen knows the release; where the release cannot be derived from PyPI, the refusal
     says why (vLLM 0.34.0 pins a flashinfer-python PyPI lacks; TensorRT-LLM ships no wheel
     there)."""
-    from dockergen import knowledge, outdated
+    from dockergen import knowledge_shapes, outdated
     from dockergen.components.serving import ENGINES, engine_for
     from dockergen.model import MAIN_INDEX
     from dockergen.upgrade import UpgradeError, derive_row
@@ -541,7 +544,7 @@ def test_pypi_derived_rows_of_the_newest_releases_pass_the_shipped_rows_checker(
     derived = 0
     for name in ENGINES:
         engine = engine_for(name)
-        package = str(engine.facts()["package"])
+        package = str(engine.facts(KNOWN)["package"])
         newest = str(max(v for v in outdated.releases(MAIN_INDEX, package)
                          if not (v.is_prerelease or v.is_devrelease)))
         try:
@@ -551,8 +554,8 @@ def test_pypi_derived_rows_of_the_newest_releases_pass_the_shipped_rows_checker(
                     or "lists no wheel" in str(exc)), (name, newest, exc)
             continue
         derived += 1
-        assert knowledge.row_problems(engine.facts_file, "releases", newest, row) == []
-        shipped = engine.facts()["releases"].get(newest)
+        assert knowledge_shapes.row_problems(engine.facts_file, "releases", newest, row) == []
+        shipped = engine.facts(KNOWN)["releases"].get(newest)
         if shipped is not None:
             assert {k: row[k] for k in shipped if k != "src"} == \
                 {k: v for k, v in shipped.items() if k != "src"}, (name, newest)

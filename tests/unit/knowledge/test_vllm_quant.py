@@ -15,7 +15,7 @@ from types import ModuleType
 import pytest
 
 from dockergen.api import resolve_profile
-from dockergen.components.serving.base import min_cc
+from dockergen.components.serving.identity import min_cc
 from dockergen.components.serving.vllm import wheel as vllm_wheel
 from dockergen.errors import ProfileError
 from dockergen.knowledge import builtin_facts

@@ -21,10 +21,13 @@ import pytest
 from dockergen import pylock
 from dockergen.api import shipped_single_images
 from dockergen.components import cuda
+from dockergen.knowledge import facts as known_facts
 from dockergen.model import MAIN_INDEX
 from dockergen.pipeline import resolution
 from tests.conftest import PROFILES, ROOT, run_cli
 from tests.support.twoindex import Indexes, two_indexes
+
+KNOWN = known_facts()  # the shipped knowledge
 
 PROFILE = PROFILES / "h100-fp8.yaml"  # vLLM 0.33.0, torch 2.14.0, CUDA 13.0 (cu130)
 
@@ -73,7 +76,7 @@ def test_the_engine_stage_resolves_on_two_indexes(tmp_path: Path) -> None:
 
         # the constraints file the engine stage COPYs into the image (the build context's)
         constraints = tmp_path / "constraints.txt"
-        constraints.write_text("".join(f"{c}\n" for c in cuda.major_constraints("13.0.2")))
+        constraints.write_text("".join(f"{c}\n" for c in cuda.major_constraints(KNOWN, "13.0.2")))
 
         def run(args: list[str], where: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
             python = _venv(where)
@@ -241,8 +244,8 @@ def test_uv_of_the_lock_is_the_images_uv() -> None:
                          check=True).stdout
     from dockergen.components.python import tool
 
-    assert out.split()[1] == tool("uv")
-    assert f'"uv=={tool("uv")}"' in (ROOT / "pyproject.toml").read_text()
+    assert out.split()[1] == tool(KNOWN, "uv")
+    assert f'"uv=={tool(KNOWN, "uv")}"' in (ROOT / "pyproject.toml").read_text()
 
 
 def test_the_rendered_engine_stage_installs_from_the_lock(tmp_path: Path) -> None:

@@ -13,8 +13,11 @@ import pytest
 
 from dockergen.api import render_context
 from dockergen.components.serving.vllm import ENGINE
+from dockergen.knowledge import facts as known_facts
 from tests.conftest import ROOT, run_cli, shipped_names
 from tests.support.bad_profile_cases import VALID
+
+KNOWN = known_facts()  # the shipped knowledge
 
 DISAGREE = ("given here it would silently win over the profile's value (explain, labels and "
             "the lock file would disagree with the server)")
@@ -101,7 +104,7 @@ def test_every_flag_dockergen_derives_exists_in_the_release(name: str) -> None:
     ctx = render_context(Path(name), ("serving.max_num_seqs=8", "serving.served_model_name=x",
                                       "serving.enable_chunked_prefill=false",
                                       "serving.max_num_batched_tokens=65536"))
-    flags = ENGINE.flag_list(ctx.resolved.profile.engine.version)
+    flags = ENGINE.flag_list(KNOWN, ctx.resolved.profile.engine.version)
     assert flags is not None
     cmd = list(ctx.resolved.runtime.cmd)
     assert [a for a in cmd if a.startswith("--") and a not in flags
@@ -119,5 +122,5 @@ def test_the_vllm_flag_list_matches_the_real_wheel() -> None:
     wheel = next(wheels.glob("vllm-0.33.0-*.whl"))
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "vllm_flags.py"), str(wheel)],
                          capture_output=True, text=True, check=True).stdout
-    assert json.loads(out) == sorted(ENGINE.flag_list("0.33.0") or [])
+    assert json.loads(out) == sorted(ENGINE.flag_list(KNOWN, "0.33.0") or [])
     assert "--swap-space" not in out  # removed in 0.18.0, as vllm/facts.yaml records

@@ -16,11 +16,14 @@ import random
 from collections.abc import Iterator
 
 from dockergen.api import resolve_profile
-from dockergen.components import cuda, flash_attn
+from dockergen.components import cuda
 from dockergen.components.serving import ENGINES
 from dockergen.errors import Problem, ProfileError, Severity
+from dockergen.knowledge import facts as known_facts
 from dockergen.resolve import NO_ONE_CHANGE
 from tests.conftest import ROOT
+
+KNOWN = known_facts()  # the shipped knowledge
 
 PROFILES = {"vllm": "h100-fp8", "sglang": "h100-sglang-fp8",
             "tensorrt-llm": "h100-trtllm-fp8"}
@@ -72,15 +75,15 @@ def _key(p: Problem) -> Key:
 def _corpus() -> Iterator[tuple[str, tuple[str, ...]]]:
     """(engine, overrides): each release with every value of one dimension, then random
     combinations of all of them."""
-    fa = list(flash_attn.facts()["releases"])
-    dims = {"cuda.version": cuda.versions(),
+    fa = list(KNOWN.flash_attn["releases"])
+    dims = {"cuda.version": cuda.versions(KNOWN),
             "gpu.targets": [f"[{g}]" for g in GPUS],
             "quantization.weights": WEIGHTS, "quantization.kv_cache": KV,
             "python": PYTHONS, "flash_attn.build": ["none", "source"],
             "flash_attn.version": fa, "build.python_from": ["uv", "image"],
             "cuda.os": OSES}
     for engine in PROFILES:
-        for release in ENGINES[engine].versions():
+        for release in ENGINES[engine].versions(KNOWN):
             base = (f"engine.version={release}",)
             yield engine, base
             for field, values in dims.items():
@@ -92,8 +95,8 @@ def _corpus() -> Iterator[tuple[str, tuple[str, ...]]]:
     for _ in range(SAMPLED):
         engine = rng.choice(list(PROFILES))
         targets = rng.sample(GPUS, rng.choice([1, 1, 2]))
-        yield engine, (f"engine.version={rng.choice(ENGINES[engine].versions())}",
-                       f"cuda.version={rng.choice(cuda.versions())}",
+        yield engine, (f"engine.version={rng.choice(ENGINES[engine].versions(KNOWN))}",
+                       f"cuda.version={rng.choice(cuda.versions(KNOWN))}",
                        f"gpu.targets=[{', '.join(targets)}]",
                        f"quantization.weights={rng.choice(WEIGHTS)}",
                        f"quantization.kv_cache={rng.choice(KV)}",

@@ -34,8 +34,11 @@ import pytest
 from uv import find_uv_bin
 
 from dockergen.components import python
+from dockergen.knowledge import facts as known_facts
 from tests.conftest import ROOT, run_cli
 from tests.support.bad_profile_cases import VALID
+
+KNOWN = known_facts()  # the shipped knowledge
 
 UV = find_uv_bin()
 MIRROR_ENV = "UV_PYTHON_INSTALL_MIRROR"
@@ -155,7 +158,7 @@ def test_explain_shows_where_cpython_comes_from(tmp_path: Path) -> None:
     at = next(i for i, line in enumerate(lines) if line.split()[:1] == [MIRROR_ENV])
     assert lines[at].split() == [MIRROR_ENV, "https://mirror.example.com/pbs"]
     assert ("https://mirror.example.com/pbs/<release>/<archive> (build.python_mirror) instead "
-            f"of {python.downloads()['default_prefix']}/<release>/<archive>") in lines[at + 1]
+            f"of {python.downloads(KNOWN)['default_prefix']}/<release>/<archive>") in lines[at + 1]
     assert "sha256 built into uv" in lines[at + 1] and lines[at + 2].strip().startswith("src:")
 
     slash = run_cli("explain", "profile.yaml", "--set",
@@ -230,10 +233,10 @@ def _uv_install(version: str, mirror: str, tmp: Path) -> subprocess.CompletedPro
 
 def test_default_prefix_fact_is_the_one_uv_uses() -> None:
     # python.yaml's default_prefix is what the pinned uv really downloads from
-    assert python.tool("uv") == subprocess.run(
+    assert python.tool(KNOWN, "uv") == subprocess.run(
         [UV, "--version"], capture_output=True, text=True, check=True).stdout.split()[1]
     url = expected_download("3.12")
-    assert url.startswith(python.downloads()["default_prefix"] + "/"), url
+    assert url.startswith(python.downloads(KNOWN)["default_prefix"] + "/"), url
 
 
 @pytest.mark.parametrize("version", ["3.11", "3.12"])
@@ -241,7 +244,7 @@ def test_uv_asks_the_mirror_for_the_exact_archive_and_refuses_a_bad_hash(
         version: str, tmp_path: Path) -> None:
     archive = _stand_in_archive()
     url = expected_download(version)
-    tail = url[len(python.downloads()["default_prefix"]):]  # /<release>/<archive>
+    tail = url[len(python.downloads(KNOWN)["default_prefix"]):]  # /<release>/<archive>
     assert tail.count("/") == 2 and "%2B" in tail and tail.endswith(".tar.gz"), tail
     with mirror_server(archive) as (mirror, seen):
         proc = _uv_install(version, mirror, tmp_path)
@@ -254,7 +257,7 @@ def test_uv_asks_the_mirror_for_the_exact_archive_and_refuses_a_bad_hash(
 
 def test_file_mirror_reads_the_same_layout_and_refuses_a_bad_hash(tmp_path: Path) -> None:
     url = expected_download("3.12")
-    tail = url[len(python.downloads()["default_prefix"]):]
+    tail = url[len(python.downloads(KNOWN)["default_prefix"]):]
     release, name = tail.strip("/").split("/")
     (tmp_path / "mirror" / release).mkdir(parents=True)
     # on disk the archive name carries a literal '+' (the URL's %2B)
@@ -281,7 +284,7 @@ def test_build_fetches_cpython_from_the_mirror_and_stops_on_a_bad_hash(
     # reachable from its builders). The stand-in archive must fail exactly where a genuine
     # one would pass: at uv's sha256 check, after asking for the archive uv's list names.
     ref = "localhost:5000/dockergen-test/pymirror:should-not-exist"
-    tail = expected_download("3.11")[len(python.downloads()["default_prefix"]):]
+    tail = expected_download("3.11")[len(python.downloads(KNOWN)["default_prefix"]):]
     archive = _stand_in_archive()
     with mirror_server(archive) as (mirror, seen):
         result = run_cli("build", str(ROOT / "tests" / "profiles" / "standin.yaml"),

@@ -19,8 +19,11 @@ from dockergen.api import resolve_profile
 from dockergen.components.python import jit_check
 from dockergen.components.serving.sglang import ENGINE
 from dockergen.errors import ProfileError
+from dockergen.knowledge import facts as known_facts
 from tests.conftest import ROOT, run_cli
 from tests.support.standin import SGLANG_CLI, SGLANG_STANDIN_MODULES
+
+KNOWN = known_facts()  # the shipped knowledge
 
 PROFILE = ROOT / "profiles" / "h100-sglang-fp8.yaml"
 STANDIN = ROOT / "tests" / "profiles" / "standin-sglang.yaml"
@@ -34,7 +37,7 @@ VARIANTS = [(), ("serving.enable_chunked_prefill=false", "serving.max_num_batche
 def test_the_server_command_uses_only_flags_of_the_real_release(overrides: tuple[str, ...]
                                                                 ) -> None:
     r = resolve_profile(PROFILE, overrides)
-    flags = ENGINE.flag_list(r.profile.engine.version)
+    flags = ENGINE.flag_list(KNOWN, r.profile.engine.version)
     assert flags is not None
     used = [a for a in list(r.runtime.cmd) if a.startswith("--")]
     assert used and set(used) <= flags, set(used) - flags
@@ -120,7 +123,7 @@ def _standin_package(tmp_path: Path) -> Path:
     for name, text in SGLANG_STANDIN_MODULES.items():  # sglang.cli.main -> run_server
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    flags = ENGINE.flag_list("0.5.23")
+    flags = ENGINE.flag_list(KNOWN, "0.5.23")
     assert flags is not None
     (pkg / "flags.json").write_text(json.dumps(sorted(flags)))
     return tmp_path
@@ -203,7 +206,7 @@ def test_the_flag_list_matches_the_real_wheel(tmp_path: Path) -> None:
     wheel = next(wheels.glob("sglang-0.5.23-*.whl"))
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "sglang_flags.py"), str(wheel)],
                          capture_output=True, text=True, check=True).stdout
-    assert json.loads(out) == sorted(ENGINE.flag_list("0.5.23") or [])
+    assert json.loads(out) == sorted(ENGINE.flag_list(KNOWN, "0.5.23") or [])
 
 
 @pytest.mark.parametrize(("extra", "message"), [
@@ -227,10 +230,10 @@ def test_a_derived_flag_missing_from_the_release_is_an_error(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from dockergen.components.serving import sglang
 
-    real = ENGINE.flag_list("0.5.23")
+    real = ENGINE.flag_list(KNOWN, "0.5.23")
     assert real is not None
     monkeypatch.setattr(sglang.Sglang, "flag_list",
-                        lambda self, version: real - {"--context-length"})
+                        lambda self, known, version: real - {"--context-length"})
     with pytest.raises(ProfileError) as exc:
         resolve_profile(PROFILE)
     assert any("sglang 0.5.23 has no --context-length flag, which dockergen derives from "

@@ -12,8 +12,11 @@ import json
 import pytest
 
 from dockergen.components import cuda, python, torch
+from dockergen.knowledge import facts as known_facts
 from dockergen.model import TorchInstall
 from tests.conftest import run_cli
+
+KNOWN = known_facts()  # the shipped knowledge
 
 
 def test_torch_from_the_main_index_renders_no_extra_index() -> None:
@@ -49,8 +52,8 @@ def test_explain_names_the_main_index_as_torchs_source() -> None:
 
 
 def test_the_cuda_bindings_are_constrained_to_the_cuda_major() -> None:
-    assert cuda.major_constraints("13.0.2") == ("cuda-bindings==13.*", "cuda-python==13.*")
-    assert cuda.major_constraints("12.9.1") == ("cuda-bindings==12.*", "cuda-python==12.*")
+    assert cuda.major_constraints(KNOWN, "13.0.2") == ("cuda-bindings==13.*", "cuda-python==13.*")
+    assert cuda.major_constraints(KNOWN, "12.9.1") == ("cuda-bindings==12.*", "cuda-python==12.*")
     result = run_cli("render", "-q", "h100-fp8")
     assert "COPY constraints.txt /opt/dockergen/constraints.txt" in result.out
     assert "--constraint /opt/dockergen/constraints.txt" in result.out
@@ -88,7 +91,7 @@ def test_the_torch_check_verdicts() -> None:
 
 
 def test_the_record_check_verdicts() -> None:
-    check = python.record_check("/opt/venv")
+    check = python.record_check(KNOWN, "/opt/venv")
     clean = json.dumps({"paths": 61102, "shared": 1, "bad": {}})
     assert check.verify(0, clean) == (True, "61102 files, 1 shared by two distributions, "
                                             "each a known case (python.yaml shared_files)")

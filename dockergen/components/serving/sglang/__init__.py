@@ -12,8 +12,6 @@ SGLang does not use Dao-AILab's flash-attn: FA3 ships prebuilt in sglang-kernel 
 the pure-Python flash-attn-4 (SGLANG-WHEEL 0.5.23 METADATA; ``from flash_attn`` only in
 fallbacks for GPUs other than sm8x/sm9x and in the diffusion runtime), so a FlashAttention-2
 source build is flagged as a multi-hour compile the server does not use.
-May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving.base`,
-:mod:`dockergen.knowledge`, :mod:`dockergen.model`.
 """
 
 from __future__ import annotations
@@ -22,10 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dockergen.components.base import Context
-from dockergen.components.serving.base import (
-    EXTRA_ARGS_REASON,
-    ServingEngine,
-)
+from dockergen.components.serving.base import ServingEngine
 from dockergen.components.serving.run import (
     PIN_CACHE_ROOT,
     TMP,
@@ -35,6 +30,7 @@ from dockergen.components.serving.run import (
     EngineRun,
     ModelContext,
 )
+from dockergen.components.serving.serve import EXTRA_ARGS_REASON, quantization_flags
 from dockergen.model import Derivation, ServeCommand
 
 # The model's own context length, as SGLang derives it at start-up (sglang 0.5.23 wheel,
@@ -91,7 +87,7 @@ class Sglang(ServingEngine):
         versions PyPI has."""
         if c.release is None:
             return None
-        kernels = self.facts()["flashinfer_kernels"]
+        kernels = self.facts(c.facts)["flashinfer_kernels"]
         version = str(c.release["flashinfer"]).split("==", 1)[1]
         return {"python": version, "cubin": bool(kernels["pulled_by_release"]),
                 "cubin_on_pypi": version in kernels["cubin_on_pypi"], "src": kernels["src"]}
@@ -136,7 +132,7 @@ class Sglang(ServingEngine):
     def check_server_args(self, c: Context) -> None:
         """Every flag of the server command exists in the release (from its real wheel), and
         ``serving.extra_args`` never repeats a flag the profile already sets."""
-        flags = self.flag_list(c.p.engine.version)
+        flags = self.flag_list(c.facts, c.p.engine.version)
         if c.release is None:
             return
         if flags is None:
@@ -154,7 +150,7 @@ class Sglang(ServingEngine):
                 c.error(("engine", "version"), f"sglang {c.p.engine.version} has no {name} "
                         f"flag, which dockergen derives from {derived[name] or 'the profile'}",
                         "use a release that has it, or unset that field")
-        aliases = self.facts().get("flag_aliases", {})
+        aliases = self.facts(c.facts).get("flag_aliases", {})
         for i, arg in enumerate(c.p.serving.extra_args):
             name = arg.split("=", 1)[0]
             if not name.startswith("--"):
@@ -179,7 +175,7 @@ class Sglang(ServingEngine):
 
     def serve(self, c: Context, d: list[Derivation]) -> ServeCommand:
         p = c.p
-        s, q = p.serving, p.quantization
+        s = p.serving
         src = ARGS_SRC.format(version=p.engine.version)
         args: list[str] = []
 
@@ -213,19 +209,7 @@ class Sglang(ServingEngine):
             d.append(Derivation("chunked prefill", "on", "serving.enable_chunked_prefill: true "
                                 "is SGLang's default (a positive --chunked-prefill-size)", src))
         flag("--tp-size", s.tensor_parallel_size, "serving.tensor_parallel_size")
-        weights = self.quant("quantization", q.weights) or {}
-        if weights.get("flag"):
-            flag("--quantization", weights["flag"], f"quantization.weights={q.weights}")
-        elif weights.get("dtype"):
-            flag("--dtype", weights["dtype"], f"quantization.weights={q.weights}")
-        elif q.weights != "auto":
-            d.append(Derivation("serve --quantization", "(from the checkpoint)",
-                                f"quantization.weights={q.weights}: SGLang reads "
-                                "quantization_config from the checkpoint",
-                                weights.get("src", "")))
-        kv = self.quant("kv_cache", q.kv_cache) or {}
-        if kv.get("flag"):
-            flag("--kv-cache-dtype", kv["flag"], f"quantization.kv_cache={q.kv_cache}")
+        quantization_flags(self, c, d, flag, "SGLang")
         args.append("--enable-metrics")  # /metrics exists only with it
         d.append(Derivation("serve --enable-metrics", "", "always passed: SGLang serves "
                             "Prometheus metrics on its port only with this flag", src))

@@ -3,8 +3,6 @@
 Owns ``tensorrt_llm/facts.yaml`` (releases, NVIDIA's wheel index, the MPI runtime package,
 quantization rows) and the mapping of the profile's serving fields to ``trtllm-serve``
 flags and the LLM API options file (``llm_api_options.yaml`` in the build context).
-May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving.base`,
-:mod:`dockergen.model`.
 """
 
 from __future__ import annotations
@@ -15,7 +13,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from dockergen.components.base import Context
-from dockergen.components.serving.base import OPTIONS_DIR, ServingEngine
+from dockergen.components.serving.base import ServingEngine
+from dockergen.components.serving.identity import OPTIONS_DIR
 from dockergen.components.serving.run import (
     CACHE,
     CONFIG,

@@ -6,8 +6,6 @@ serving fields to ``vllm serve`` flags, checked against ``vllm/flags.json`` (the
 each release's real wheel, read by :mod:`~dockergen.components.serving.vllm.wheel`).
 Everything shared with other engines is in
 :class:`~dockergen.components.serving.base.ServingEngine`.
-May import: :mod:`dockergen.components.base`, :mod:`dockergen.components.serving.base`,
-:mod:`dockergen.components.serving.vllm.wheel`, :mod:`dockergen.model`.
 """
 
 from __future__ import annotations
@@ -26,6 +24,7 @@ from dockergen.components.serving.run import (
     EngineRun,
     ModelContext,
 )
+from dockergen.components.serving.serve import quantization_flags
 from dockergen.components.serving.vllm import wheel as vllm_wheel
 from dockergen.model import Derivation, ServeCommand
 
@@ -115,8 +114,8 @@ class Vllm(ServingEngine):
         """Every flag in extra_args exists in the release's `vllm serve` (from its wheel)."""
         if c.release is None:
             return
-        flags = self.flag_list(c.p.engine.version)
-        removed = self.facts().get("removed_flags", {})
+        flags = self.flag_list(c.facts, c.p.engine.version)
+        removed = self.facts(c.facts).get("removed_flags", {})
         for i, arg in enumerate(c.p.serving.extra_args):
             name = self.flag_name(arg)
             if name is None or name in self.derived_flags or name in removed:
@@ -131,7 +130,7 @@ class Vllm(ServingEngine):
             if not known:
                 c.error(("serving", "extra_args", i), f"vllm {c.p.engine.version} has no "
                         f"{name} flag (its server would exit with 'unrecognized arguments'; "
-                        f"{self.flag_source(c.p.engine.version)})",
+                        f"{self.flag_source(c.facts, c.p.engine.version)})",
                         "remove it; see `vllm serve --help` of that release")
 
     # --- capacity: vLLM's KV-cache budget ----------------------------------------------------
@@ -177,7 +176,7 @@ class Vllm(ServingEngine):
         (tests/unit/knowledge/test_vllm_quant.py compares): the flashinfer-python pin, whether the
         wheel pulls flashinfer-cubin itself, and whether PyPI has that cubin; releases that pull
         FlashInfer only through an extra take none."""
-        row = self.facts().get("flashinfer", {}).get(c.p.engine.version)
+        row = self.facts(c.facts).get("flashinfer", {}).get(c.p.engine.version)
         return None if not row or row.get("extra_only") else dict(row)
 
     def extra_env(self, c: Context) -> dict[str, str]:
@@ -185,7 +184,7 @@ class Vllm(ServingEngine):
 
     def serve(self, c: Context, d: list[Derivation]) -> ServeCommand:
         p = c.p
-        s, q = p.serving, p.quantization
+        s = p.serving
         args: list[str] = [s.model]
         d.append(Derivation("serve MODEL", s.model, "from serving.model (the positional "
                             "model argument of vllm serve)", ARGS_SRC))
@@ -215,21 +214,7 @@ class Vllm(ServingEngine):
             args.append(name)
             d.append(Derivation(f"serve {name}", "", "from serving.enable_chunked_prefill",
                                 "VLLM-WHEEL 0.33.0 SchedulerConfig"))
-        weights = self.quant("quantization", q.weights) or {}
-        if weights.get("flag"):
-            flag("--quantization", weights["flag"], f"quantization.weights={q.weights}")
-        elif weights.get("dtype"):
-            flag("--dtype", weights["dtype"], f"quantization.weights={q.weights}")
-        elif q.weights != "auto":
-            d.append(Derivation("serve --quantization", "(from the checkpoint)",
-                                f"quantization.weights={q.weights}: vLLM reads "
-                                "quantization_config from the checkpoint",
-                                # per-release sources name the release as <release>
-                                weights.get("src", "").replace("<release>",
-                                                               p.engine.version)))
-        kv = self.quant("kv_cache", q.kv_cache) or {}
-        if kv.get("flag"):
-            flag("--kv-cache-dtype", kv["flag"], f"quantization.kv_cache={q.kv_cache}")
+        quantization_flags(self, c, d, flag, "vLLM")
         args.extend(self.extra_args(c, d, ARGS_SRC))
         return ServeCommand(("vllm", "serve"), tuple(args))
 

@@ -36,7 +36,6 @@ floor would be worse than none.
 ``tools/vllm_flags.py`` and ``tools/vllm_quant.py`` (the shipped facts) and ``dockergen
 upgrade`` (a release dockergen does not know) all read through :func:`serve_flags` and
 :func:`quant_floors`.
-May import: nothing of dockergen.
 """
 
 from __future__ import annotations
