@@ -55,7 +55,6 @@ from dockergen.progress import (
 )
 
 if TYPE_CHECKING:
-    from dockergen.api import RenderedContext
     from dockergen.daemon import ContainerDaemon
     from dockergen.loader import Overrides
     from dockergen.model import GivenCertificate
@@ -498,18 +497,16 @@ def build(res: Resolution, options: BuildOptions, *, output: Path | None = None,
           daemon: ContainerDaemon | None = None) -> BuildRecord | None:
     """Build, smoke-test and (optionally) push a resolved profile's context in the mode it
     was resolved for; return the build record (None for a dry run)."""
-    from dockergen.api import context_of
     from dockergen.daemon import DaemonError
 
     builder = res.resolved.mode
     options = replace(options, platform=_platforms_judged(res, options.platform))
-    ctx = context_of(res)
-    check_stage(options.stage, ctx.files["Dockerfile"].decode())
-    check_declared_args(options.build_args, ctx.files["Dockerfile"].decode())
+    check_stage(options.stage, res.files()["Dockerfile"].decode())
+    check_declared_args(options.build_args, res.files()["Dockerfile"].decode())
     if not quiet:
-        for warning in ctx.warnings:
+        for warning in res.resolved.warnings:
             echo(str(warning))
-    plan, stage, immutable = _plan_of(ctx, options, builder)
+    plan, stage, immutable = _plan_of(res, options, builder)
     if dry_run:
         for line in plan.lines():
             out(line)
@@ -522,20 +519,20 @@ def build(res: Resolution, options: BuildOptions, *, output: Path | None = None,
                                     res.at("image", "compression"))
     if problem is not None:  # before anything is written or built
         raise layers.EngineCannotWrite([problem])
-    folder = output or Path("build") / ctx.name
+    folder = output or Path("build") / res.name
     if options.platform and "," in options.platform:
-        return _build_index(daemon, ctx, plan, options, stage, immutable, folder, echo, out)
-    record = _build_and_record(daemon, ctx, plan, options, stage, immutable, folder, echo, out)
+        return _build_index(daemon, res, plan, options, stage, immutable, folder, echo, out)
+    record = _build_and_record(daemon, res, plan, options, stage, immutable, folder, echo, out)
     if options.push:  # the SBOM and provenance of what was pushed; signed with --sign
         from dockergen.render import RECORD_FILE
         from dockergen.trust.attest import publish
 
-        record = publish(res, ctx.files, daemon, record, plan.pulls, folder / RECORD_FILE,
+        record = publish(res, res.files(), daemon, record, plan.pulls, folder / RECORD_FILE,
                          options.sign_key, echo)
     return record
 
 
-def _build_index(daemon: ContainerDaemon, ctx: RenderedContext, plan: BuildPlan,
+def _build_index(daemon: ContainerDaemon, ctx: Resolution, plan: BuildPlan,
                  options: BuildOptions, stage: str | None, immutable: str, folder: Path,
                  echo: Callable[[str], None], out: Callable[[str], None]) -> BuildRecord:
     """Several platforms: this module's one-platform build, once per platform, under
@@ -551,7 +548,7 @@ def _build_index(daemon: ContainerDaemon, ctx: RenderedContext, plan: BuildPlan,
         raise UnsafeInput(refused)
 
     def build_one(platform: str, tag: str, log: IO[str]) -> tuple[str, float]:
-        result = run_build(daemon, ctx.files, replace(plan, tags=[tag]),
+        result = run_build(daemon, ctx.files(), replace(plan, tags=[tag]),
                            replace(options, platform=platform), log, sys.stderr)
         return result.image_id, result.seconds
 
@@ -628,27 +625,28 @@ def _given_certificates(ca_certs: tuple[Path, ...]) -> tuple[GivenCertificate, .
                  for c in ca_certs)
 
 
-def _plan_of(ctx: RenderedContext, options: BuildOptions, builder: str
+def _plan_of(ctx: Resolution, options: BuildOptions, builder: str
              ) -> tuple[BuildPlan, str | None, str]:
     """(the build plan, the intermediate stage built or None, the content tag)."""
-    dockerfile = ctx.files["Dockerfile"].decode()
+    dockerfile = ctx.files()["Dockerfile"].decode()
     stage = None if options.stage in (None, stages(dockerfile)[-1]) else options.stage
     if stage is not None and options.push:
         raise UnsafeInput(f"--push of the intermediate stage {stage!r} is refused: only the "
                           "final stage is smoke-tested and released; build it without --push")
     image = ctx.resolved.profile.image.name
-    immutable = f"{image}:" + content_tag(ctx.files, mode=builder, build_args=options.build_args,
+    immutable = f"{image}:" + content_tag(ctx.files(), mode=builder,
+                                          build_args=options.build_args,
                                           stage=stage, platform=options.platform)
     # an intermediate stage is not the release: it never gets the release tags
     refs = [] if stage else [f"{image}:{t}" for t in ctx.resolved.tags]
     refs += [immutable, *options.tags]
-    plan = BuildPlan(ctx.name, builder, sorted(ctx.files),
+    plan = BuildPlan(ctx.name, builder, sorted(ctx.files()),
                      base_images(dockerfile, options.build_args), refs, options.build_args,
                      ctx.resolved.profile.image.compression)
     return plan, stage, immutable
 
 
-def _build_and_record(daemon: ContainerDaemon, ctx: RenderedContext, plan: BuildPlan,
+def _build_and_record(daemon: ContainerDaemon, ctx: Resolution, plan: BuildPlan,
                       options: BuildOptions, stage: str | None, immutable: str,
                       folder: Path, echo: Callable[[str], None],
                       out: Callable[[str], None]) -> BuildRecord:
@@ -660,13 +658,14 @@ def _build_and_record(daemon: ContainerDaemon, ctx: RenderedContext, plan: Build
 
     refs = plan.tags
     # the evidence of a push is written beside the record after it (trust.attest)
-    write_context(folder, ctx.files, later=(RECORD_FILE, LOG_FILE, SBOM_FILE, PROVENANCE_FILE))
+    write_context(folder, ctx.files(),
+                  later=(RECORD_FILE, LOG_FILE, SBOM_FILE, PROVENANCE_FILE))
     record = BuildRecord(ctx.name, ctx.resolved.profile_hash, plan.builder, tuple(refs),
                          immutable, stage=stage)
     record_path = folder / RECORD_FILE
     with atomic.open_new(folder / LOG_FILE) as log:  # the context was just swapped in
         try:
-            result = run_build(daemon, ctx.files, plan, options, log, sys.stderr)
+            result = run_build(daemon, ctx.files(), plan, options, log, sys.stderr)
         except DockergenError as exc:
             replace(record, status=Status.FAILED, error=str(exc).splitlines()[0]).write(record_path)
             raise
@@ -687,7 +686,7 @@ def _build_and_record(daemon: ContainerDaemon, ctx: RenderedContext, plan: Build
     return record
 
 
-def _smoke(daemon: ContainerDaemon, ctx: RenderedContext, record: BuildRecord, gpus: bool,
+def _smoke(daemon: ContainerDaemon, ctx: Resolution, record: BuildRecord, gpus: bool,
            record_path: Path, echo: Callable[[str], None]) -> BuildRecord:
     """Run the smoke tests; on failure keep only the immutable tag, record and raise."""
     from dockergen.smoke import SmokeFailed, gpu_checks, smoke_test

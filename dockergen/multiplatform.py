@@ -26,8 +26,8 @@ from dockergen.buildrecord import BuildRecord, PlatformImage, SmokeCheck, Status
 from dockergen.errors import DockergenError
 
 if TYPE_CHECKING:
-    from dockergen.api import RenderedContext
     from dockergen.daemon import ContainerDaemon
+    from dockergen.pipeline import Resolution
 
 # (platform, tag, the build log) -> (image id, seconds): the one-platform build of
 # dockergen.build, which raises a DockergenError on any failure
@@ -61,7 +61,7 @@ def problem(tags: tuple[str, ...], immutable: str, builder: str) -> str | None:
     return None
 
 
-def build_index(daemon: ContainerDaemon, ctx: RenderedContext, job: IndexBuild,
+def build_index(daemon: ContainerDaemon, ctx: Resolution, job: IndexBuild,
                 build_one: BuildOne, folder: Path, echo: Callable[[str], None],
                 out: Callable[[str], None]) -> BuildRecord:
     """Build, smoke-test and (with ``--push``) push every platform and the index over them;
@@ -69,7 +69,7 @@ def build_index(daemon: ContainerDaemon, ctx: RenderedContext, job: IndexBuild,
     from dockergen import atomic
     from dockergen.render import LOG_FILE, RECORD_FILE, write_context
 
-    write_context(folder, ctx.files, later=(RECORD_FILE, LOG_FILE))
+    write_context(folder, ctx.files(), later=(RECORD_FILE, LOG_FILE))
     record = BuildRecord(ctx.name, ctx.resolved.profile_hash, job.builder, job.tags,
                          job.immutable)
     path = folder / RECORD_FILE
@@ -106,7 +106,7 @@ def _build_each(job: IndexBuild, build_one: BuildOne, log: IO[str], record: Buil
     return images, seconds
 
 
-def _smoke_each(daemon: ContainerDaemon, ctx: RenderedContext, record: BuildRecord,
+def _smoke_each(daemon: ContainerDaemon, ctx: Resolution, record: BuildRecord,
                 gpus: bool, path: Path, echo: Callable[[str], None]) -> BuildRecord:
     """Every platform's smoke tests (an emulated platform's run under qemu); any failure
     stops before the push."""
