@@ -66,6 +66,7 @@ def upgrade(profile: str, overrides: tuple[str, ...], to: str | None, driver: st
 
     from dockergen import outdated as out
     from dockergen import upgrade as up
+    from dockergen import upgrade_write as shown
 
     if index is not None and not out.is_index_url(index):
         raise click.BadParameter("give an http(s) URL without credentials (they come from "
@@ -80,7 +81,7 @@ def upgrade(profile: str, overrides: tuple[str, ...], to: str | None, driver: st
             raise click.BadParameter(f"{value[:40]!r} is not a version like 1.2.3",
                                      param_hint=name) from None
     result = up.plan(Path(profile), overrides, index, to, driver)
-    click.echo(up.to_json(result) if as_json else up.to_text(result), nl=False)
+    click.echo(shown.to_json(result) if as_json else shown.to_text(result), nl=False)
     if write:
-        for path in up.write(result, Path(profile)):
+        for path in shown.write(result, Path(profile)):
             click.echo(f"wrote {path}", err=True)

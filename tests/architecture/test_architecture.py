@@ -189,10 +189,16 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.closure": _BASE | {"dockergen.outdated", "dockergen.owners"},
     # a profile moved to newer releases: resolution with facts derived from the index
     "dockergen.upgrade": _BASE | {"dockergen.components.cuda", "dockergen.components.serving",
-                                  "dockergen.kernels", "dockergen.knowledge",
-                                  "dockergen.loader", "dockergen.model",
-                                  "dockergen.observe.families", "dockergen.observe.metrics",
-                                  "dockergen.outdated", "dockergen.resolve"},
+                                  "dockergen.knowledge", "dockergen.loader", "dockergen.model",
+                                  "dockergen.outdated", "dockergen.pipeline",
+                                  "dockergen.upgrade_derive"},
+    # the facts of a release the knowledge lacks, read from the index
+    "dockergen.upgrade_derive": _BASE | {"dockergen.components.serving", "dockergen.kernels",
+                                         "dockergen.knowledge", "dockergen.observe.families",
+                                         "dockergen.observe.metrics", "dockergen.outdated"},
+    # the plan shown and written next to the profile
+    "dockergen.upgrade_write": _BASE | {"dockergen.components.serving", "dockergen.loader",
+                                        "dockergen.upgrade", "dockergen.upgrade_derive"},
     # every check a profile must pass, whoever owns it: validate runs the registry
     "dockergen.checks": {"dockergen.components.serving", "dockergen.components.fields",
                          "dockergen.errors",

@@ -456,7 +456,7 @@ def test_pypi_the_source_reading_of_a_real_wheel_gives_the_shipped_facts() -> No
     and its shipped quantization floors."""
     from dockergen.components.serving.base import min_cc
     from dockergen.knowledge import builtin_facts
-    from dockergen.upgrade import derive_source
+    from dockergen.upgrade_derive import derive_source
 
     tables, notes = derive_source("https://pypi.org/simple", "vllm", "vllm", "0.34.0")
     assert notes == ("metric names the dashboard and alerts use: all 9 in its "
@@ -514,7 +514,7 @@ def test_hostile_source_in_a_wheel_is_refused_by_bound_never_parsed_without_one(
 def test_a_release_whose_wheels_are_per_cpython_gets_their_upper_bound() -> None:
     """Requires-Python says >=3.11, but wheels cp311 to cp313 install nowhere past 3.13: a
     derived row without the bound lets a 3.14 profile validate and fail at the install."""
-    from dockergen.upgrade import python_from_wheels
+    from dockergen.upgrade_derive import python_from_wheels
 
     per_python = ["sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl",
                   "sglang-0.5.23-cp313-cp313-manylinux_2_34_aarch64.whl"]
@@ -536,7 +536,7 @@ def test_pypi_derived_rows_of_the_newest_releases_pass_the_shipped_rows_checker(
     from dockergen import knowledge, outdated
     from dockergen.components.serving import ENGINES, engine_for
     from dockergen.model import MAIN_INDEX
-    from dockergen.upgrade import UpgradeError, derive_row
+    from dockergen.upgrade_derive import UpgradeError, derive_row
 
     derived = 0
     for name in ENGINES:
