@@ -32,7 +32,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from dockergen import knowledge, outdated
+from dockergen import knowledge, outdated, outdated_index
 from dockergen.components import cuda
 from dockergen.components.serving import engine_for
 from dockergen.errors import Problem, ProfileError, Severity, redact
@@ -233,7 +233,7 @@ def plan(path: Path, overrides: tuple[str, ...] = (), index: str | None = None,
     engine = engine_for(p.engine.name)
     package = str(engine.facts()["package"])
     where = index or p.build.pip_index_url or MAIN_INDEX
-    listed = [v for v in outdated.releases(where, package)
+    listed = [v for v in outdated_index.releases(where, package)
               if not (v.is_prerelease or v.is_devrelease)]
     if to is not None:
         if Version(to) not in {*listed, *(Version(v) for v in known_versions)}:
@@ -279,7 +279,7 @@ def _derive(index: str, engine: str, package: str, version: str,
         row = derive_row(index, engine, package, version)
         problems = knowledge.row_problems(facts_name, "releases", version, row)
         code = None if problems else derive_kernels(index, engine, version, row)
-    except (UpgradeError, outdated.IndexReadError) as exc:
+    except (UpgradeError, outdated_index.IndexReadError) as exc:
         return (str(exc),), ()
     if code is not None:
         problems += knowledge.row_problems(facts_name, "kernels", code[0], code[1])

@@ -19,7 +19,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 
-from dockergen import kernels, knowledge, outdated
+from dockergen import kernels, knowledge, outdated_index
 from dockergen.components.serving import engine_for
 from dockergen.errors import DockergenError, ExitCode, redact, shown_value
 from dockergen.observe import families, metrics
@@ -35,12 +35,12 @@ class UpgradeError(DockergenError):
 
 
 def _metadata(url: str, filename: str) -> str:
-    meta = outdated.read_file(url + ".metadata")
+    meta = outdated_index.read_file(url + ".metadata")
     if meta is not None:
         return meta.decode("utf-8", "replace")
     try:
-        return outdated.wheel_member(url, r"[^/]+\.dist-info/METADATA", filename)
-    except outdated.IndexReadError as exc:
+        return outdated_index.wheel_member(url, r"[^/]+\.dist-info/METADATA", filename)
+    except outdated_index.IndexReadError as exc:
         raise UpgradeError(str(exc)) from None
 
 
@@ -77,8 +77,8 @@ def _missing_pins(index: str, reqs: list[Requirement]) -> list[str]:
         if not exact or "*" in exact[0] or req.name.lower() in _INDEX_PINNED:
             continue
         try:
-            listed = {str(v) for v in outdated.releases(index, req.name)}
-        except outdated.IndexReadError as exc:
+            listed = {str(v) for v in outdated_index.releases(index, req.name)}
+        except outdated_index.IndexReadError as exc:
             if exc.status == 404:
                 listed = set()
             else:
@@ -120,7 +120,7 @@ def python_from_wheels(requires_python: str, wheels: list[str]) -> str:
 
 def _engine_wheel(index: str, package: str, version: str) -> tuple[str, str]:
     """(file name, URL) of the release's wheel the image installs: Linux x86_64 first."""
-    wheels = [(f.name, f.url) for f in outdated.files(index, package)
+    wheels = [(f.name, f.url) for f in outdated_index.files(index, package)
               if str(f.version) == version and f.name.endswith(".whl")]
     if not wheels:
         raise UpgradeError(f"{package} {version}: the index lists no wheel of it")
@@ -137,7 +137,7 @@ def derive_row(index: str, engine: str, package: str, version: str) -> dict[str,
     its Python range narrowed to the CPythons its wheels are built for."""
     name, url = _engine_wheel(index, package, version)
     out, reqs, source = metadata_row(engine, name, _metadata(url, name))
-    wheels = [f.name for f in outdated.files(index, package)
+    wheels = [f.name for f in outdated_index.files(index, package)
               if str(f.version) == version and f.name.endswith(".whl")]
     narrowed = python_from_wheels(out["python"], wheels)
     if narrowed != out["python"]:
@@ -212,9 +212,9 @@ def derive_source(index: str, engine: str, package: str, version: str
     wanted = [*serving.flag_members, *serving.floor_members, *metrics.read_modules(engine)[0]]
     try:
         name, url = _engine_wheel(index, package, version)
-        members = outdated.wheel_members(url, wanted, name, outdated.SOURCE_LIMIT,
+        members = outdated_index.wheel_members(url, wanted, name, outdated_index.SOURCE_LIMIT,
                                          "one source file") if wanted else {}
-    except (UpgradeError, outdated.IndexReadError) as exc:
+    except (UpgradeError, outdated_index.IndexReadError) as exc:
         return {}, (f"serve flags and quantization floors not read: {exc}",)
     tables: dict[str, dict[str, Any]] = {}
     notes = []
@@ -282,14 +282,14 @@ def derive_kernels(index: str, engine: str, version: str, row: dict[str, Any]
     if spec is None or kernel_version is None or kernel_version in facts.get("kernels", {}):
         return None
     package = str(spec["package"])
-    wheels = sorted((f.name, f.url) for f in outdated.files(index, package)
+    wheels = sorted((f.name, f.url) for f in outdated_index.files(index, package)
                     if str(f.version) == kernel_version and f.name.endswith("x86_64.whl"))
     if not wheels:
         raise UpgradeError(f"{package} {kernel_version}: the index lists no x86_64 wheel "
                            "of it, so the GPUs its kernels run on cannot be read")
     name, url = wheels[-1]
     wanted = sorted({m for members in spec["select"].values() for m in members})
-    found = outdated.wheel_members(url, wanted, name)
+    found = outdated_index.wheel_members(url, wanted, name)
     if not found:
         return None
     code = {}

@@ -182,20 +182,23 @@ ALLOWED: dict[str, set[str]] = {
     # newer releases on an index, judged by resolving the profile moved to each
     "dockergen.outdated": _BASE | {"dockergen.components.serving", "dockergen.knowledge",
                                    "dockergen.loader", "dockergen.model", "dockergen.pipeline",
-                                   "dockergen.net", "dockergen.ranges"},
+                                   "dockergen.outdated_index"},
+    # a package index's simple API and the wheels it serves, read in ranges
+    "dockergen.outdated_index": _BASE | {"dockergen.net", "dockergen.ranges"},
     # who writes which file of a locked closure (RECORDs read from the index)
-    "dockergen.owners": _BASE | {"dockergen.components.python", "dockergen.outdated"},
+    "dockergen.owners": _BASE | {"dockergen.components.python", "dockergen.outdated_index"},
     # every locked distribution has a wheel for the image's Python and machine
-    "dockergen.closure": _BASE | {"dockergen.outdated", "dockergen.owners"},
+    "dockergen.closure": _BASE | {"dockergen.outdated_index", "dockergen.owners"},
     # a profile moved to newer releases: resolution with facts derived from the index
     "dockergen.upgrade": _BASE | {"dockergen.components.cuda", "dockergen.components.serving",
                                   "dockergen.knowledge", "dockergen.loader", "dockergen.model",
-                                  "dockergen.outdated", "dockergen.pipeline",
-                                  "dockergen.upgrade_derive"},
+                                  "dockergen.outdated", "dockergen.outdated_index",
+                                  "dockergen.pipeline", "dockergen.upgrade_derive"},
     # the facts of a release the knowledge lacks, read from the index
     "dockergen.upgrade_derive": _BASE | {"dockergen.components.serving", "dockergen.kernels",
                                          "dockergen.knowledge", "dockergen.observe.families",
-                                         "dockergen.observe.metrics", "dockergen.outdated"},
+                                         "dockergen.observe.metrics",
+                                         "dockergen.outdated_index"},
     # the plan shown and written next to the profile
     "dockergen.upgrade_write": _BASE | {"dockergen.components.serving", "dockergen.loader",
                                         "dockergen.upgrade", "dockergen.upgrade_derive"},
@@ -234,7 +237,7 @@ ALLOWED: dict[str, set[str]] = {
 # Third-party packages with one owner (a module, or a package and its modules).
 ONLY_IMPORTER = {"docker": "dockergen.daemon.docker", "requests": "dockergen.daemon.docker",
                  "urllib3": "dockergen.net", "truststore": "dockergen.net",
-                 "pypi_simple": "dockergen.outdated",
+                 "pypi_simple": "dockergen.outdated_index",
                  "click": "dockergen.cli", "jinja2": "dockergen.render",
                  "grafana_foundation_sdk": "dockergen.observe.dashboard",
                  "cyclonedx": "dockergen.trust.sbom", "packageurl": "dockergen.trust.sbom"}

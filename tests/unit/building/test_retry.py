@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from urllib3 import exceptions as x
 
-from dockergen import net, outdated
+from dockergen import net, outdated_index
 
 
 def _name_error(errno: int) -> x.NameResolutionError:
@@ -74,14 +74,14 @@ def flaky_index() -> Iterator[str]:
 def test_the_index_reader_gets_past_one_503(flaky_index: str) -> None:
     """A real HTTP server answering 503 once: the product's reader reads the page."""
     _Flaky.answers, _Flaky.seen = [503, 200], []
-    assert outdated.files(flaky_index, "x") == []
+    assert outdated_index.files(flaky_index, "x") == []
     assert _Flaky.seen == [503, 200]
 
 
 def test_a_404_is_asked_once(flaky_index: str) -> None:
     _Flaky.answers, _Flaky.seen = [404], []
-    with pytest.raises(outdated.IndexReadError, match="HTTP 404"):
-        outdated.files(flaky_index, "x")
+    with pytest.raises(outdated_index.IndexReadError, match="HTTP 404"):
+        outdated_index.files(flaky_index, "x")
     assert _Flaky.seen == [404]
 
 

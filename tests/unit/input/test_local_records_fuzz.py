@@ -16,7 +16,7 @@ from dockergen import (
     buildrecord,
     inputs,
     net,
-    outdated,
+    outdated_index,
     owners,
     pins,
     pylockfile,
@@ -118,7 +118,7 @@ def test_metadata_gives_a_row_or_a_refusal(data: bytes) -> None:
 def test_a_record_gives_paths_or_a_refusal(data: bytes) -> None:
     try:
         paths = owners.record_paths(_text(data), "w.whl")
-    except outdated.IndexReadError:
+    except outdated_index.IndexReadError:
         return
     assert not any(p.split("/", 1)[0].endswith(".dist-info") for p in paths)
 

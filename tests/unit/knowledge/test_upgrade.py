@@ -533,7 +533,7 @@ def test_pypi_derived_rows_of_the_newest_releases_pass_the_shipped_rows_checker(
     dockergen knows the release; where the release cannot be derived from PyPI, the refusal
     says why (vLLM 0.34.0 pins a flashinfer-python PyPI lacks; TensorRT-LLM ships no wheel
     there)."""
-    from dockergen import knowledge, outdated
+    from dockergen import knowledge, outdated_index
     from dockergen.components.serving import ENGINES, engine_for
     from dockergen.model import MAIN_INDEX
     from dockergen.upgrade_derive import UpgradeError, derive_row
@@ -542,7 +542,7 @@ def test_pypi_derived_rows_of_the_newest_releases_pass_the_shipped_rows_checker(
     for name in ENGINES:
         engine = engine_for(name)
         package = str(engine.facts()["package"])
-        newest = str(max(v for v in outdated.releases(MAIN_INDEX, package)
+        newest = str(max(v for v in outdated_index.releases(MAIN_INDEX, package)
                          if not (v.is_prerelease or v.is_devrelease)))
         try:
             row = derive_row(MAIN_INDEX, name, package, newest)
