@@ -157,13 +157,15 @@ ALLOWED: dict[str, set[str]] = {
                                   "dockergen.platforms"},
     # the capacity plan of a resolution (GPU memory sizes are in its GPU targets)
     "dockergen.plan": _BASE | {"dockergen.pipeline", "dockergen.plan.capacity",
+                               "dockergen.plan.counts",
                                "dockergen.plan.shapes", "dockergen.plan.table",
                                "dockergen.plan.weights"},
     # its parts: the model's shape, weight bytes, the plan (with each engine's KV-cache
     # budget rule), the table
     "dockergen.plan.shapes": _BASE,
+    "dockergen.plan.counts": {"dockergen.plan.shapes"},
     "dockergen.plan.weights": _BASE | {"dockergen.plan.shapes"},
-    "dockergen.plan.capacity": _BASE | {"dockergen.components.serving",
+    "dockergen.plan.capacity": _BASE | {"dockergen.components.serving", "dockergen.plan.counts",
                                         "dockergen.components.serving.run",
                                         "dockergen.plan.shapes"},
     "dockergen.plan.table": {"dockergen.plan.capacity", "dockergen.plan.shapes"},
