@@ -32,7 +32,9 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.kube": {"dockergen.errors"},
     "dockergen.ranges": {"dockergen.errors"},  # a remote file through range requests
     # the one HTTP layer: every network read of the product and its maintainer tools
-    "dockergen.net": {"dockergen.errors"},
+    "dockergen.net": {"dockergen.errors", "dockergen.net_transport"},
+    # one request through urllib3 (the pools, retries, bounded bodies)
+    "dockergen.net_transport": {"dockergen.errors"},
     # which GPUs compiled code runs on: the image audit's reader, loaded from the templates
     "dockergen.kernels": {"dockergen.resources"},
     # the base-image lock read as the typed pins resolution applies
@@ -238,7 +240,8 @@ ALLOWED: dict[str, set[str]] = {
 }
 # Third-party packages with one owner (a module, or a package and its modules).
 ONLY_IMPORTER = {"docker": "dockergen.daemon.docker", "requests": "dockergen.daemon.docker",
-                 "urllib3": "dockergen.net", "truststore": "dockergen.net",
+                 "urllib3": "dockergen.net_transport",
+                 "truststore": "dockergen.net_transport",
                  "pypi_simple": "dockergen.outdated_index",
                  "click": "dockergen.cli", "jinja2": "dockergen.render",
                  "grafana_foundation_sdk": "dockergen.observe.dashboard",

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from urllib3 import exceptions as x
 
-from dockergen import net, outdated_index
+from dockergen import net, net_transport, outdated_index
 
 
 def _name_error(errno: int) -> x.NameResolutionError:
@@ -30,7 +30,7 @@ def _name_error(errno: int) -> x.NameResolutionError:
     x.SSLError(ssl.SSLEOFError(8, "[SSL: UNEXPECTED_EOF_WHILE_READING] EOF occurred")),
 ])
 def test_a_passing_failure_is_tried_again(exc: BaseException) -> None:
-    assert net._transient(exc)
+    assert net_transport.transient(exc)
 
 
 @pytest.mark.parametrize("exc", [
@@ -40,7 +40,7 @@ def test_a_passing_failure_is_tried_again(exc: BaseException) -> None:
     x.LocationParseError("bad"),
 ])
 def test_a_lasting_failure_fails_at_once(exc: BaseException) -> None:
-    assert not net._transient(exc)
+    assert not net_transport.transient(exc)
 
 
 class _Flaky(BaseHTTPRequestHandler):
@@ -98,10 +98,10 @@ def test_a_tls_failure_is_named_by_its_openssl_reason_and_no_peer_text() -> None
     message's free text (which a proxy or peer can shape) is not repeated."""
     dropped = ssl.SSLEOFError(8, "EOF from evil.example")
     dropped.reason = "UNEXPECTED_EOF_WHILE_READING"
-    assert net._reason(x.SSLError(dropped)) == "SSLEOFError UNEXPECTED_EOF_WHILE_READING"
+    assert net_transport.reason(x.SSLError(dropped)) == "SSLEOFError UNEXPECTED_EOF_WHILE_READING"
     refused = ssl.SSLCertVerificationError(1, "certificate verify failed: evil")
     refused.reason = "CERTIFICATE_VERIFY_FAILED"
-    assert "evil" not in net._reason(x.MaxRetryError(None, "u", x.SSLError(refused)))  # type: ignore[arg-type]
+    assert "evil" not in net_transport.reason(x.MaxRetryError(None, "u", x.SSLError(refused)))  # type: ignore[arg-type]
     odd = ssl.SSLError(1, "x")
     odd.reason = "no such; thing"
-    assert net._reason(x.SSLError(odd)) == "SSLError"
+    assert net_transport.reason(x.SSLError(odd)) == "SSLError"
