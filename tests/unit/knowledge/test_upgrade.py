@@ -232,6 +232,12 @@ def test_write_puts_the_proposal_beside_the_profile_and_never_rewrites_it(
     assert moved.rc == 0, moved.err
     assert "vllm==0.35.0" in moved.out or "0.35.0" in moved.out
     assert "observed by dockergen upgrade from" in moved.out  # the fact's source is shown
+    # nothing upgrade says or writes, nor what validate says of the moved profile, names a
+    # script of the repository's tools/ (a pip install does not ship them)
+    checked = run_cli("validate", "serve-vllm-0.35.0.yaml", cwd=tmp_path)
+    said = [result.out, result.err, moved.out, moved.err, checked.out, checked.err,
+            *(p.read_text() for p in tmp_path.glob("serve-vllm-0.35.0*.yaml"))]
+    assert not [text for text in said if "tools/" in text]
     # a file of that name the user wrote is not replaced
     (tmp_path / "serve-vllm-0.35.0.yaml").write_text("# mine\n")
     again = run_cli("upgrade", "serve.yaml", "--index", index, "--to", "0.35.0", "--write",
