@@ -20,11 +20,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dockergen.api import render_context  # noqa: E402
 from dockergen.build import build_profile  # noqa: E402
 from dockergen.build_options import BuildOptions  # noqa: E402
 from dockergen.daemon import context_tar  # noqa: E402
 from dockergen.daemon.docker import DockerDaemon  # noqa: E402
+from dockergen.pipeline import resolution  # noqa: E402
 from tests.support.standin import IndexServer, build_index, ensure_images  # noqa: E402
 
 PROFILE = ROOT / "tests" / "profiles" / "standin.yaml"
@@ -55,9 +55,9 @@ def main() -> None:
         return time.perf_counter() - t, record or {}
 
     def plain_build() -> float:
-        ctx = render_context(PROFILE, sets, "buildkit")
+        files = resolution(PROFILE, sets, "buildkit").files()
         t = time.perf_counter()
-        for _ in daemon.build(context_tar(ctx.files), buildkit=True, tag="dockergen-bench/plain:1",
+        for _ in daemon.build(context_tar(files), buildkit=True, tag="dockergen-bench/plain:1",
                               buildargs={}, target=None, nocache=True, platform=None,
                               network="host"):
             pass

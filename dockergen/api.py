@@ -1,17 +1,15 @@
-"""The programmatic interface: profile path in, resolved profile / Dockerfile / context out.
+"""The programmatic interface: profile path in, resolved profile out; the shipped profiles.
 
-Each function loads and resolves a profile once (:mod:`dockergen.pipeline`); the commands
-resolve once themselves and hand the :class:`~dockergen.pipeline.Resolution` to every
-output.
+A profile's Dockerfile and build context come from its
+:class:`~dockergen.pipeline.Resolution` (:func:`dockergen.pipeline.resolution`, then
+``.files()``): the commands resolve once themselves and hand it to every output.
 
 The CLI and the tests use these functions; they raise :class:`DockergenError` subclasses
 for user mistakes and never print.
-May import: anything of dockergen except :mod:`dockergen.cli`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,23 +20,8 @@ from dockergen.yamlsource import read_yaml_file
 # functions that need them: `dockergen profiles`, `--help` and shell completion start
 # without them (benchmarks/startup_bench.py).
 if TYPE_CHECKING:
-    from dockergen.errors import Problem
     from dockergen.loader import Overrides
     from dockergen.model import Mode, Resolved
-    from dockergen.pipeline import Resolution
-
-
-@dataclass(frozen=True)
-class RenderedContext:
-    """A build context ready to be written or sent to an engine."""
-
-    name: str
-    resolved: Resolved
-    files: dict[str, bytes]
-
-    @property
-    def warnings(self) -> list[Problem]:
-        return list(self.resolved.warnings)
 
 
 def resolve_profile(path: Path, overrides: Overrides = (),
@@ -47,28 +30,6 @@ def resolve_profile(path: Path, overrides: Overrides = (),
     from dockergen.pipeline import resolution
 
     return resolution(path, overrides, mode).resolved
-
-
-def render_profile(path: Path, overrides: Overrides = (), mode: Mode = "buildkit",
-                   syntax: str | None = None) -> tuple[Resolved, str]:
-    """Resolve a profile and render its Dockerfile text."""
-    from dockergen.render import render_dockerfile
-
-    resolved = resolve_profile(path, overrides, mode)
-    return resolved, render_dockerfile(resolved, syntax)
-
-
-def render_context(path: Path, overrides: Overrides = (), mode: Mode = "buildkit",
-                   syntax: str | None = None) -> RenderedContext:
-    """Resolve a profile and assemble its whole build context in memory."""
-    from dockergen.pipeline import resolution
-
-    return context_of(resolution(path, overrides, mode), syntax)
-
-
-def context_of(res: Resolution, syntax: str | None = None) -> RenderedContext:
-    """The build context of a resolution."""
-    return RenderedContext(res.resolved.profile.name, res.resolved, res.files(syntax))
 
 
 def _is_abstract(path: Path) -> bool:

@@ -54,8 +54,8 @@ def _observe(fleet: Fleet) -> None:
 
     found = {}
     for member in fleet.members:
-        if member.view.resolution is not None and member.view.observe is not None:
-            service = monitored(member.view.resolution)
+        if member.resolution.resolved.profile.observe is not None:
+            service = monitored(member.resolution)
             for pr in settings_problems(service.observe, service.where("observe.rate_window")):
                 found[str(pr)] = pr
     if found:
@@ -64,11 +64,11 @@ def _observe(fleet: Fleet) -> None:
 
 def _capacity(fleet: Fleet) -> None:
     # a matrix's variants are not planned yet: each may name another model
-    first = fleet.members[0].view
-    if not fleet.matrices and first.hf_config and first.resolution is not None:
+    first = fleet.members[0].resolution
+    if not fleet.matrices and getattr(first.resolved.profile.serving, "hf_config", None):
         from dockergen.plan import validate_capacity
 
-        validate_capacity(first.resolution)
+        validate_capacity(first)
 
 
 RESOLUTION = ProfileCheck(

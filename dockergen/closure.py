@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from dockergen import outdated
+from dockergen import outdated_index
 from dockergen.errors import DockergenError, ExitCode
 from dockergen.owners import WORKERS, locked
 
@@ -86,7 +86,7 @@ def _wheel_tags(filename: str) -> frozenset[Tag]:
         return frozenset()
 
 
-def judge(name: str, version: str, hashes: set[str], files: list[outdated.IndexFile],
+def judge(name: str, version: str, hashes: set[str], files: list[outdated_index.IndexFile],
           python: str, platform: str) -> Verdict:
     """The verdict on one locked distribution from its project's files on the index."""
     tags = target_tags(python, platform)
@@ -102,7 +102,7 @@ def judge(name: str, version: str, hashes: set[str], files: list[outdated.IndexF
                    + _fixes(name, version, files, python, platform))
 
 
-def _covered(wheels: list[outdated.IndexFile]) -> str:
+def _covered(wheels: list[outdated_index.IndexFile]) -> str:
     """What a release's wheels cover, in words: its interpreters, then its platforms."""
     tags = {t for f in wheels for t in _wheel_tags(f.name)}
     interpreters = sorted({t.interpreter for t in tags}, key=_interpreter_key)
@@ -116,7 +116,7 @@ def _interpreter_key(tag: str) -> tuple[str, int]:
     return re.sub(r"\d", "", tag), int(digits) if digits else 0
 
 
-def _fixes(name: str, version: str, files: list[outdated.IndexFile], python: str,
+def _fixes(name: str, version: str, files: list[outdated_index.IndexFile], python: str,
            platform: str) -> str:
     """The changes that would find a wheel: another release of the distribution (the
     closest first), another Python for this release."""
@@ -152,7 +152,7 @@ def verdicts(text: str, python: str, platform: str) -> list[Verdict]:
 
     def one(entry: tuple[str, str, set[str], str]) -> Verdict:
         name, version, hashes, index = entry
-        return judge(name, version, hashes, outdated.files(index, name), python, platform)
+        return judge(name, version, hashes, outdated_index.files(index, name), python, platform)
 
     with ThreadPoolExecutor(WORKERS) as pool:
         return list(pool.map(one, entries))

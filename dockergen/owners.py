@@ -20,7 +20,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from dockergen import knowledge, outdated
+from dockergen import knowledge, outdated_index
 from dockergen.errors import DockergenError, ExitCode
 
 # RECORD files read at once (each is one or two range requests)
@@ -42,22 +42,22 @@ def locked(text: str) -> list[tuple[str, str, set[str], str]]:
 def _record(name: str, version: str, hashes: set[str], index: str) -> list[str] | None:
     """The paths a locked wheel installs (its RECORD), or None when the index holds no
     wheel with a locked hash (an sdist: its files are known only once it is built)."""
-    found = [f for f in outdated.files(index, name)
+    found = [f for f in outdated_index.files(index, name)
              if f.sha256 in hashes and f.name.endswith(".whl")]
     if not found:
         return None
-    text = outdated.wheel_member(found[0].url, r"[^/]+\.dist-info/RECORD", found[0].name)
+    text = outdated_index.wheel_member(found[0].url, r"[^/]+\.dist-info/RECORD", found[0].name)
     return record_paths(text, found[0].name)
 
 
 def record_paths(text: str, shown: str) -> list[str]:
     """The paths a RECORD lists, less the wheel's own ``.dist-info`` folder (named after
-    its distribution: never shared); :class:`outdated.IndexReadError` for a RECORD that is
+    its distribution: never shared); :class:`outdated_index.IndexReadError` for a RECORD that is
     no CSV (a field past csv's limit, an unclosed quote at its end)."""
     try:
         paths = [row[0] for row in csv.reader(io.StringIO(text)) if row]
     except csv.Error as exc:
-        raise outdated.IndexReadError(f"{shown}: its RECORD is not CSV ({exc})") from None
+        raise outdated_index.IndexReadError(f"{shown}: its RECORD is not CSV ({exc})") from None
     return [p for p in paths if not p.split("/", 1)[0].endswith(".dist-info")]
 
 

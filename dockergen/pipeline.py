@@ -9,8 +9,6 @@ deploy, observe, the capacity plan, the Python lock's inputs, explain and build 
 own modules), and none opens the profile again, so all of them name the same images and
 tags. The positions of the profile's values travel with it (:meth:`Resolution.at`): a
 check run late still reports ``FILE:LINE:COL``.
-May import: :mod:`dockergen.buildid`, :mod:`dockergen.errors`, :mod:`dockergen.loader`,
-:mod:`dockergen.model`, :mod:`dockergen.render`, :mod:`dockergen.resolve`.
 """
 
 from __future__ import annotations
@@ -34,6 +32,11 @@ class Resolution:
     # command that never needs the context never renders it)
     _contexts: dict[str | None, dict[str, bytes]] = field(
         default_factory=dict, compare=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        """The profile's (or the variant's) name: its image, build folder and bake target."""
+        return self.resolved.profile.name
 
     @property
     def path(self) -> Path:

@@ -28,10 +28,11 @@ def outdated(profiles: tuple[str, ...], overrides: tuple[str, ...], index: str |
     """Newer releases of each profile's engine and pinned packages, and the rules' verdict
     on the profile moved to each. Exit 9 when one is valid (for scheduled CI)."""
     from dockergen import outdated as out
+    from dockergen.outdated_index import PASSWORD_ENV, USER_ENV, is_index_url
 
-    if index is not None and not out.is_index_url(index):
+    if index is not None and not is_index_url(index):
         raise click.BadParameter("give an http(s) URL without credentials (they come from "
-                                 f"{out.USER_ENV}/{out.PASSWORD_ENV} or netrc)",
+                                 f"{USER_ENV}/{PASSWORD_ENV} or netrc)",
                                  param_hint="--index")
     reports = [out.check(Path(p), overrides, index) for p in profiles]
     click.echo(out.to_json(reports) if as_json else out.to_text(reports), nl=False)
@@ -64,12 +65,13 @@ def upgrade(profile: str, overrides: tuple[str, ...], to: str | None, driver: st
     deriving the facts of releases dockergen lacks from the index; show what changes."""
     from packaging.version import InvalidVersion, Version
 
-    from dockergen import outdated as out
     from dockergen import upgrade as up
+    from dockergen import upgrade_write as shown
+    from dockergen.outdated_index import PASSWORD_ENV, USER_ENV, is_index_url
 
-    if index is not None and not out.is_index_url(index):
+    if index is not None and not is_index_url(index):
         raise click.BadParameter("give an http(s) URL without credentials (they come from "
-                                 f"{out.USER_ENV}/{out.PASSWORD_ENV} or netrc)",
+                                 f"{USER_ENV}/{PASSWORD_ENV} or netrc)",
                                  param_hint="--index")
     for name, value in (("--to", to), ("--driver", driver)):
         if value is None:
@@ -80,7 +82,7 @@ def upgrade(profile: str, overrides: tuple[str, ...], to: str | None, driver: st
             raise click.BadParameter(f"{value[:40]!r} is not a version like 1.2.3",
                                      param_hint=name) from None
     result = up.plan(Path(profile), overrides, index, to, driver)
-    click.echo(up.to_json(result) if as_json else up.to_text(result), nl=False)
+    click.echo(shown.to_json(result) if as_json else shown.to_text(result), nl=False)
     if write:
-        for path in up.write(result, Path(profile)):
+        for path in shown.write(result, Path(profile)):
             click.echo(f"wrote {path}", err=True)

@@ -1,4 +1,4 @@
-"""Docker Buildx Bake files from resolved profiles (pure: targets in, HCL/JSON text out).
+"""Docker Buildx Bake files from resolved profiles (pure: resolutions in, HCL text out).
 
 One bake target per profile or matrix variant, all inheriting the abstract ``_common``
 target (Dockerfile name, final stage, platform); groups ``default`` (every target) and
@@ -21,9 +21,6 @@ export (each ``mode=max`` export replaces the whole ref), so a shared ref is an 
 
 HCL strings are written with JSON escapes plus HCL's template escapes (``$${`` and
 ``%%{``), so no value can start an interpolation.
-
-May import: errors, layers (the exporter attributes of each compression), refs (the
-reference grammar), fleet.adapter (VariantView).
 """
 
 from __future__ import annotations
@@ -32,12 +29,15 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dockergen import __version__, layers
 from dockergen.errors import Location, Problem, ProfileError
-from dockergen.fleet.adapter import VariantView
+from dockergen.fleet.adapter import tag_values
 from dockergen.refs import is_reference
+
+if TYPE_CHECKING:
+    from dockergen.pipeline import Resolution
 
 BAKE_FILE = "docker-bake.hcl"
 COMMON = "_common"
@@ -69,42 +69,55 @@ def _expand(template: str, values: dict[str, str]) -> str:
     return re.sub(r"{([^{}]*)}", lambda m: values[m.group(1)], template)
 
 
-def bake_target_from(v: VariantView, context: str, group: str | None = None,
-                content_tag: bool = True) -> BakeTarget:
+def cache_ref(template: str | None, image_name: str, values: dict[str, str],
+              at: Location) -> str:
+    """The registry cache ref of ``image.cache_ref`` (default ``<image>:buildcache-{name}``)
+    with its placeholders set; raises ProfileError on an unknown placeholder or a ref
+    that is not an image reference with a tag."""
+    template = template or DEFAULT_CACHE_REF.format(image=image_name)
+    unknown = sorted(set(re.findall(r"{([^{}]*)}", template)) - set(values))
+    if unknown:
+        raise ProfileError([Problem(at, "image.cache_ref",
+                                    f"unknown placeholder {{{unknown[0]}}}",
+                                    "use one of: " + ", ".join(
+                                        "{" + k + "}" for k in sorted(values)))])
+    ref = _expand(template, values)
+    if not is_reference(ref, tag=True, digest=False):
+        raise ProfileError([Problem(at, "image.cache_ref",
+                                    f"{ref!r} is not an image reference with a tag",
+                                    "write e.g. registry.example.com/cache/vllm:{name}")])
+    return ref
+
+
+def bake_target_from(res: Resolution, context: str, group: str | None = None,
+                     content_tag: bool = True) -> BakeTarget:
     """The bake target of one resolved profile (raises ProfileError on a bad cache ref).
 
     ``content_tag=False`` leaves out the ``dg-`` tag, which needs the rendered context:
     what `validate` checks (no check depends on it: shared ``dg-`` tags are one image).
     """
-    template = v.cache_ref_template or DEFAULT_CACHE_REF.format(image=v.image_name)
-    unknown = sorted(set(re.findall(r"{([^{}]*)}", template)) - set(v.tag_values))
-    if unknown:
-        raise ProfileError([Problem(v.cache_ref_at, "image.cache_ref",
-                                    f"unknown placeholder {{{unknown[0]}}}",
-                                    "use one of: " + ", ".join(
-                                        "{" + k + "}" for k in sorted(v.tag_values)))])
-    ref = _expand(template, v.tag_values)
-    if not is_reference(ref, tag=True, digest=False):
-        raise ProfileError([Problem(v.cache_ref_at, "image.cache_ref",
-                                    f"{ref!r} is not an image reference with a tag",
-                                    "write e.g. registry.example.com/cache/vllm:{name}")])
+    resolved, p = res.resolved, res.resolved.profile
+    where = res.at("image", "cache_ref")
+    ref = cache_ref(p.image.cache_ref, p.image.name, tag_values(p), where)
     labels = {
-        "org.opencontainers.image.title": v.name,
-        "org.opencontainers.image.version": v.engine_version,
-        "dockergen.profile.name": v.name,
-        "dockergen.profile.hash": v.profile_hash,
-        "dockergen.engine": v.engine,
+        "org.opencontainers.image.title": p.name,
+        "org.opencontainers.image.version": p.engine.version,
+        "dockergen.profile.name": p.name,
+        "dockergen.profile.hash": resolved.profile_hash,
+        "dockergen.engine": resolved.engine.requirement,
     }
-    if v.description:
-        labels["org.opencontainers.image.description"] = v.description
-    for key, value in v.user_labels.items():
+    if p.description:
+        labels["org.opencontainers.image.description"] = p.description
+    for key, value in p.image.labels.items():
         labels.setdefault(key, value)  # ours win, as in the Dockerfile
-    return BakeTarget(name=v.name, context=context,
-                      tags=v.tags if content_tag else v.release_tags,
+    tags = tuple(f"{p.image.name}:{t}" for t in resolved.tags)
+    if content_tag:  # the tag `dockergen build` gives the same context (dockergen/buildid.py)
+        tags += (f"{p.image.name}:{res.content_tag}",)
+    return BakeTarget(name=p.name, context=context, tags=tags,
                       labels=dict(sorted(labels.items())), cache_ref=ref,
-                      attest=tuple(_ATTEST[a] for a in sorted(set(v.attest))),
-                      compression=v.compression, group=group, where=v.cache_ref_at,
-                      platform=v.platform)
+                      attest=tuple(_ATTEST[a] for a in sorted(set(p.image.attest))),
+                      compression=p.image.compression, group=group, where=where,
+                      platform=p.build.platform)
 
 
 def check_bake_targets(targets: Iterable[BakeTarget]) -> None:
@@ -188,19 +201,6 @@ def bake_data(targets: Iterable[BakeTarget],
     ordered = {"default": groups.pop("default")} | dict(sorted(groups.items()))
     return {"group": {g: {"targets": names} for g, names in ordered.items()},
             "target": out_targets}
-
-
-def printed(data: dict[str, Any], group: str = "default") -> dict[str, Any]:
-    """What ``docker buildx bake --print GROUP`` shows: inheritance applied, no ``_common``."""
-    names = data["group"][group]["targets"]
-    groups = {g: v for g, v in data["group"].items() if g == group}
-    targets = {}
-    for name in names:
-        body = dict(data["target"][COMMON])
-        own = {k: v for k, v in data["target"][name].items() if k != "inherits"}
-        body.update(own)
-        targets[name] = body
-    return {"group": groups, "target": targets}
 
 
 def hcl_string(value: str) -> str:

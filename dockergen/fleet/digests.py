@@ -15,27 +15,30 @@ src: distribution/distribution docs/spec/auth/token.md.
 Credentials never appear in messages or return values. HTTP goes through dockergen's one
 HTTP layer (:mod:`dockergen.net`): the docker config's credentials and the tokens they buy
 are bound to the registry's origin; a Bearer realm on another host gets them only when it is
-the registry's known https token service (:data:`TRUSTED_REALMS`), else it is asked
+the registry's known https token service (``digests_auth.TRUSTED_REALMS``), else it is asked
 anonymously; manifests, configs and tokens are read up to their limits and validated.
-
-May import: errors, inputs (the bounded reader), net (HTTP), refs (the reference grammar).
+The docker config's credentials and which token service may receive them:
+:mod:`dockergen.fleet.digests_auth`.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
-import os
 import re
-import subprocess
 import urllib.parse
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from dockergen import inputs, net, refs
 from dockergen.errors import DockergenError, ExitCode, redact
+from dockergen.fleet.digests_auth import (
+    DOCKER_HUB_API,
+    challenge,
+    config_key,
+    credentials,
+    realm_gets_credentials,
+)
 from dockergen.refs import DOCKER_HUB, Reference
 
 INDEX_TYPES = ("application/vnd.oci.image.index.v1+json",
@@ -43,8 +46,6 @@ INDEX_TYPES = ("application/vnd.oci.image.index.v1+json",
 MANIFEST_TYPES = ("application/vnd.oci.image.manifest.v1+json",
                   "application/vnd.docker.distribution.manifest.v2+json")
 ACCEPT = ", ".join(INDEX_TYPES + MANIFEST_TYPES)
-DOCKER_HUB_API = "registry-1.docker.io"
-DOCKER_HUB_AUTH_KEY = "https://index.docker.io/v1/"  # the key `docker login` writes
 
 
 class RegistryError(DockergenError, code=ExitCode.MISSING_TOOL):
@@ -70,8 +71,8 @@ def _manifest_key(ref: Reference) -> str:
 
 
 @dataclass(frozen=True)
-class Resolution:
-    """What a tag points to now."""
+class TagDigests:
+    """What a tag points to now: its digests."""
 
     digest: str  # what FROM pins: the index digest if there is an index, else the manifest
     index_digest: str | None
@@ -85,82 +86,8 @@ def _is_loopback(host: str) -> bool:
     return name in ("localhost", "::1", "[::1]") or name.startswith("127.")
 
 
-def _config_dir() -> Path:
-    return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
-
-
-def _credentials(registry: str) -> tuple[str, str] | None:
-    """(username, password) for ``registry`` from the docker config, if any."""
-    path = _config_dir() / "config.json"
-    try:
-        config = json.loads(inputs.read_bytes(path, "docker-config"))
-    except (OSError, ValueError, RecursionError, inputs.InputError):
-        return None  # no usable config: anonymous, as docker itself
-    if not isinstance(config, dict):
-        return None
-    keys = [registry, f"https://{registry}", f"http://{registry}"]
-    if registry == DOCKER_HUB:
-        keys = [DOCKER_HUB_AUTH_KEY, "index.docker.io", "docker.io", *keys]
-    helper = (config.get("credHelpers") or {}).get(registry) or config.get("credsStore")
-    if helper:
-        found = _from_helper(helper, DOCKER_HUB_AUTH_KEY if registry == DOCKER_HUB
-                             else registry)
-        if found:
-            return found
-    auths = config.get("auths") or {}
-    for key in keys:
-        entry = auths.get(key)
-        if not isinstance(entry, dict):
-            continue
-        if entry.get("auth"):
-            try:
-                user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
-            except (ValueError, UnicodeDecodeError):
-                continue
-            return user, password
-        if entry.get("username") and entry.get("password"):
-            return str(entry["username"]), str(entry["password"])
-    return None
-
-
-def _from_helper(helper: str, server: str) -> tuple[str, str] | None:
-    """Ask ``docker-credential-<helper> get`` (the docker credential-helper protocol)."""
-    try:
-        proc = subprocess.run([f"docker-credential-{helper}", "get"], input=server,
-                              capture_output=True, text=True, timeout=30, check=False)
-        if proc.returncode != 0:
-            return None
-        data = json.loads(proc.stdout)
-        return str(data["Username"]), str(data["Secret"])
-    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
-        return None
-
-
-def _challenge(header: str) -> tuple[str, dict[str, str]]:
-    scheme, _, params = header.partition(" ")
-    return scheme.lower(), dict(re.findall(r'(\w+)="([^"]*)"', params))
-
-
-# Token services on another host than their registry that may receive the registry's
-# credentials (https only): Docker Hub's (docs.docker.com/registry/spec/auth/token) and
-# NGC's (nvcr.io answers with realm="https://authn.nvidia.com/token"). Any other realm on
-# another origin is asked for an anonymous token: credentials never follow a realm there.
-TRUSTED_REALMS = {DOCKER_HUB_API: "auth.docker.io", "nvcr.io": "authn.nvidia.com"}
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
-
-def _config_key(origin: net.Origin) -> str:
-    """The docker config key of an origin: ``host``, or ``host:port`` off the default port."""
-    default = 443 if origin.scheme == "https" else 80
-    return origin.host if origin.port == default else f"{origin.host}:{origin.port}"
-
-
-def _realm_gets_credentials(realm: str, registry: net.Origin) -> bool:
-    """Whether the registry's credentials may go to its token service at ``realm``."""
-    origin = net.origin_of(realm)
-    if origin == registry:
-        return True
-    return origin.scheme == "https" and TRUSTED_REALMS.get(registry.host) == origin.host
 
 
 class RegistryClient:
@@ -213,8 +140,8 @@ class RegistryClient:
     def _answer(self, response: net.Response, ref: Reference, origin: net.Origin,
                 shown: str) -> net.Credential:
         """The credential a 401's challenge asks for: a Bearer token, or Basic."""
-        scheme, params = _challenge(response.header("WWW-Authenticate"))
-        creds = _credentials(ref.registry)
+        scheme, params = challenge(response.header("WWW-Authenticate"))
+        creds = credentials(ref.registry)
         what = f"the docker config's credentials for {ref.registry}"
         try:
             if scheme == "bearer" and params.get("realm"):
@@ -245,7 +172,7 @@ class RegistryClient:
              "scope": params.get("scope", f"repository:{ref.repository}:pull")})
         realm = params["realm"]
         try:
-            send = creds is not None and _realm_gets_credentials(realm, registry)
+            send = creds is not None and realm_gets_credentials(realm, registry)
             origin = net.origin_of(realm)
         except net.NetError as exc:
             raise RegistryError(f"{shown}: the registry's token service is not one dockergen "
@@ -256,11 +183,11 @@ class RegistryClient:
         else:
             # a token service on another origin gets the credentials configured for that
             # origin itself (docker login HOST), never the registry's
-            own = _credentials(_config_key(origin))
+            own = credentials(config_key(origin))
             credential = net.Credential.basic(origin, own[0], own[1], "the credentials for "
-                                              f"{_config_key(origin)}") if own else None
+                                              f"{config_key(origin)}") if own else None
             if creds and not own:
-                self._withheld[ref.registry] = _config_key(origin)
+                self._withheld[ref.registry] = config_key(origin)
         url = f"{realm}{'&' if '?' in realm else '?'}{query}"
         response = self._send(url, {}, shown, "token", credential, "the token service")
         if response.status in (401, 403):
@@ -271,10 +198,10 @@ class RegistryClient:
                 + ("" if credential or not creds else
                    f" (the credentials for {ref.registry} were not sent: its token service is "
                    f"on another origin, {origin}; to send it credentials, log in there: "
-                   f"docker login {_config_key(origin)})"))
+                   f"docker login {config_key(origin)})"))
         return token_of(response.body, shown)
 
-    def resolve(self, image: str, platform: str = "linux/amd64") -> Resolution:
+    def resolve(self, image: str, platform: str = "linux/amd64") -> TagDigests:
         """The digests ``image`` (a tag reference) points to now."""
         ref = parse_reference(image)
         response = self._get(ref, f"manifests/{_manifest_key(ref)}", ACCEPT)
@@ -291,7 +218,7 @@ class RegistryClient:
             raise RegistryError(f"{image}: the manifest's mediaType is not text")
         if media_type in INDEX_TYPES or "manifests" in manifest:
             entry = _platform_entry(manifest, image, platform)
-            return Resolution(digest, digest, platform, entry, media_type)
+            return TagDigests(digest, digest, platform, entry, media_type)
         config = manifest.get("config")
         config_digest = config.get("digest") if isinstance(config, dict) else None
         if not isinstance(config_digest, str) or not _DIGEST.fullmatch(config_digest):
@@ -303,7 +230,7 @@ class RegistryClient:
         found = f"{found_config.get('os')}/{found_config.get('architecture')}"
         if found != platform:
             raise RegistryError(f"{image}: is a {redact(found)[:80]} image, not {platform}")
-        return Resolution(digest, None, platform, digest, media_type)
+        return TagDigests(digest, None, platform, digest, media_type)
 
 
     def descriptor(self, image: str, platform: str) -> dict[str, Any]:

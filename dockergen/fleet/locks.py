@@ -44,7 +44,7 @@ from dockergen.errors import (
     ExitCode,
     Location,
 )
-from dockergen.fleet.digests import RegistryClient, Resolution
+from dockergen.fleet.digests import RegistryClient, TagDigests
 from dockergen.pins import LOCK_SUFFIX as LOCK_SUFFIX  # the lock command names the file
 from dockergen.pins import lock_path as lock_path
 from dockergen.pins import read_lock
@@ -103,8 +103,8 @@ def mirror_of(ref: str, mirrors: dict[str, str]) -> str | None:
     return None
 
 
-def _entry(res: Resolution, mirror: str | None, locked_at: str,
-           others: tuple[Resolution, ...] = ()) -> dict[str, Any]:
+def _entry(res: TagDigests, mirror: str | None, locked_at: str,
+           others: tuple[TagDigests, ...] = ()) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "digest": res.digest, "index_digest": res.index_digest, "platform": res.platform,
         "platform_digest": res.platform_digest, "media_type": res.media_type,
@@ -115,7 +115,7 @@ def _entry(res: Resolution, mirror: str | None, locked_at: str,
 
 
 def resolve_platforms(client: RegistryClient, ref: str, platforms: tuple[str, ...]
-                      ) -> tuple[Resolution, tuple[Resolution, ...]]:
+                      ) -> tuple[TagDigests, tuple[TagDigests, ...]]:
     """``ref`` resolved for each platform: one index that holds every one of them (a
     single-platform image, or an index without one of them, is a RegistryError naming it)."""
     first = client.resolve(ref, platforms[0])

@@ -4,9 +4,6 @@ This is what ``render``, ``validate`` and ``lock`` run: each profile file is eit
 member or, with ``matrix:``, one member per valid point; base images are pinned from the
 lock beside the profile (by resolution itself); the bake file lists every member as a bake
 target.
-
-May import: errors, inputs (the bounded reader), loader, model, pipeline (the resolution
-each member is), the other fleet modules.
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ class Member:
 
     name: str
     group: str | None
-    view: adapter.VariantView
+    resolution: Resolution
     files: dict[str, bytes]
     source: str  # the profile file it comes from
     images: list[locks.BaseImage] = field(default_factory=list)
@@ -48,16 +45,18 @@ class Fleet:
 
     def warnings(self) -> list[str]:
         """Warning lines, each once (variants of a matrix share most of them)."""
-        return list(dict.fromkeys(str(w) for t in self.members for w in t.view.warnings))
+        return list(dict.fromkeys(str(w) for t in self.members
+                                   for w in t.resolution.resolved.warnings))
 
     def dropped_lines(self) -> list[str]:
         return [line for _, d in self.dropped for line in d.lines()]
 
 
-def base_images(res: Resolution, v: adapter.VariantView) -> list[locks.BaseImage]:
+def base_images(res: Resolution) -> list[locks.BaseImage]:
     """The base images a resolved profile asks for, with where the profile says so."""
-    return [locks.BaseImage(v.devel_image, "cuda.devel_image", res.at("cuda", "devel_image")),
-            locks.BaseImage(v.runtime_image, "cuda.runtime_image",
+    return [locks.BaseImage(res.resolved.base.cuda.image, "cuda.devel_image",
+                            res.at("cuda", "devel_image")),
+            locks.BaseImage(res.resolved.runtime.image, "cuda.runtime_image",
                             res.at("cuda", "runtime_image"))]
 
 
@@ -102,16 +101,15 @@ def collect(paths: list[Path | adapter.RawProfile], overrides: Overrides = (),
 def _member(res: Resolution, group: str | None, source: str, syntax: str | None,
             render: bool) -> Member:
     """A fleet member of a resolved profile; ``render``: with its build context."""
-    view = adapter.view(res)
-    return Member(res.resolved.profile.name, group, view, res.files(syntax) if render else {},
-                  source, base_images(res, view))
+    return Member(res.name, group, res, res.files(syntax) if render else {}, source,
+                  base_images(res))
 
 
 def bake_text(fleet: Fleet, single_context: bool,
               platforms: tuple[str, ...] | None = None) -> str:
     """The bake file: contexts ``.`` (one profile rendered into DIR) or ``<name>``; every
     target built for ``platforms`` (default: :data:`bake.PLATFORMS`), one index each."""
-    bake_targets = [bake.bake_target_from(t.view, "." if single_context else t.name,
+    bake_targets = [bake.bake_target_from(t.resolution, "." if single_context else t.name,
                                           t.group) for t in fleet.members]
     sources = sorted({os.path.basename(t.source) for t in fleet.members})
     return bake.to_hcl(bake.bake_data(bake_targets, platforms or None), sources)
@@ -120,7 +118,7 @@ def bake_text(fleet: Fleet, single_context: bool,
 def check_bake(fleet: Fleet) -> None:
     """The checks of :func:`bake_text` (cache refs, shared tags) without rendering: what
     `validate` runs, so that it never passes what `render -o` then refuses."""
-    bake.check_bake_targets([bake.bake_target_from(t.view, t.name, t.group, content_tag=False)
+    bake.check_bake_targets([bake.bake_target_from(t.resolution, t.name, t.group, content_tag=False)
                               for t in fleet.members])
 
 

@@ -42,13 +42,12 @@ from dockergen.plan.capacity import (
     make_plan,
     misfit_message,
 )
+from dockergen.plan.counts import count_params, kv_bytes_per_token_layer
 from dockergen.plan.shapes import (
     GIB,
     ModelShape,
     PlanError,
     builtin_models,
-    count_params,
-    kv_bytes_per_token_layer,
     load_shape,
     shape_from_config,
 )

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dockergen.errors import Location, Problem, ProfileError
-from dockergen.plan.shapes import GIB, ModelShape, PlanError, count_params, kv_bytes_per_token_layer
+from dockergen.plan.counts import count_params, kv_bytes_per_token_layer
+from dockergen.plan.shapes import GIB, ModelShape, PlanError
 
 if TYPE_CHECKING:  # the engines load on first use (the registry imports every engine)
     from dockergen.components.serving.run import ContextLimit

@@ -38,7 +38,9 @@ ALLOWED: dict[str, set[str]] = {
     "dockergen.kube": {"dockergen.errors"},
     "dockergen.ranges": {"dockergen.errors"},  # a remote file through range requests
     # the one HTTP layer: every network read of the product and its maintainer tools
-    "dockergen.net": {"dockergen.errors"},
+    "dockergen.net": {"dockergen.errors", "dockergen.net_transport"},
+    # one request through urllib3 (the pools, retries, bounded bodies)
+    "dockergen.net_transport": {"dockergen.errors"},
     # which GPUs compiled code runs on: the image audit's reader, loaded from the templates
     "dockergen.kernels": {"dockergen.resources"},
     # the base-image lock read as the typed pins resolution applies
@@ -223,13 +225,15 @@ ALLOWED: dict[str, set[str]] = {
                                   "dockergen.platforms"},
     # the capacity plan of a resolution (GPU memory sizes are in its GPU targets)
     "dockergen.plan": _BASE | {"dockergen.pipeline", "dockergen.plan.capacity",
+                               "dockergen.plan.counts",
                                "dockergen.plan.shapes", "dockergen.plan.table",
                                "dockergen.plan.weights"},
     # its parts: the model's shape, weight bytes, the plan (with each engine's KV-cache
     # budget rule), the table
     "dockergen.plan.shapes": _BASE,
+    "dockergen.plan.counts": {"dockergen.plan.shapes"},
     "dockergen.plan.weights": _BASE | {"dockergen.plan.shapes"},
-    "dockergen.plan.capacity": _BASE | {"dockergen.components.serving",
+    "dockergen.plan.capacity": _BASE | {"dockergen.components.serving", "dockergen.plan.counts",
                                         "dockergen.components.serving.run",
                                         "dockergen.plan.shapes"},
     "dockergen.plan.table": {"dockergen.plan.capacity", "dockergen.plan.shapes"},
@@ -248,11 +252,13 @@ ALLOWED: dict[str, set[str]] = {
     # newer releases on an index, judged by resolving the profile moved to each
     "dockergen.outdated": _BASE | {"dockergen.components.serving", "dockergen.knowledge",
                                    "dockergen.loader", "dockergen.model", "dockergen.pipeline",
-                                   "dockergen.net", "dockergen.ranges"},
+                                   "dockergen.outdated_index"},
+    # a package index's simple API and the wheels it serves, read in ranges
+    "dockergen.outdated_index": _BASE | {"dockergen.net", "dockergen.ranges"},
     # who writes which file of a locked closure (RECORDs read from the index)
     "dockergen.owners": _BASE | {"dockergen.knowledge", "dockergen.outdated"},
     # every locked distribution has a wheel for the image's Python and machine
-    "dockergen.closure": _BASE | {"dockergen.outdated", "dockergen.owners"},
+    "dockergen.closure": _BASE | {"dockergen.outdated_index", "dockergen.owners"},
     # a profile moved to newer releases: resolution with facts derived from the index
     "dockergen.upgrade": _BASE | {"dockergen.components.cuda", "dockergen.components.serving",
                                   "dockergen.kernels", "dockergen.knowledge",
@@ -294,8 +300,9 @@ ALLOWED: dict[str, set[str]] = {
 }
 # Third-party packages with one owner (a module, or a package and its modules).
 ONLY_IMPORTER = {"docker": "dockergen.daemon.docker", "requests": "dockergen.daemon.docker",
-                 "urllib3": "dockergen.net", "truststore": "dockergen.net",
-                 "pypi_simple": "dockergen.outdated",
+                 "urllib3": "dockergen.net_transport",
+                 "truststore": "dockergen.net_transport",
+                 "pypi_simple": "dockergen.outdated_index",
                  "click": "dockergen.cli", "jinja2": "dockergen.render",
                  "grafana_foundation_sdk": "dockergen.observe.dashboard",
                  "cyclonedx": "dockergen.trust.sbom", "packageurl": "dockergen.trust.sbom"}

@@ -64,6 +64,36 @@ def test_the_readme_lists_every_command_and_exit_code() -> None:
     assert codes == []
 
 
+# where a page shows a command run: a row of the README's command table, or a line of a code
+# block (``dockergen NAME``, ``$ dockergen NAME``, ``.venv/bin/dockergen NAME``)
+_TABLE_ROW = re.compile(r"^\|\s*`dockergen ([a-z][a-z-]*)", re.M)
+_FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
+_RUN = re.compile(r"^\s*(?:\$ )?(?:\.venv/bin/)?dockergen ([a-z][a-z-]*)", re.M)
+
+
+def commands_shown(text: str) -> set[str]:
+    """The commands a Markdown page shows run (its command table, its code blocks)."""
+    return set(_TABLE_ROW.findall(text)) | {
+        name for block in _FENCE.findall(text) for name in _RUN.findall(block)}
+
+
+def test_the_docs_show_only_commands_the_cli_has() -> None:
+    from dockergen.cli import cli
+
+    pages = [README, *sorted(DOCS.rglob("*.md"))]
+    shown = {page.relative_to(ROOT).as_posix(): commands_shown(page.read_text())
+             for page in pages}
+    unknown = {page: sorted(names - set(cli.commands)) for page, names in shown.items()
+               if names - set(cli.commands)}
+    assert unknown == {}
+    # the README's table names every command, and the docs show each one run
+    assert set(cli.commands) <= shown["README.md"]
+    # the reading sees a renamed command in either place
+    assert commands_shown("| `dockergen bake X` | ... |") == {"bake"}
+    assert commands_shown("text\n```sh\n$ dockergen bake x\n```\n") == {"bake"}
+    assert commands_shown("`dockergen deployment profile`, dockergen turns") == set()
+
+
 def test_the_docs_build_strict(site: Path) -> None:
     """Every page is built (strict mode already failed on a warning)."""
     pages = sorted(p.relative_to(DOCS).with_suffix("") for p in DOCS.rglob("*.md"))

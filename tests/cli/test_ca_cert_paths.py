@@ -72,7 +72,7 @@ def test_a_certificate_is_read_once_and_the_context_copies_those_bytes(
     """Its check read it, and rendering read it again: a file replaced in between would
     have been checked as one certificate and copied as another."""
     from dockergen import inputs
-    from dockergen.api import render_context
+    from dockergen.pipeline import resolution
 
     cert = tmp_path / "corp.crt"
     cert.write_text(a_pem_certificate())
@@ -88,9 +88,9 @@ def test_a_certificate_is_read_once_and_the_context_copies_those_bytes(
         return real(path, kind)
 
     monkeypatch.setattr(inputs, "read_bytes", counted)
-    ctx = render_context(profile)
+    ctx = resolution(profile)
     assert len(reads) == 1, reads
-    assert ctx.files["certs/extra-0.crt"] == cert.read_bytes()
+    assert ctx.files()["certs/extra-0.crt"] == cert.read_bytes()
 
 
 def test_a_given_certificate_is_an_input_of_the_build_not_of_the_profile(

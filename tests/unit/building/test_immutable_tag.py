@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 import dockergen.buildid
-from dockergen.api import render_context
 from dockergen.build import build_profile
 from dockergen.build_options import BuildOptions
 from dockergen.build_release import push
@@ -20,6 +19,7 @@ from dockergen.buildid import content_tag
 from dockergen.buildrecord import BuildRecord, Status
 from dockergen.daemon import PushError
 from dockergen.errors import UsageError
+from dockergen.pipeline import resolution
 from tests.conftest import ROOT, _engine_or_skip, a_pem_certificate
 from tests.support.fake_daemon import FakeDaemon
 from tests.support.registries import ANON
@@ -30,7 +30,7 @@ ONE_CHECK = ("smoke.defaults=false",
 
 
 def _tag(mode: str = "buildkit", overrides: tuple[str, ...] = (), **kw: object) -> str:
-    files = render_context(PROFILE, overrides, mode).files  # type: ignore[arg-type]
+    files = resolution(PROFILE, overrides, mode).files()  # type: ignore[arg-type]
     return content_tag(files, mode=mode, **kw)  # type: ignore[arg-type]
 
 
@@ -78,7 +78,7 @@ def test_the_final_stage_as_target_is_the_release(tmp_path: Path) -> None:
     build_profile(PROFILE, ONE_CHECK, BuildOptions(progress="plain", stage="runtime"),
                   output=tmp_path / "ctx", echo=lambda _: None, out=lambda _: None,
                   daemon=daemon)
-    release = render_context(PROFILE).resolved.tags[0]  # e.g. 0.30.0-cu130-standin
+    release = resolution(PROFILE).resolved.tags[0]  # e.g. 0.30.0-cu130-standin
     assert any(ref.endswith(f":{release}") for ref in daemon.tags)
 
 

@@ -20,8 +20,7 @@ from dockergen.buildrecord import BuildRecord, RecordProblem, _reference
 from dockergen.daemon import DaemonError, registry_of, split_reference
 from dockergen.deploy import _image_ref
 from dockergen.errors import Location, ProfileError, UsageError
-from dockergen.fleet.adapter import VariantView
-from dockergen.fleet.bake import bake_target_from
+from dockergen.fleet.bake import cache_ref
 from dockergen.fleet.digests import RegistryError, parse_reference
 from dockergen.profile_shapes import ImageRef, ImageRepo
 
@@ -120,16 +119,6 @@ def _accepts(call: object, ref: str, errors: tuple[type[Exception], ...]) -> boo
     return True
 
 
-def _view(cache_ref: str) -> VariantView:
-    return VariantView(
-        name="t", image_name="registry.example.com/llm/vllm", release_tags=(),
-        profile_hash="sha256:" + H64, engine="vllm", engine_version="0.11.0", description="",
-        user_labels={}, cache_ref_template=cache_ref, cache_ref_at=Location("p.yaml", 1, 1),
-        attest=(), compression="zstd", platform="linux/amd64", devel_image="d",
-        runtime_image="r",
-        tag_values={"name": "t"}, warnings=())
-
-
 @pytest.mark.parametrize("ref", TABLE)
 def test_every_reader_agrees_with_the_grammar(ref: str, tmp_path: Path) -> None:
     valid = refs.is_reference(ref)
@@ -142,8 +131,9 @@ def test_every_reader_agrees_with_the_grammar(ref: str, tmp_path: Path) -> None:
     # build's --tag
     assert _accepts(lambda r: check_tags((r,)), ref, (UsageError,)) == plain_tag
     # bake's cache ref: a tag, no digest (an empty template is the default one)
-    assert not ref or _accepts(lambda r: bake_target_from(_view(r), ".", content_tag=False), ref,
-                               (ProfileError,)) == tagged
+    assert not ref or _accepts(lambda r: cache_ref(r, "registry.example.com/llm/vllm",
+                                                   {"name": "t"}, Location("p.yaml", 1, 1)),
+                               ref, (ProfileError,)) == tagged
     # deploy's record: references build wrote (the immutable tag needs its tag)
     assert _accepts(lambda r: _reference("k", r), ref, (RecordProblem,)) == plain_tag
     assert _accepts(lambda r: _reference("k", r, tag=True), ref, (RecordProblem,)) == tagged

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from urllib3 import exceptions as x
 
-from dockergen import net, outdated
+from dockergen import net, net_transport, outdated_index
 
 
 def _name_error(errno: int) -> x.NameResolutionError:
@@ -30,7 +30,7 @@ def _name_error(errno: int) -> x.NameResolutionError:
     x.SSLError(ssl.SSLEOFError(8, "[SSL: UNEXPECTED_EOF_WHILE_READING] EOF occurred")),
 ])
 def test_a_passing_failure_is_tried_again(exc: BaseException) -> None:
-    assert net._transient(exc)
+    assert net_transport.transient(exc)
 
 
 @pytest.mark.parametrize("exc", [
@@ -40,7 +40,7 @@ def test_a_passing_failure_is_tried_again(exc: BaseException) -> None:
     x.LocationParseError("bad"),
 ])
 def test_a_lasting_failure_fails_at_once(exc: BaseException) -> None:
-    assert not net._transient(exc)
+    assert not net_transport.transient(exc)
 
 
 class _Flaky(BaseHTTPRequestHandler):
@@ -74,14 +74,14 @@ def flaky_index() -> Iterator[str]:
 def test_the_index_reader_gets_past_one_503(flaky_index: str) -> None:
     """A real HTTP server answering 503 once: the product's reader reads the page."""
     _Flaky.answers, _Flaky.seen = [503, 200], []
-    assert outdated.files(flaky_index, "x") == []
+    assert outdated_index.files(flaky_index, "x") == []
     assert _Flaky.seen == [503, 200]
 
 
 def test_a_404_is_asked_once(flaky_index: str) -> None:
     _Flaky.answers, _Flaky.seen = [404], []
-    with pytest.raises(outdated.IndexReadError, match="HTTP 404"):
-        outdated.files(flaky_index, "x")
+    with pytest.raises(outdated_index.IndexReadError, match="HTTP 404"):
+        outdated_index.files(flaky_index, "x")
     assert _Flaky.seen == [404]
 
 
@@ -98,10 +98,10 @@ def test_a_tls_failure_is_named_by_its_openssl_reason_and_no_peer_text() -> None
     message's free text (which a proxy or peer can shape) is not repeated."""
     dropped = ssl.SSLEOFError(8, "EOF from evil.example")
     dropped.reason = "UNEXPECTED_EOF_WHILE_READING"
-    assert net._reason(x.SSLError(dropped)) == "SSLEOFError UNEXPECTED_EOF_WHILE_READING"
+    assert net_transport.reason(x.SSLError(dropped)) == "SSLEOFError UNEXPECTED_EOF_WHILE_READING"
     refused = ssl.SSLCertVerificationError(1, "certificate verify failed: evil")
     refused.reason = "CERTIFICATE_VERIFY_FAILED"
-    assert "evil" not in net._reason(x.MaxRetryError(None, "u", x.SSLError(refused)))  # type: ignore[arg-type]
+    assert "evil" not in net_transport.reason(x.MaxRetryError(None, "u", x.SSLError(refused)))  # type: ignore[arg-type]
     odd = ssl.SSLError(1, "x")
     odd.reason = "no such; thing"
-    assert net._reason(x.SSLError(odd)) == "SSLError"
+    assert net_transport.reason(x.SSLError(odd)) == "SSLError"

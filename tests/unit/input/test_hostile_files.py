@@ -96,11 +96,11 @@ def _warm(tmp_path_factory: pytest.TempPathFactory) -> None:
     import dockergen.observe.generate
     import dockergen.plan
     import dockergen.schema  # noqa: F401
-    from dockergen.api import render_context
+    from dockergen.pipeline import resolution
 
     profile = tmp_path_factory.mktemp("warm") / "p.yaml"
     profile.write_text(VALID)
-    render_context(profile)
+    resolution(profile).files()
 
 
 # --- the hostile nodes --------------------------------------------------------------------

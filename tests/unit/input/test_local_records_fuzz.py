@@ -12,7 +12,16 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 
-from dockergen import buildrecord, inputs, net, outdated, owners, pins, pylockfile, upgrade
+from dockergen import (
+    buildrecord,
+    inputs,
+    net,
+    outdated_index,
+    owners,
+    pins,
+    pylockfile,
+    upgrade_derive,
+)
 from dockergen.errors import DockergenError
 from dockergen.fleet import digests
 from tests.conftest import run_cli
@@ -96,8 +105,8 @@ def test_a_base_image_lock_is_read_or_refused(data: bytes) -> None:
          + b"(" * 5000 + b"python_version > '3'" + b")" * 5000 + b"\n")
 def test_metadata_gives_a_row_or_a_refusal(data: bytes) -> None:
     try:
-        row, _, _ = upgrade.metadata_row("vllm", "w.whl", _text(data))
-    except upgrade.UpgradeError:
+        row, _, _ = upgrade_derive.metadata_row("vllm", "w.whl", _text(data))
+    except upgrade_derive.UpgradeError:
         return
     assert isinstance(row["cuda_major"], int)
 
@@ -109,7 +118,7 @@ def test_metadata_gives_a_row_or_a_refusal(data: bytes) -> None:
 def test_a_record_gives_paths_or_a_refusal(data: bytes) -> None:
     try:
         paths = owners.record_paths(_text(data), "w.whl")
-    except outdated.IndexReadError:
+    except outdated_index.IndexReadError:
         return
     assert not any(p.split("/", 1)[0].endswith(".dist-info") for p in paths)
 
@@ -131,7 +140,7 @@ def test_a_token_answer_gives_a_token_or_a_refusal(data: bytes) -> None:
 def test_the_seeds_parse() -> None:
     assert pylockfile.read_inputs(_text(PY_LOCK)) is not None
     assert buildrecord.read_record(json.loads(RECORD)).pushed
-    row, _, _ = upgrade.metadata_row("vllm", "w.whl", _text(METADATA))
+    row, _, _ = upgrade_derive.metadata_row("vllm", "w.whl", _text(METADATA))
     assert row["torch"] == "2.14.0" and row["cuda_major"] == 13
     assert owners.record_paths(_text(RECORD_CSV), "w") == ["vllm/__init__.py", "vllm/a,b.py"]
     assert digests.token_of(b'{"token": "t"}', "r") == "t"

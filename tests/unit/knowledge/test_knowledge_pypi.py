@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from dockergen.maint import knowledge_check as kc
+from dockergen.maint import knowledge_check_compare as kcc
 from dockergen.maint.observe import Pages, parse_flash_attn_setup
 from tests.conftest import PROFILES, run_cli
 
@@ -22,7 +23,7 @@ def _view() -> kc.KnowledgeView:
 # --- offline: the knowledge equals what the checked-in snapshot observed -----------------
 
 def test_knowledge_matches_the_pypi_snapshot() -> None:
-    report = kc.compare(kc.KnowledgeView.load(), kc.load_snapshot())
+    report = kcc.compare(kc.KnowledgeView.load(), kc.load_snapshot())
     assert report.differences == []
     # what no machine can check here is listed, not compared
     assert any(u.startswith("torch.2.14: cuda") for u in report.unverified)
@@ -98,14 +99,14 @@ def test_the_knowledge_holds_pypis_newest_releases() -> None:
 def test_every_kind_of_difference_fails_the_check(what: str, edit, expect: str) -> None:
     view = _view()
     edit(view.data)
-    report = kc.compare(view, kc.load_snapshot())
+    report = kcc.compare(view, kc.load_snapshot())
     assert any(expect in d for d in report.differences), (what, report.differences)
 
 
 def test_unverified_facts_are_reported_not_compared() -> None:
     view = _view()
     view.data["torch"]["2.14"]["cuda"] = ["12.6", "13.0"]
-    report = kc.compare(view, kc.load_snapshot())
+    report = kcc.compare(view, kc.load_snapshot())
     assert report.differences == []
     assert any(u.startswith("torch.2.14: cuda = ['12.6', '13.0'] (unverified")
                for u in report.unverified)
@@ -115,7 +116,7 @@ def test_tensorrt_llms_python_range_is_checked_against_its_classifiers() -> None
     """The stub's classifiers say 3.10 and 3.12: a range that admits 3.11 is a difference."""
     view = _view()
     view.data["engines"]["tensorrt-llm"]["releases"]["1.2.1"]["python"] = ">=3.10,<3.13"
-    report = kc.compare(view, kc.load_snapshot())
+    report = kcc.compare(view, kc.load_snapshot())
     assert any("tensorrt-llm.releases.1.2.1: python is '<3.13,>=3.10' in the knowledge, "
                "'!=3.11.*,<3.13,>=3.10' on PyPI" in d for d in report.differences), \
         report.differences
@@ -258,7 +259,7 @@ def test_live_pypi_matches_the_knowledge_and_the_snapshot() -> None:
     old.pop("compile_probe", None)
     changed, _coverage = kc.drift(old, live)
     assert [c for c in changed if not _is_news(c)] == []
-    differences = kc.compare(kb, {**live, "compile_probe": kc.load_snapshot()["compile_probe"]}
+    differences = kcc.compare(kb, {**live, "compile_probe": kc.load_snapshot()["compile_probe"]}
                              ).differences
     assert [d for d in differences if not _NEWER.search(d)] == []
     for line in [c for c in changed if _is_news(c)] + [d for d in differences
@@ -343,12 +344,12 @@ def test_pre_releases_are_listed_as_deliberately_ignored() -> None:
     """tensorrt-llm 1.3.0rc*/1.4.0rc* are on PyPI after 1.2.1: not known, and said so."""
     snap = kc.load_snapshot()
     assert "1.4.0rc1" in snap["prereleases"]["tensorrt-llm"]
-    report = kc.compare(kc.KnowledgeView.load(), snap)
+    report = kcc.compare(kc.KnowledgeView.load(), snap)
     (line,) = [i for i in report.ignored if i.startswith("tensorrt-llm:")]
     assert "pre-release(s) newer than 1.2.1" in line and "1.4.0rc1" in line
     assert "deliberately not known" in line
     none = dict(snap, prereleases={name: [] for name in snap["prereleases"]})
-    assert not [i for i in kc.compare(kc.KnowledgeView.load(), none).ignored
+    assert not [i for i in kcc.compare(kc.KnowledgeView.load(), none).ignored
                 if "pre-release" in i]
 
 
@@ -359,10 +360,10 @@ def test_the_cuda_table_against_pypis_cuda_wheels() -> None:
     snap = kc.load_snapshot()
     kb = kc.KnowledgeView.load()
     assert set(kb.cuda_versions()) <= set(snap["cuda_toolkit"])
-    report = kc.compare(kb, snap)
+    report = kcc.compare(kb, snap)
     (line,) = [i for i in report.ignored if i.startswith("cuda:")]
     assert "CUDA 13.3.1, 13.4.3, 13.5.0 are on PyPI as CUDA wheels" in line
     view = _view()
     view.data["cuda"]["13.0.9"] = {"min_driver": "580.0", "os": ["ubuntu22.04"], "src": "x"}
-    assert "cuda.13.0.9: no cuda-toolkit 13.0.9 on PyPI" in kc.compare(
+    assert "cuda.13.0.9: no cuda-toolkit 13.0.9 on PyPI" in kcc.compare(
         view, snap).differences

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from dockergen import outdated
+from dockergen import outdated_index
 from dockergen.errors import DockergenError
 from dockergen.fleet import digests
 from dockergen.ranges import RangeReader
@@ -56,8 +56,8 @@ def _mutations(seed: bytes) -> st.SearchStrategy[bytes]:
          "application/vnd.pypi.simple.v1+json")
 def test_a_json_page_parses_or_is_refused(body: bytes, kind: str) -> None:
     try:
-        found = outdated.parse_page(body, kind, URL, "vllm")
-    except outdated.IndexReadError:
+        found = outdated_index.parse_page(body, kind, URL, "vllm")
+    except outdated_index.IndexReadError:
         return
     assert all(f.url.startswith(("http://", "https://")) for f in found)
 
@@ -67,8 +67,8 @@ def test_a_json_page_parses_or_is_refused(body: bytes, kind: str) -> None:
 @example(b'<a href="file:///etc/passwd">vllm-0.34.0.tar.gz</a>')
 def test_an_html_page_parses_or_is_refused(body: bytes) -> None:
     try:
-        found = outdated.parse_page(body, "text/html", URL, "vllm")
-    except outdated.IndexReadError:
+        found = outdated_index.parse_page(body, "text/html", URL, "vllm")
+    except outdated_index.IndexReadError:
         return
     assert all(f.url.startswith(("http://", "https://")) for f in found)
 
@@ -79,9 +79,9 @@ def test_a_wheel_is_read_through_ranges_or_refused(data: bytes) -> None:
     """zip directories and members, read as over range requests: only IndexReadError."""
     reader = RangeReader(len(data), lambda lo, hi: data[lo:hi], budget=1 << 20)
     try:
-        text = outdated.member_text(outdated.open_zip(reader, "w.whl"),
+        text = outdated_index.member_text(outdated_index.open_zip(reader, "w.whl"),
                                     r"[^/]+\.dist-info/METADATA", "w.whl", 1 << 16)
-    except outdated.IndexReadError:
+    except outdated_index.IndexReadError:
         return
     assert len(text) <= 1 << 16
 
@@ -112,13 +112,13 @@ def test_a_manifest_parses_or_is_refused(body: bytes) -> None:
 
 def test_the_seeds_parse() -> None:
     """The fuzzers start from answers the parsers accept (so mutations test the edges)."""
-    assert [f.name for f in outdated.parse_page(JSON_PAGE, "application/vnd.pypi.simple.v1+json",
-                                                URL, "vllm")] == [
+    assert [f.name for f in outdated_index.parse_page(
+        JSON_PAGE, "application/vnd.pypi.simple.v1+json", URL, "vllm")] == [
         "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl"]
-    assert [f.sha256 for f in outdated.parse_page(HTML_PAGE, "text/html", URL, "vllm")] == [
+    assert [f.sha256 for f in outdated_index.parse_page(HTML_PAGE, "text/html", URL, "vllm")] == [
         "cd" * 32]
     reader = RangeReader(len(WHEEL), lambda lo, hi: WHEEL[lo:hi])
-    assert "Version: 0.35.0" in outdated.member_text(
+    assert "Version: 0.35.0" in outdated_index.member_text(
         zipfile.ZipFile(reader), r"[^/]+\.dist-info/METADATA", "w")
     assert digests._platform_entry(json.loads(IMAGE_INDEX), "i", "linux/amd64") == (
         "sha256:" + "e" * 64)

@@ -235,6 +235,12 @@ def test_write_puts_the_proposal_beside_the_profile_and_never_rewrites_it(
     assert moved.rc == 0, moved.err
     assert "vllm==0.35.0" in moved.out or "0.35.0" in moved.out
     assert "observed by dockergen upgrade from" in moved.out  # the fact's source is shown
+    # nothing upgrade says or writes, nor what validate says of the moved profile, names a
+    # script of the repository's tools/ (a pip install does not ship them)
+    checked = run_cli("validate", "serve-vllm-0.35.0.yaml", cwd=tmp_path)
+    said = [result.out, result.err, moved.out, moved.err, checked.out, checked.err,
+            *(p.read_text() for p in tmp_path.glob("serve-vllm-0.35.0*.yaml"))]
+    assert not [text for text in said if "tools/" in text]
     # a file of that name the user wrote is not replaced
     (tmp_path / "serve-vllm-0.35.0.yaml").write_text("# mine\n")
     again = run_cli("upgrade", "serve.yaml", "--index", index, "--to", "0.35.0", "--write",
@@ -459,7 +465,7 @@ def test_pypi_the_source_reading_of_a_real_wheel_gives_the_shipped_facts() -> No
     and its shipped quantization floors."""
     from dockergen.components.serving.identity import min_cc
     from dockergen.knowledge import builtin_facts
-    from dockergen.upgrade import derive_source
+    from dockergen.upgrade_derive import derive_source
 
     tables, notes = derive_source("https://pypi.org/simple", "vllm", "vllm", "0.34.0")
     assert notes == ("metric names the dashboard and alerts use: all 9 in its "
@@ -517,7 +523,7 @@ def test_hostile_source_in_a_wheel_is_refused_by_bound_never_parsed_without_one(
 def test_a_release_whose_wheels_are_per_cpython_gets_their_upper_bound() -> None:
     """Requires-Python says >=3.11, but wheels cp311 to cp313 install nowhere past 3.13: a
     derived row without the bound lets a 3.14 profile validate and fail at the install."""
-    from dockergen.upgrade import python_from_wheels
+    from dockergen.upgrade_derive import python_from_wheels
 
     per_python = ["sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl",
                   "sglang-0.5.23-cp313-cp313-manylinux_2_34_aarch64.whl"]
@@ -536,16 +542,16 @@ def test_pypi_derived_rows_of_the_newest_releases_pass_the_shipped_rows_checker(
     dockergen knows the release; where the release cannot be derived from PyPI, the refusal
     says why (vLLM 0.34.0 pins a flashinfer-python PyPI lacks; TensorRT-LLM ships no wheel
     there)."""
-    from dockergen import knowledge_shapes, outdated
+    from dockergen import knowledge_shapes, outdated_index
     from dockergen.components.serving import ENGINES, engine_for
     from dockergen.model import MAIN_INDEX
-    from dockergen.upgrade import UpgradeError, derive_row
+    from dockergen.upgrade_derive import UpgradeError, derive_row
 
     derived = 0
     for name in ENGINES:
         engine = engine_for(name)
         package = str(engine.facts(KNOWN)["package"])
-        newest = str(max(v for v in outdated.releases(MAIN_INDEX, package)
+        newest = str(max(v for v in outdated_index.releases(MAIN_INDEX, package)
                          if not (v.is_prerelease or v.is_devrelease)))
         try:
             row = derive_row(MAIN_INDEX, name, package, newest)

@@ -94,7 +94,7 @@ def test_the_targets_tags_are_its_own_not_the_hosts() -> None:
 def test_a_compiled_release_without_a_wheel_for_the_machine_is_named_with_fixes(
         index: tuple[str, str]) -> None:
     simple, _ = index
-    files = {f.name: f for f in closure.outdated.files(simple, "native-ext")}
+    files = {f.name: f for f in closure.outdated_index.files(simple, "native-ext")}
     hashes = {f.sha256 for f in files.values() if f.version.public == "2.0"}
     text = _lock("native-ext", "2.0", hashes, simple)
     with pytest.raises(closure.ClosureError) as err:
@@ -109,7 +109,7 @@ def test_a_compiled_release_without_a_wheel_for_the_machine_is_named_with_fixes(
 
 def test_a_pure_python_sdist_is_reported_not_refused(index: tuple[str, str]) -> None:
     simple, _ = index
-    sha = {f.sha256 for f in closure.outdated.files(simple, "pure-ext")}
+    sha = {f.sha256 for f in closure.outdated_index.files(simple, "pure-ext")}
     text = _lock("pure-ext", "1.0", sha, simple)
     assert closure.check(text, "3.12", "aarch64-manylinux_2_35") == ["pure-ext==1.0"]
 
@@ -141,7 +141,7 @@ def test_an_index_without_hashes_still_has_its_wheels_counted() -> None:
     machine still does not."""
     from packaging.version import Version
 
-    from dockergen.outdated import IndexFile
+    from dockergen.outdated_index import IndexFile
 
     def wheel(name: str) -> IndexFile:
         return IndexFile(name, Version("1.0"), f"http://127.0.0.1/{name}", "")

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dockergen.api import render_profile
+from dockergen.api import resolve_profile
 from dockergen.errors import ProfileError
-from dockergen.render import dockerfile_quote, shell_quote
+from dockergen.render import dockerfile_quote, render_dockerfile, shell_quote
 from tests.support.bad_profile_cases import VALID
 
 pytestmark = pytest.mark.slow
@@ -83,7 +83,7 @@ def _render(tmp: Path, field: str, value: str) -> str | None:
     path = tmp / "profile.yaml"
     path.write_text(_profile_text(field, value), encoding="utf-8")
     try:
-        _, text = render_profile(path)
+        text = render_dockerfile(resolve_profile(path))
     except ProfileError:
         return None
     return text

@@ -9,10 +9,21 @@ from pathlib import Path
 import dockerfile
 import pytest
 
-from dockergen.api import render_profile
+from dockergen.api import resolve_profile
+from dockergen.model import Mode, Resolved
+from dockergen.render import render_dockerfile
 from tests.conftest import EXAMPLES, PROFILES, ROOT, lint, run_cli, shipped_names
 
 NAMES = shipped_names()
+
+
+def render_profile(path: Path, overrides: tuple[str, ...] = (), mode: Mode = "buildkit",
+                   syntax: str | None = None) -> tuple[Resolved, str]:
+    """The resolved profile and its Dockerfile text, as `render` writes it."""
+    resolved = resolve_profile(path, overrides, mode)
+    return resolved, render_dockerfile(resolved, syntax)
+
+
 STAGES = ["build-base", "flash-attn", "engine", "flashinfer-aot", "jit-toolchain", "runtime"]
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import dockerfile
 import pytest
 
-from dockergen.api import render_context
 from dockergen.components.serving.vllm import ENGINE
 from dockergen.knowledge import facts as known_facts
+from dockergen.pipeline import resolution
 from tests.conftest import ROOT, run_cli, shipped_names
 from tests.support.bad_profile_cases import VALID
 
@@ -101,7 +101,7 @@ def test_an_unknown_flag_is_rejected_with_the_wheel_as_source(tmp_path: Path) ->
 @pytest.mark.parametrize("name", [n for n in shipped_names() if "trtllm" not in n
                                   and "sglang" not in n])
 def test_every_flag_dockergen_derives_exists_in_the_release(name: str) -> None:
-    ctx = render_context(Path(name), ("serving.max_num_seqs=8", "serving.served_model_name=x",
+    ctx = resolution(Path(name), ("serving.max_num_seqs=8", "serving.served_model_name=x",
                                       "serving.enable_chunked_prefill=false",
                                       "serving.max_num_batched_tokens=65536"))
     flags = ENGINE.flag_list(KNOWN, ctx.resolved.profile.engine.version)

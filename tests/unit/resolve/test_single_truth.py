@@ -13,7 +13,7 @@ from pathlib import Path
 import dockerfile
 import pytest
 
-from dockergen.api import render_context
+from dockergen.pipeline import resolution
 from tests.conftest import run_cli, shipped_names
 
 SET_ALL = ("serving.max_model_len=4096", "serving.gpu_memory_utilization=0.85",
@@ -49,10 +49,10 @@ def _runtime(text: str) -> tuple[list[str], dict[str, str]]:
                          ids=[f"{n}{'+' + str(len(o)) if o else ''}" for n, o in CASES])
 def test_explain_labels_lock_and_command_agree(name: str, overrides: tuple[str, ...],
                                                tmp_path: Path) -> None:
-    ctx = render_context(Path(name), overrides)
+    ctx = resolution(Path(name), overrides)
     r = ctx.resolved
-    lock = json.loads(ctx.files["dockergen.resolved.json"])
-    cmd, labels = _runtime(ctx.files["Dockerfile"].decode())
+    lock = json.loads(ctx.files()["dockergen.resolved.json"])
+    cmd, labels = _runtime(ctx.files()["Dockerfile"].decode())
     # 1. the server command: Dockerfile == lock == resolved
     assert cmd == lock["resolved"]["cmd"] == list(r.runtime.cmd)
     assert list(r.runtime.entrypoint) == lock["resolved"]["entrypoint"]
@@ -161,14 +161,14 @@ def test_every_field_the_profile_sets_is_in_explain_the_dockerfile_and_the_lock(
     """Before the fix: explain left out extra_args, env, labels, uid, the health start period,
     packages.apt, both index URLs and vLLM's model/host/port; the lock left out the main
     index. Each value is read back from the parsed Dockerfile, the lock and explain."""
-    engine = render_context(Path(name)).resolved.profile.engine.name
+    engine = resolution(Path(name)).resolved.profile.engine.name
     overrides = _set_all(engine)
-    ctx = render_context(Path(name), overrides)
-    lock = json.loads(ctx.files["dockergen.resolved.json"])
-    commands = dockerfile.parse_string(ctx.files["Dockerfile"].decode())
+    ctx = resolution(Path(name), overrides)
+    lock = json.loads(ctx.files()["dockergen.resolved.json"])
+    commands = dockerfile.parse_string(ctx.files()["Dockerfile"].decode())
     last_from = max(i for i, c in enumerate(commands) if c.cmd == "FROM")
     build, runtime = commands[:last_from], commands[last_from:]
-    cmd, labels = _runtime(ctx.files["Dockerfile"].decode())
+    cmd, labels = _runtime(ctx.files()["Dockerfile"].decode())
     env = {k: v for c in runtime if c.cmd == "ENV" for k, v in _pairs(c.value).items()}
     build_env = {k: v for c in build if c.cmd == "ENV" for k, v in _pairs(c.value).items()}
     runtime_run = " ".join(c.value[0] for c in runtime if c.cmd == "RUN").split()
@@ -233,5 +233,5 @@ def test_every_field_the_profile_sets_is_in_explain_the_dockerfile_and_the_lock(
 
 
 def test_the_lock_names_pypi_as_the_main_index_by_default() -> None:
-    lock = json.loads(render_context(Path("h100-fp8")).files["dockergen.resolved.json"])
+    lock = json.loads(resolution(Path("h100-fp8")).files()["dockergen.resolved.json"])
     assert lock["resolved"]["main_index"] == "https://pypi.org/simple"
