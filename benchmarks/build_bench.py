@@ -20,10 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dockergen.build import build_profile  # noqa: E402
-from dockergen.build_options import BuildOptions  # noqa: E402
-from dockergen.daemon import context_tar  # noqa: E402
-from dockergen.daemon.docker import DockerDaemon  # noqa: E402
+from dockergen.build.daemon import context_tar  # noqa: E402
+from dockergen.build.daemon.docker import DockerDaemon  # noqa: E402
+from dockergen.build.options import BuildOptions  # noqa: E402
+from dockergen.build.orchestrate import build_profile  # noqa: E402
 from dockergen.pipeline import resolution  # noqa: E402
 from tests.support.standin import IndexServer, build_index, ensure_images  # noqa: E402
 

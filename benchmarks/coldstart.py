@@ -65,11 +65,11 @@ sys.path.insert(0, str(ROOT))
 from coldstart_engine import Run, layers, pull, push, repository_of, run_in, stop  # noqa: E402
 
 from dockergen.api import resolve_profile  # noqa: E402
-from dockergen.components.flashinfer import arch_of  # noqa: E402
-from dockergen.daemon import context_tar, split_reference  # noqa: E402
-from dockergen.daemon.docker import DockerDaemon  # noqa: E402
-from dockergen.model import Resolved  # noqa: E402
-from dockergen.progress import decode_status  # noqa: E402
+from dockergen.build.daemon import context_tar, split_reference  # noqa: E402
+from dockergen.build.daemon.docker import DockerDaemon  # noqa: E402
+from dockergen.build.progress import decode_status  # noqa: E402
+from dockergen.parts.flashinfer import arch_of  # noqa: E402
+from dockergen.resolve.model import Resolved  # noqa: E402
 from dockergen.resources import templates_dir  # noqa: E402
 from tests.network.test_real_images import HOST_CA, REAL  # noqa: E402
 from tests.support.registries import ANON, REGISTRIES  # noqa: E402

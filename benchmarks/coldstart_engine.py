@@ -17,8 +17,8 @@ from typing import Any
 
 import docker.errors
 
-from dockergen.daemon import split_reference
-from dockergen.daemon.docker import DockerDaemon
+from dockergen.build.daemon import split_reference
+from dockergen.build.daemon.docker import DockerDaemon
 from tests.support.registries import Registry
 
 ACCEPT = ", ".join(("application/vnd.oci.image.index.v1+json",

@@ -3,7 +3,7 @@
 The reads of ``python -m dockergen.maint.knowledge check``: PEP 691 JSON pages of the
 engines' projects and a range read of a wheel's end (its zip directory). Each read is done
 alternately by the old path (``urllib.request.urlopen`` as dockergen.maint.pypi read before
-the HTTP layer: whole body, no limits) and by :func:`dockergen.net.get`, in the same run;
+the HTTP layer: whole body, no limits) and by :func:`dockergen.net.http.get`, in the same run;
 medians of ``ROUNDS`` each, and their ratio (goal: no measurable cost, ratio ~1.0).
 Needs PyPI. Run: ``python benchmarks/net_bench.py``.
 """
@@ -15,8 +15,8 @@ import time
 import urllib.request
 from collections.abc import Callable
 
-from dockergen import net
 from dockergen.maint import pypi
+from dockergen.net import http as net
 
 ROUNDS = 7
 PAGES = ("vllm", "sglang", "flash-attn", "torch")

@@ -20,7 +20,7 @@ def main() -> None:
 
     t0 = time.perf_counter()
     from dockergen.api import resolve_profile, shipped_single_images
-    from dockergen.render import render_dockerfile
+    from dockergen.outputs.dockerfile import render_dockerfile
 
     import_s = time.perf_counter() - t0
     profiles = shipped_single_images()

@@ -46,7 +46,7 @@ def main() -> None:
         "hpccm --recipe (two stages)": [hpccm, "--recipe", str(RECIPE)],
         f"dockergen render {args.profile}": [dockergen, "render", "-q", args.profile],
         "floor: python, import the profile model": [sys.executable, "-c",
-                                                     "import dockergen.profile"],
+                                                     "import dockergen.input.profile"],
         "floor: python, import jinja2, yaml": [sys.executable, "-c", "import jinja2, yaml"],
         "floor: ... and pydantic, click": [sys.executable, "-c",
                                            "import jinja2, yaml, pydantic, click"],

@@ -13,15 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dockergen.input.yamlsource import read_yaml_file
 from dockergen.resources import shipped_profiles
-from dockergen.yamlsource import read_yaml_file
 
 # The profile model (pydantic), the components and the templates are imported by the
 # functions that need them: `dockergen profiles`, `--help` and shell completion start
 # without them (benchmarks/startup_bench.py).
 if TYPE_CHECKING:
-    from dockergen.loader import Overrides
-    from dockergen.model import Mode, Resolved
+    from dockergen.input.loader import Overrides
+    from dockergen.resolve.model import Mode, Resolved
 
 
 def resolve_profile(path: Path, overrides: Overrides = (),
@@ -46,9 +46,9 @@ def shipped_single_images() -> list[Path]:
     """Shipped profiles that are one image each: renderable and without a matrix.
 
     Commands that take one image per profile (deploy, the render benchmark) use these; a
-    matrix profile's variants come from ``render --all`` (dockergen/fleet/matrix.py).
+    matrix profile's variants come from ``render --all`` (dockergen/outputs/fleet/matrix.py).
     """
-    from dockergen.fleet.matrix import has_matrix
+    from dockergen.outputs.fleet.matrix import has_matrix
 
     return [p for p in shipped_renderable() if not has_matrix(p)]
 

@@ -1,7 +1,7 @@
 """The one list of what a profile must pass, whoever owns the check.
 
 A profile is resolved first (:data:`RESOLUTION`: the rules of every component and of the
-serving engine, ``dockergen.resolve.checks``); then each command that takes a resolved
+serving engine, ``dockergen.resolve.fold.checks``); then each command that takes a resolved
 profile may refuse it for reasons of its own output: the bake file's cache references and
 shared tags, observe's settings, the capacity plan of a model the profile names. Each such
 check registers here (:data:`CHECKS`) with the commands that refuse on it, and ``validate``
@@ -10,11 +10,6 @@ takes: ``tests/cli/test_validate_agrees.py`` enumerates this registry and runs a
 each entry through its commands and through ``validate``. ``docs/reference/checks.md`` is
 written from it (:func:`checks_reference`), with the resolution rules in detail
 (:data:`RULE_DETAILS`).
-
-May import: :mod:`dockergen.components.serving`, :mod:`dockergen.errors`,
-:mod:`dockergen.fleet.adapter`, :mod:`dockergen.fleet.project`,
-:mod:`dockergen.observe.generate`, :mod:`dockergen.plan`,
-:mod:`dockergen.resolve`, :mod:`dockergen.components.fields` (its table, for the reference).
 """
 
 from __future__ import annotations
@@ -27,7 +22,7 @@ from typing import TYPE_CHECKING
 from dockergen.errors import Problem, ProfileError
 
 if TYPE_CHECKING:
-    from dockergen.fleet.project import Fleet
+    from dockergen.outputs.fleet.project import Fleet
 
 
 @dataclass(frozen=True)
@@ -44,13 +39,13 @@ class ProfileCheck:
 
 
 def _bake(fleet: Fleet) -> None:
-    from dockergen.fleet.project import check_bake
+    from dockergen.outputs.fleet.project import check_bake
 
     check_bake(fleet)
 
 
 def _observe(fleet: Fleet) -> None:
-    from dockergen.observe.generate import monitored, settings_problems
+    from dockergen.outputs.observe.generate import monitored, settings_problems
 
     found = {}
     for member in fleet.members:
@@ -66,7 +61,7 @@ def _capacity(fleet: Fleet) -> None:
     # a matrix's variants are not planned yet: each may name another model
     first = fleet.members[0].resolution
     if not fleet.matrices and getattr(first.resolved.profile.serving, "hf_config", None):
-        from dockergen.plan import validate_capacity
+        from dockergen.outputs.plan import validate_capacity
 
         validate_capacity(first)
 
@@ -77,18 +72,18 @@ RESOLUTION = ProfileCheck(
     "GPUs, CUDA, the base-image lock, the engine release, its kernels and pins, torch, "
     "Python, FlashAttention-2, quantization, the server's flags and scheduler limits, the "
     "model mount, extra packages, tags, certificates, the Python lock",
-    "dockergen.resolve")
+    "dockergen.resolve.fold")
 CHECKS: tuple[ProfileCheck, ...] = (
     ProfileCheck("bake", ("render -o",),
                  "the bake file's targets: cache references and tags no two targets share",
-                 "dockergen.fleet.project", _bake),
+                 "dockergen.outputs.fleet.project", _bake),
     ProfileCheck("observe", ("observe",),
                  "the observe: section: rate window, budgets and scrape settings a "
-                 "Prometheus accepts", "dockergen.observe.generate", _observe),
+                 "Prometheus accepts", "dockergen.outputs.observe.generate", _observe),
     ProfileCheck("capacity", ("plan",),
                  "with serving.hf_config: the model's weights and KV cache fit the GPUs at "
                  "serving.max_model_len, and its heads divide by the tensor-parallel size",
-                 "dockergen.plan", _capacity),
+                 "dockergen.outputs.plan", _capacity),
 )
 
 
@@ -181,7 +176,8 @@ RULE_DETAILS: tuple[RuleDetail, ...] = (
     RuleDetail("no-secrets", "error",
                "no credential-like value anywhere in the profile (description, labels, server "
                "args, env values, smoke commands) and no secret-looking env names; checked "
-               "before types, so a type error never hides it (`dockergen/credentials.py`). The "
+               "before types, so a type error never hides it "
+                "(`dockergen/input/credentials.py`). The "
                "shapes are gitleaks' rule set (`dockergen/data/secret_rules.json`: 218 rules of "
                "gitleaks' `config/gitleaks.toml` at the commit it names, MIT, licence beside it;"
                " NVIDIA `nvapi-`, GitLab, Stripe, npm, JWTs, private keys, AWS, the generic `key"
@@ -213,8 +209,8 @@ def validate_profile(path: Path, overrides: tuple[str, ...]
     then run every registered check: the fleet and every problem they found (each check
     runs, so all are reported at once). None: the profile is abstract, and its fields
     passed the checks that apply to them alone."""
-    from dockergen.fleet import adapter
-    from dockergen.fleet.project import collect
+    from dockergen.outputs.fleet import adapter
+    from dockergen.outputs.fleet.project import collect
 
     raw = adapter.read_raw(path)
     if adapter.check_abstract(raw, overrides):
@@ -234,13 +230,13 @@ def rule_docs() -> list[tuple[str, tuple[str, ...], str]]:
     """(rule function, the engines whose profiles it checks, its docstring's summary) of
     every resolution rule, in the order they run (an engine's own version of a rule is
     listed under its own name)."""
-    from dockergen.components.serving import ENGINES
-    from dockergen.resolve import rules
+    from dockergen.parts.engines import ENGINES
+    from dockergen.resolve.fold import rules
 
     seen: dict[str, tuple[list[str], str]] = {}
     for engine in ENGINES.values():
         for rule in rules(engine):
-            name = f"{rule.__module__.removeprefix('dockergen.components.')}.{rule.__qualname__}"
+            name = f"{rule.__module__.removeprefix('dockergen.parts.')}.{rule.__qualname__}"
             summary = " ".join((rule.__doc__ or "").strip().split("\n\n")[0].split())
             seen.setdefault(name, ([], summary))[0].append(engine.name)
     every = len(ENGINES)
@@ -263,7 +259,7 @@ def checks_reference() -> str:
                      f"`{c.owner}` |")
     lines += ["", "## The resolution rules", "",
               "In the order they run for the first engine, with each function's own "
-              "summary (in `dockergen/components/`); the rules another engine does its own "
+              "summary (in `dockergen/parts/`); the rules another engine does its own "
               "way follow, and a rule not every engine runs names its engines:", "",
               "| rule | engines | checks |", "| --- | --- | --- |"]
     lines += [f"| `{name}` | {', '.join(engines) or 'all'} | {doc.replace('|', '/')} |"
@@ -273,7 +269,7 @@ def checks_reference() -> str:
               "with the limits and sources they go by; the names are those their problems "
               "and the summaries above use:", "",
               "| rule | kind | what |", "| --- | --- | --- |"]
-    from dockergen.components import fields  # its table is the one source of the detail
+    from dockergen.parts import fields  # its table is the one source of the detail
 
     details = (*RULE_DETAILS, RuleDetail("field-unused", "warning", fields.described()))
     lines += [f"| {d.rules} | {d.kind} | {d.what} |" for d in details]

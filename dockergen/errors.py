@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import Enum, IntEnum
 from pathlib import Path
 
-from dockergen.errors_secrets import SecretScan
+from dockergen.secretscan import SecretScan
 
 # dockergen's own shapes of credentials that must never be echoed back (messages,
 # logs, labels), beside the vendored rules of a secret scanner (SecretScan). Token
@@ -168,7 +168,7 @@ class Edit:
     """One alternative of a fix, in words and as a machine applies it: the fields to set,
     each value written as ``--set FIELD=VALUE`` reads it (YAML for lists, the raw string
     for text). Checks offer candidates; resolution keeps those that, applied, leave a
-    profile with no error the original did not have (see :func:`dockergen.resolve.check`).
+    profile with no error the original did not have (see :func:`dockergen.resolve.fold.check`).
     """
 
     text: str  # "use CUDA 13.0.2", "drop v100"

@@ -2,7 +2,7 @@
 
 :func:`resolution` is the entrance from a profile file: it loads the profile with its
 ``--set`` overrides and user knowledge, and resolves it with the base-image lock beside it
-(typed pins, :mod:`dockergen.pins`) and the CA certificates the command was given
+(typed pins, :mod:`dockergen.input.pins`) and the CA certificates the command was given
 (typed too: never an override of the profile). Every output is a function of the
 :class:`Resolution` it returns (the build context and its content tag here; the bake file,
 deploy, observe, the capacity plan, the Python lock's inputs, explain and build in their
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dockergen.errors import Location
-from dockergen.loader import LoadedProfile, Overrides
-from dockergen.model import GivenCertificate, Mode, Resolved
+from dockergen.input.loader import LoadedProfile, Overrides
+from dockergen.resolve.model import GivenCertificate, Mode, Resolved
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,9 @@ class Resolution:
         return self.loaded.at(*field_path)
 
     def files(self, syntax: str | None = None) -> dict[str, bytes]:
-        """Every file of the build context (:func:`dockergen.render.build_context`)."""
+        """Every file of the build context (:func:`dockergen.outputs.dockerfile.build_context`)."""
         if syntax not in self._contexts:
-            from dockergen.render import build_context
+            from dockergen.outputs.dockerfile import build_context
 
             self._contexts[syntax] = build_context(self.resolved, syntax)
         return self._contexts[syntax]
@@ -58,8 +58,9 @@ class Resolution:
     @functools.cached_property
     def content_tag(self) -> str:
         """The ``dg-<hash>`` tag ``dockergen build`` gives this context with default options
-        (no build args, the final stage, the profile's platform; :mod:`dockergen.buildid`)."""
-        from dockergen.buildid import content_tag, engine_platform
+        (no build args, the final stage, the profile's platform;
+        :mod:`dockergen.resolve.buildid`)."""
+        from dockergen.resolve.buildid import content_tag, engine_platform
 
         platform = engine_platform(None, self.resolved.profile.build.platform)
         return content_tag(self.files(), mode=self.resolved.mode, platform=platform)
@@ -68,11 +69,11 @@ class Resolution:
 def resolution_of(loaded: LoadedProfile, mode: Mode = "buildkit", *,
                   python_lock: bool = True, pin: bool = True,
                   certificates: tuple[GivenCertificate, ...] = ()) -> Resolution:
-    """Resolve a loaded profile (:func:`dockergen.resolve.resolve`); ``pin=False`` leaves the
+    """Resolve a loaded profile (:func:`dockergen.resolve.fold.resolve`); ``pin=False`` leaves the
     base-image lock out (what ``dockergen lock`` pins), ``python_lock=False`` the Python
     lock (what ``dockergen lock --python`` refreshes); ``certificates``: the CA
     certificates the command was given (``build --ca-cert``)."""
-    from dockergen.resolve import resolve
+    from dockergen.resolve.fold import resolve
 
     return Resolution(loaded, resolve(loaded, mode, python_lock=python_lock, pin=pin,
                                       certificates=certificates))
@@ -83,7 +84,7 @@ def resolution(path: Path, overrides: Overrides = (), mode: Mode = "buildkit", *
                certificates: tuple[GivenCertificate, ...] = ()) -> Resolution:
     """Load a profile file once and resolve it once; raises :class:`ProfileError` with
     every problem found."""
-    from dockergen.loader import load_profile
+    from dockergen.input.loader import load_profile
 
     return resolution_of(load_profile(path, overrides), mode, python_lock=python_lock,
                          pin=pin, certificates=certificates)

@@ -8,7 +8,6 @@ machine every shared object must have) and the deploy outputs (``kubernetes.io/a
 it. src: OCI image-index spec ``platform.architecture`` (Go's GOARCH names); the System V
 gABI e_machine registry (/usr/include/elf.h: EM_X86_64 62, EM_AARCH64 183); PEP 600
 manylinux tags (``manylinux_2_28_aarch64``).
-May import: the standard library only.
 """
 
 from __future__ import annotations

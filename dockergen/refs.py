@@ -18,8 +18,6 @@ its first component is a domain (it has a port), and ``_`` is not allowed in a h
 src: github.com/distribution/reference reference.go (grammar), regexp.go (patterns),
 normalize.go (splitDockerDomain, ParseNormalizedNamed); github.com/opencontainers/go-digest
 algorithm.go (the digest algorithms and their hex lengths).
-
-May import: nothing of dockergen (a leaf).
 """
 
 from __future__ import annotations

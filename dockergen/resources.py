@@ -3,7 +3,6 @@
 In an installed wheel they live in ``dockergen/_shipped/``; in a checkout (and under an
 editable install, where a packaged copy would be stale) they are the repository's
 top-level ``templates/`` and ``profiles/`` folders.
-May import: nothing of dockergen.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 """Extract the Prometheus metrics an engine release defines, from its real wheel.
 
 Maintainer tool behind each engine's ``metrics.yaml`` (in its folder under
-``dockergen/components/serving/``): it reads the engine's metrics
+``dockergen/parts/engines/``): it reads the engine's metrics
 module out of the wheel (a zip; nothing is installed or imported) through
-dockergen.observe.families (its docstring says how families are found). The output is JSON,
+dockergen.outputs.observe.families (its docstring says how families are found). The output is JSON,
 one entry per release; the checked-in snapshot ``dockergen/data/metrics_snapshot.json`` is
 its output for the releases dockergen knows, and ``tests/unit/knowledge/test_metrics_knowledge.py``
 compares the hand-kept ``metrics.yaml`` with that snapshot offline.
@@ -34,8 +34,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dockergen.observe.families import extract_source  # noqa: E402 - after the path
-from dockergen.observe.metrics import read_modules  # noqa: E402
+from dockergen.outputs.observe.families import extract_source  # noqa: E402 - after the path
+from dockergen.outputs.observe.metrics import read_modules  # noqa: E402
 
 _WHEEL = re.compile(r"(?P<name>[A-Za-z0-9_]+)-(?P<version>[^-]+)-.*\.whl$")
 

@@ -3,7 +3,7 @@
 resolved closure have no wheel there: the `closure_wheels` rows of its facts.
 
 `validate` judges a profile offline from these rows; `dockergen lock --python` judges the
-real closure online the same way (dockergen/closure.py). Each row is made as the lock is:
+real closure online the same way (dockergen/outputs/closure.py). Each row is made as the lock is:
 uv pip compile for the platform and Python (from metadata, torch from PyPI's main index, the
 one PyTorch index reachable from here being PyPI), then each pinned distribution's files on
 the index matched against packaging.tags of the target interpreter and platform.
@@ -23,9 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dockergen import closure, pylock  # noqa: E402 - after the path set-up
-from dockergen.components.serving.base import ServingEngine  # noqa: E402
-from dockergen.profile import MACHINE_OF_PLATFORM  # noqa: E402
+from dockergen.input.profile import MACHINE_OF_PLATFORM  # noqa: E402
+from dockergen.outputs import closure, pylock  # noqa: E402 - after the path set-up
+from dockergen.parts.engines.base import ServingEngine  # noqa: E402
 
 
 def _unjudged(self: object, c: object) -> None:

@@ -8,7 +8,7 @@ available". Which library that is, per compute capability, is a fact of each eng
 ``common_ops``, one build for 9.0 and one for every other GPU). This script reads those
 libraries from the real x86_64 wheels on PyPI through HTTP range requests (the zip's
 central directory, then only those members: ~60 MiB of a ~300 MiB wheel) and lists their
-fatbin entries with the reader the whole-image audit uses (dockergen/kernels.py).
+fatbin entries with the reader the whole-image audit uses (dockergen/knowledge/kernels.py).
 The aarch64 wheels are builds of their own with other arch lists (vLLM 0.33.0's aarch64
 build has no sm_75), so each machine has its own table: `kernels:` (x86_64) and
 `kernels_aarch64:`.
@@ -33,8 +33,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dockergen import kernels  # noqa: E402 - after the path set-up
-from dockergen.knowledge import builtin_facts  # noqa: E402
+from dockergen.knowledge import kernels  # noqa: E402 - after the path set-up
+from dockergen.knowledge.facts import builtin_facts  # noqa: E402
 from dockergen.maint import platforms  # noqa: E402
 
 ENGINES = ("vllm", "sglang")

@@ -1,9 +1,9 @@
 """Extract the `vllm serve` CLI flags from a vllm wheel (static, AST; no torch needed).
 
-The reading is dockergen.components.serving.vllm.wheel.serve_flags (its docstring says what
+The reading is dockergen.parts.engines.vllm.wheel.serve_flags (its docstring says what
 is and is not listed); `dockergen upgrade` reads a new release through the same function.
 
-Usage: python tools/vllm_flags.py WHEEL [--update dockergen/components/serving/vllm/flags.json]
+Usage: python tools/vllm_flags.py WHEEL [--update dockergen/parts/engines/vllm/flags.json]
 Exits 2 when the layout is not understood (a short list would be worse than none).
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dockergen.components.serving.vllm.wheel import (  # noqa: E402 - after the path set-up
+from dockergen.parts.engines.vllm.wheel import (  # noqa: E402 - after the path set-up
     MEMBERS,
     WheelLayoutError,
     serve_flags,

@@ -2,7 +2,7 @@
 """Read, per vLLM release, each quantization method's minimum compute capability and the
 FlashInfer packages the wheel requires (static: AST and METADATA; no torch, no GPU).
 
-The floors are read by dockergen.components.serving.vllm.wheel.quant_floors (its docstring
+The floors are read by dockergen.parts.engines.vllm.wheel.quant_floors (its docstring
 says which files and classes, and how alternatives combine); a layout it does not know
 stops the script (exit 2): a wrong floor would be worse than none.
 
@@ -12,7 +12,7 @@ few members: ~2 MB of a ~330 MB wheel), or from a local file with ``--wheel``.
 Usage:
   python tools/vllm_quant.py [VERSION ...] [--wheel PATH ...] [--update]
     VERSION ...  releases to read (default: every release in vllm/facts.yaml `releases:`)
-    --update     merge the result into dockergen/components/serving/vllm/quant.json
+    --update     merge the result into dockergen/parts/engines/vllm/quant.json
     --check      compare with vllm/quant.json instead; exit 1 on any difference
     --yaml       print vllm/facts.yaml's per-release `min_cc` maps from vllm/quant.json
 """
@@ -29,17 +29,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dockergen.components.serving.vllm.wheel import (  # noqa: E402 - after the path set-up
+from dockergen.knowledge.facts import builtin_facts  # noqa: E402
+from dockergen.maint import pypi  # noqa: E402
+from dockergen.net.ranges import BLOCK  # noqa: E402
+from dockergen.parts.engines.vllm.wheel import (  # noqa: E402 - after the path set-up
     METHODS,
     QUANT_MEMBERS,
     WheelLayoutError,
     quant_floors,
 )
-from dockergen.knowledge import builtin_facts  # noqa: E402
-from dockergen.maint import pypi  # noqa: E402
-from dockergen.ranges import BLOCK  # noqa: E402
 
-OUTPUT = ROOT / "dockergen" / "components" / "serving" / "vllm" / "quant.json"
+OUTPUT = ROOT / "dockergen" / "parts" / "engines" / "vllm" / "quant.json"
 FLASHINFER = re.compile(r"^Requires-Dist:\s*(flashinfer[-_][^;\s]*[^;]*?)\s*(;.*)?$", re.M)
 LayoutError = WheelLayoutError  # the wheel's layout is not what METHODS describes (exit 2)
 

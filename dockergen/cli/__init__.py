@@ -7,7 +7,6 @@ and leaves as clear lines on stderr and a distinct exit code (see
 other module holds one command (or a small family of them). The commands import the rest
 of dockergen inside their bodies, so each loads only what it uses
 (tests/architecture/test_startup.py).
-May import: anything of dockergen (it is the top: nothing imports it).
 """
 
 from dockergen.cli import (

@@ -6,9 +6,6 @@ keeps its traceback. Here too: the options and help texts several commands take 
 ``--mode``, ``--strict``, ``-q``), the helpers for their output (``-o``, warnings, a
 standard output whose failures are told apart) and the one state :func:`main` reads after
 a command has ended (:data:`run_state`).
-May import: click, the standard library, :mod:`dockergen` (the version),
-:mod:`dockergen.cli.params` and :mod:`dockergen.errors` at the top; the rest of dockergen
-inside functions (start-up time).
 """
 
 from __future__ import annotations
@@ -28,7 +25,7 @@ from dockergen import __version__
 from dockergen.cli import params
 from dockergen.errors import DockergenError, ExitCode, ProfileError, redact
 
-# How dockergen.loader.parse_set reads a --set value; docs/commands.md says the same, and
+# How dockergen.input.loader.parse_set reads a --set value; docs/commands.md says the same, and
 # tests/cli/test_set_origins.py checks each kind against the parser.
 SET_HELP = ("Override a profile field before validation. A text field (python, cuda.version, "
             "serving.model, ...) takes VALUE as it is, without quotes: python=3.10 is the text "
@@ -211,7 +208,7 @@ def _start_network_budget(ctx: click.Context, param: click.Parameter, value: flo
 
     if value is not None and not (math.isfinite(value) and 0 < value <= 7 * 24 * 3600):
         raise click.BadParameter(f"{value}: expected seconds, more than 0 and at most a week")
-    from dockergen import net
+    from dockergen.net import http as net
 
     net.begin(value)
     return value
@@ -290,7 +287,7 @@ def _interrupted() -> None:
     """Ctrl-C: the exit code and the message tell what is on disk. Output completely
     written before the interrupt is named; when it was the command's whole output (the
     signal came during or after its final swap) the command succeeded: exit 0."""
-    from dockergen import atomic
+    from dockergen.files import atomic
 
     written = [str(p) for p in atomic.committed()]
     how = "terminated (SIGTERM)" if run_state.terminated else "interrupted"

@@ -1,9 +1,5 @@
 """``dockergen build``: a profile rendered, built through the Docker Engine API, smoke
 tested and optionally pushed.
-
-May import: click, :mod:`dockergen.cli.app`, :mod:`dockergen.cli.params` and the standard
-library at the top; the rest of dockergen (the daemon adapter with docker-py) inside the
-command (start-up time).
 """
 
 from __future__ import annotations
@@ -65,8 +61,8 @@ def build(profile: str, overrides: tuple[str, ...], output: str | None, builder:
     import math
 
     run_state.build_prints_only = dry_run  # main() reads it if the output is cut off
-    from dockergen.build import build_profile
-    from dockergen.build_options import BuildOptions
+    from dockergen.build.options import BuildOptions
+    from dockergen.build.orchestrate import build_profile
 
     # nan and -1 cancelled the build at once, 0 meant none, inf crashed the timer thread
     if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= _WEEK_S):

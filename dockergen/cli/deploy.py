@@ -1,9 +1,5 @@
 """``dockergen deploy``: a hardened Compose file or Kubernetes manifest for a profile (or
 for every shipped one).
-
-May import: click, :mod:`dockergen.cli.app`, :mod:`dockergen.cli.params`,
-:mod:`dockergen.kube` (a leaf: the namespace observe's monitoring shares) and the standard
-library at the top; the rest of dockergen inside the command (start-up time).
 """
 
 from __future__ import annotations
@@ -12,7 +8,6 @@ from pathlib import Path
 
 import click
 
-from dockergen import kube
 from dockergen.cli import params
 from dockergen.cli.app import (
     path_given,
@@ -22,6 +17,7 @@ from dockergen.cli.app import (
     to_stdout,
     warn,
 )
+from dockergen.outputs import kube
 
 
 @click.command()
@@ -67,10 +63,10 @@ def deploy(ctx: click.Context, profile: str | None, fmt: str, record: str | None
            model_claim: str | None, cpus: int, memory_gib: int, openshift: bool,
            require_signature: str | None, overrides: tuple[str, ...], quiet: bool) -> None:
     """Write a hardened Compose file or Kubernetes manifest for PROFILE."""
-    from dockergen import atomic
     from dockergen.api import shipped_single_images
-    from dockergen.deploy import DeployOptions, DeployUsageError, check_options, deploy
-    from dockergen.deploy.write import folder_files, is_deploy_folder, is_generated
+    from dockergen.files import atomic
+    from dockergen.outputs.deploy import DeployOptions, DeployUsageError, check_options, deploy
+    from dockergen.outputs.deploy.write import folder_files, is_deploy_folder, is_generated
 
     if deploy_all == bool(profile):
         raise click.UsageError("give either PROFILE or --all")

@@ -1,8 +1,5 @@
 """``dockergen explain``: each derived setting of a profile with the rule and source that
 chose it.
-
-May import: click, :mod:`dockergen.cli.app` and the standard library at the top; the rest
-of dockergen inside the command (start-up time).
 """
 
 from __future__ import annotations
@@ -20,8 +17,8 @@ from dockergen.cli.app import mode_option, set_option
 @mode_option
 def explain(profile: str, overrides: tuple[str, ...], mode: str) -> None:
     """Show each derived setting of PROFILE and the rule and source that chose it."""
-    from dockergen import layers
     from dockergen.api import resolve_profile
+    from dockergen.knowledge import layers
 
     resolved = resolve_profile(Path(profile), overrides, mode)  # type: ignore[arg-type]
     click.echo(f"{resolved.profile.name} ({' <- '.join(resolved.chain)}), "

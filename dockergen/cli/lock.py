@@ -1,8 +1,5 @@
 """``dockergen lock``: base images pinned by digest in PROFILE.lock.json, or with
 ``--python`` a profile's hashed Python closure in PROFILE.python.lock.
-
-May import: click, :mod:`dockergen.cli.app`, :mod:`dockergen.errors` and the standard
-library at the top; the rest of dockergen inside functions (start-up time).
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from dockergen.cli.app import network_timeout_option, set_option
 from dockergen.errors import OutputError
 
 if TYPE_CHECKING:
-    from dockergen.pylockfile import LockInputs
+    from dockergen.input.pylockfile import LockInputs
 
 # What uv's --python-platform accepts for a Linux GPU image: glibc targets only (the
 # images are Ubuntu/Debian), src: `uv pip compile --help` of the uv dockergen pins.
@@ -27,7 +24,7 @@ def _check_python_lock_options(python_platform: str | None, torch_index: str | N
     """`lock --python` options, refused before uv runs (it would report them as exit 2)."""
     import re
 
-    from dockergen.profile_shapes import PATTERNS
+    from dockergen.input.values import PATTERNS
 
     if python_platform is not None and not re.fullmatch(_LOCK_PLATFORM, python_platform):
         raise click.UsageError(f"--python-platform {python_platform!r}: expected a Linux glibc "
@@ -47,7 +44,7 @@ def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
     ``platforms`` one lock per platform of a multi-platform image, each resolved for its
     own CPU (a platform's missing wheel stops the command before any build)."""
     from dockergen import platforms as known
-    from dockergen import pylock
+    from dockergen.outputs import pylock
 
     inp = pylock.inputs_of(pylock.lock_resolution(path, overrides), platform=python_platform,
                            torch_index=torch_index)
@@ -61,7 +58,7 @@ def _python_lock(path: Path, overrides: tuple[str, ...], check: bool,
 
 def _one_python_lock(path: Path, inp: LockInputs, lock_file: Path, check: bool) -> None:
     """Write (or check) the lock of one platform's closure in ``lock_file``."""
-    from dockergen import closure, owners, pylock
+    from dockergen.outputs import closure, owners, pylock
 
     if check:
         pylock.check_matches(lock_file, inp, path)
@@ -132,7 +129,7 @@ def lock(profiles: tuple[str, ...], overrides: tuple[str, ...], check: bool, rem
 
     Credentials come from your docker config (docker login). render then writes
     FROM repo:tag@sha256:... lines. Without --update, images already locked keep their pin.
-    With --python: the Python closure instead, in PROFILE.python.lock (dockergen/pylock.py).
+    With --python: the Python closure instead, in PROFILE.python.lock (dockergen/outputs/pylock.py).
     """
     if python_lock:
         if remote or update or mirrors:
@@ -142,8 +139,8 @@ def lock(profiles: tuple[str, ...], overrides: tuple[str, ...], check: bool, rem
         for path in profiles:
             _python_lock(Path(path), overrides, check, python_platform, torch_index, platforms)
         return
-    from dockergen.fleet import locks
-    from dockergen.fleet.project import collect
+    from dockergen.outputs.fleet import locks
+    from dockergen.outputs.fleet.project import collect
 
     if python_platform or torch_index:
         raise click.UsageError("--python-platform and --torch-index go with --python")

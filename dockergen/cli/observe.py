@@ -1,10 +1,5 @@
 """``dockergen observe``: Prometheus scrape config, recording and alert rules and a Grafana
 dashboard for a profile's engine release (or for every shipped profile).
-
-May import: click, :mod:`dockergen.cli.app`, :mod:`dockergen.cli.params`,
-:mod:`dockergen.errors`, :mod:`dockergen.kube` (a leaf: deploy's namespace and port name,
-the options' defaults) and the standard library at the top; the rest of dockergen (the
-Grafana SDK) inside the command (start-up time).
 """
 
 from __future__ import annotations
@@ -13,7 +8,6 @@ from pathlib import Path
 
 import click
 
-from dockergen import kube
 from dockergen.cli import params
 from dockergen.cli.app import (
     folder_given,
@@ -23,6 +17,7 @@ from dockergen.cli.app import (
     warn,
 )
 from dockergen.errors import ProfileError, holds_secret
+from dockergen.outputs import kube
 
 
 @click.command()
@@ -56,10 +51,10 @@ def observe(profile: str | None, output: str, observe_all: bool, fmt: str, monit
     import re
 
     from dockergen.api import shipped_single_images
-    from dockergen.observe.generate import observe as monitoring
-    from dockergen.observe.generate import write_output, write_outputs
+    from dockergen.input.values import PATTERNS
+    from dockergen.outputs.observe.generate import observe as monitoring
+    from dockergen.outputs.observe.generate import write_output, write_outputs
     from dockergen.pipeline import resolution
-    from dockergen.profile_shapes import PATTERNS
 
     if observe_all == bool(profile):
         raise click.UsageError("give either PROFILE or --all")

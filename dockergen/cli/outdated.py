@@ -1,8 +1,5 @@
 """``dockergen outdated`` and ``dockergen upgrade``: newer releases of a profile's engine
 and packages on an index, and the move to one that passes every rule.
-
-May import: click, :mod:`dockergen.cli.app` and the standard library at the top; the rest
-of dockergen (and packaging) inside the commands (start-up time).
 """
 
 from __future__ import annotations
@@ -27,8 +24,8 @@ def outdated(profiles: tuple[str, ...], overrides: tuple[str, ...], index: str |
              as_json: bool) -> None:
     """Newer releases of each profile's engine and pinned packages, and the rules' verdict
     on the profile moved to each. Exit 9 when one is valid (for scheduled CI)."""
-    from dockergen import outdated as out
-    from dockergen.outdated_index import PASSWORD_ENV, USER_ENV, is_index_url
+    from dockergen.net.index import PASSWORD_ENV, USER_ENV, is_index_url
+    from dockergen.releases import outdated as out
 
     if index is not None and not is_index_url(index):
         raise click.BadParameter("give an http(s) URL without credentials (they come from "
@@ -65,9 +62,9 @@ def upgrade(profile: str, overrides: tuple[str, ...], to: str | None, driver: st
     deriving the facts of releases dockergen lacks from the index; show what changes."""
     from packaging.version import InvalidVersion, Version
 
-    from dockergen import upgrade as up
-    from dockergen import upgrade_write as shown
-    from dockergen.outdated_index import PASSWORD_ENV, USER_ENV, is_index_url
+    from dockergen.net.index import PASSWORD_ENV, USER_ENV, is_index_url
+    from dockergen.releases import upgrade as up
+    from dockergen.releases import write as shown
 
     if index is not None and not is_index_url(index):
         raise click.BadParameter("give an http(s) URL without credentials (they come from "

@@ -5,11 +5,7 @@ Each choice is read from its source when click first needs it (parsing, a comman
 ``--help``, completion), not when the CLI is imported: ``dockergen --help`` and
 ``profiles`` load no profile model (tests/architecture/test_startup.py). ``--set FIELD=VALUE`` is
 checked against the profile model's field paths before any profile is read
-(:func:`check_set_fields`); its VALUE is read by :func:`dockergen.loader.parse_set`.
-May import: click and the standard library at the top; the sources of the choices
-(:mod:`dockergen.model`, :mod:`dockergen.deploy`, :mod:`dockergen.observe.generate`,
-:mod:`dockergen.progress`), :mod:`dockergen.errors` and :mod:`dockergen.loader` inside
-functions (start-up time).
+(:func:`check_set_fields`); its VALUE is read by :func:`dockergen.input.loader.parse_set`.
 """
 
 from __future__ import annotations
@@ -39,46 +35,46 @@ class SourcedChoice(click.Choice[str]):
 
 
 def _modes() -> tuple[str, ...]:
-    from dockergen.model import Mode
+    from dockergen.resolve.model import Mode
 
     return typing.get_args(Mode)
 
 
 def _builders() -> tuple[str, ...]:
-    # auto: buildkit when the engine has it, else classic (dockergen.build)
+    # auto: buildkit when the engine has it, else classic (dockergen.build.orchestrate)
     return ("auto", *_modes())
 
 
 def _deploy_formats() -> tuple[str, ...]:
-    from dockergen.deploy import FORMATS
+    from dockergen.outputs.deploy import FORMATS
 
     return FORMATS
 
 
 def _opt_ins() -> tuple[str, ...]:
-    from dockergen.deploy.facts import OPT_INS
+    from dockergen.outputs.deploy.facts import OPT_INS
 
     return tuple(OPT_INS)
 
 
 def _observe_formats() -> tuple[str, ...]:
-    from dockergen.observe.generate import Format
+    from dockergen.outputs.observe.generate import Format
 
     return typing.get_args(Format)
 
 
 def _progress_kinds() -> tuple[str, ...]:
-    from dockergen.progress import RENDERERS
+    from dockergen.build.progress import RENDERERS
 
     return ("auto", *RENDERERS)
 
 
-MODE = SourcedChoice(_modes)  # render/explain --mode: dockergen.model.Mode
+MODE = SourcedChoice(_modes)  # render/explain --mode: dockergen.resolve.model.Mode
 BUILDER = SourcedChoice(_builders)  # build --builder: auto or a Mode
-DEPLOY_FORMAT = SourcedChoice(_deploy_formats)  # deploy --format: dockergen.deploy.FORMATS
-OPT_IN = SourcedChoice(_opt_ins)  # deploy --opt-in: dockergen.deploy.facts.OPT_INS
+DEPLOY_FORMAT = SourcedChoice(_deploy_formats)  # deploy --format: dockergen.outputs.deploy.FORMATS
+OPT_IN = SourcedChoice(_opt_ins)  # deploy --opt-in: dockergen.outputs.deploy.facts.OPT_INS
 OBSERVE_FORMAT = SourcedChoice(_observe_formats)  # observe --format: its Format Literal
-PROGRESS = SourcedChoice(_progress_kinds)  # build --progress: dockergen.progress.RENDERERS
+PROGRESS = SourcedChoice(_progress_kinds)  # build --progress: dockergen.build.progress.RENDERERS
 
 
 class SetItem(click.ParamType[str]):
@@ -90,7 +86,7 @@ class SetItem(click.ParamType[str]):
 
     def shell_complete(self, ctx: click.Context, param: click.Parameter,
                        incomplete: str) -> list[CompletionItem]:
-        from dockergen.loader import set_field_paths
+        from dockergen.input.loader import set_field_paths
 
         return [CompletionItem(f"{path}=") for path in set_field_paths()
                 if path.startswith(incomplete)]
@@ -103,7 +99,7 @@ def check_set_fields(ctx: click.Context, param: click.Parameter,
     if not value:
         return value  # no --set: the loader (and pydantic) stay unloaded
     from dockergen.errors import ProfileError
-    from dockergen.loader import unknown_set_fields
+    from dockergen.input.loader import unknown_set_fields
 
     problems = unknown_set_fields(value)
     if problems:

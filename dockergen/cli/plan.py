@@ -1,8 +1,5 @@
 """``dockergen plan``: the capacity plan of a profile (weights, KV cache, tokens per GPU,
 concurrency), as a table or JSON.
-
-May import: click, :mod:`dockergen.cli.app` and the standard library at the top; the rest
-of dockergen inside the command (start-up time).
 """
 
 from __future__ import annotations
@@ -39,8 +36,8 @@ def _finite_gib(ctx: click.Context, param: click.Parameter, value: float) -> flo
 def plan(profile: str, model_config: str | None, model_dir: str | None, overhead_gib: float,
          as_json: bool, overrides: tuple[str, ...]) -> None:
     """Capacity plan: weights, KV cache per token, tokens per GPU, max concurrency."""
+    from dockergen.outputs.plan import builtin_models, check_fit, format_table, plan_of
     from dockergen.pipeline import resolution
-    from dockergen.plan import builtin_models, check_fit, format_table, plan_of
 
     if model_config and model_dir:
         raise click.UsageError("give --model-config or --model-dir, not both")

@@ -1,9 +1,6 @@
 """``dockergen profiles``, ``schema`` and ``reference``: what dockergen knows, printed or
 written for people and editors (the shipped profiles, the profile JSON Schema, the Markdown
 references of profile fields and of the checks).
-
-May import: click, :mod:`dockergen.cli.app` and the standard library at the top; the rest
-of dockergen inside the commands (start-up time: ``profiles`` loads no profile model).
 """
 
 from __future__ import annotations
@@ -30,8 +27,8 @@ def list_profiles() -> None:
               help="Write the schema to this file instead of stdout.")
 def schema(output: str | None) -> None:
     """Print the JSON Schema of profile files (for editors)."""
-    from dockergen import atomic
-    from dockergen.schema import is_schema_text, profile_schema
+    from dockergen.files import atomic
+    from dockergen.outputs.schema import is_schema_text, profile_schema
 
     text = json.dumps(profile_schema(), indent=2, sort_keys=True) + "\n"
     if to_stdout(output):
@@ -49,9 +46,9 @@ def schema(output: str | None) -> None:
 def reference(output: str | None, of_checks: bool) -> None:
     """Print the Markdown reference of profile fields, generated from the same model as
     `dockergen schema` (the documentation's docs/reference/profile.md)."""
-    from dockergen import atomic
     from dockergen.checks import checks_reference, is_checks_reference
-    from dockergen.reference import is_reference_text, profile_reference
+    from dockergen.files import atomic
+    from dockergen.outputs.reference import is_reference_text, profile_reference
 
     text = checks_reference() if of_checks else profile_reference()
     if to_stdout(output):

@@ -1,8 +1,5 @@
 """``dockergen render``: a profile to a Dockerfile on standard output, or to build contexts
 and a bake file in a folder (every shipped profile with ``--all``).
-
-May import: click, :mod:`dockergen.cli.app` and the standard library at the top; the
-rest of dockergen inside the command (start-up time: tests/architecture/test_startup.py).
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ from dockergen.cli.app import (
 def _check_syntax(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """--syntax is an image reference: it becomes line 1 of the Dockerfile, so a newline in
     it would add an instruction (and an empty one would silently emit nothing)."""
-    from dockergen.profile_shapes import check_reference
+    from dockergen.input.values import check_reference
 
     if value is not None:
         try:
@@ -72,14 +69,14 @@ def render(profile: str | None, output: str | None, render_all: bool,
     (PROFILE.lock.json, see `dockergen lock`) is beside the profile.
     """
     from dockergen.api import shipped_renderable
-    from dockergen.fleet import bake
-    from dockergen.fleet.project import (
+    from dockergen.outputs.dockerfile import write_context, write_contexts
+    from dockergen.outputs.fleet import bake
+    from dockergen.outputs.fleet.project import (
         bake_text,
         check_bake_destination,
         collect,
         previous_variants,
     )
-    from dockergen.render import write_context, write_contexts
 
     if render_all == bool(profile):
         raise click.UsageError("give either PROFILE or --all")

@@ -1,8 +1,5 @@
 """``dockergen validate``: every check a profile must pass, run on one or more profiles
 (a matrix: on every point), every problem printed.
-
-May import: click, :mod:`dockergen.cli.app`, :mod:`dockergen.errors` and the standard
-library at the top; the rest of dockergen inside the command (start-up time).
 """
 
 from __future__ import annotations
@@ -25,7 +22,7 @@ def validate(profiles: tuple[str, ...], overrides: tuple[str, ...], strict: bool
              quiet: bool) -> None:
     """Check one or more profiles; print every problem found (matrices: every point)."""
     from dockergen.checks import validate_profile
-    from dockergen.fleet.matrix import MatrixError
+    from dockergen.outputs.fleet.matrix import MatrixError
 
     problems: list[Any] = []
     dropped: list[Any] = []

@@ -1,7 +1,4 @@
 """``dockergen verify``: an image's signature, SBOM and provenance against a public key.
-
-May import: click and the standard library at the top; the rest of dockergen inside the
-command (start-up time).
 """
 
 from __future__ import annotations

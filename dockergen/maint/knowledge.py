@@ -1,6 +1,4 @@
 """``python -m dockergen.maint.knowledge check|live|refresh`` (see :mod:`.knowledge_check`).
-
-May import: :mod:`dockergen.maint.knowledge_check`.
 """
 
 from __future__ import annotations

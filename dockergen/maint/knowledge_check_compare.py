@@ -14,7 +14,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from dockergen.knowledge import is_unverified
+from dockergen.knowledge.facts import is_unverified
 from dockergen.maint.observe import spec
 
 
@@ -33,7 +33,7 @@ class KnowledgeView:
     @classmethod
     def load(cls) -> KnowledgeView:
         """The component facts files, in the shape the checker compares."""
-        from dockergen.knowledge import facts
+        from dockergen.knowledge.facts import facts
 
         known = facts()
         engines = {str(rows["package"]): rows for rows in known.engines.values()}

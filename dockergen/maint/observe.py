@@ -3,7 +3,6 @@
 Each ``observe_*`` function reads one release and returns plain data (what was seen, and
 the file it was read from with its sha256), so a snapshot of it can be checked in and
 compared offline. Parsing flash-attn's ``setup.py`` is done on its text (never executed).
-May import: :mod:`dockergen.maint.pypi`.
 """
 
 from __future__ import annotations

@@ -7,9 +7,6 @@ no sm_75, sglang-kernel 0.4.10's starts at sm_90. The knowledge keeps them per m
 from PyPI (file lists through the simple API, the libraries' fatbin entries through HTTP
 range requests, ~60 MiB of a ~300 MiB wheel) and lists every difference:
 ``python -m dockergen.maint.knowledge platforms``.
-
-May import: :mod:`dockergen.knowledge`, :mod:`dockergen.kernels` (the image audit's fatbin
-reader), :mod:`dockergen.maint`, :mod:`dockergen.ranges`.
 """
 
 from __future__ import annotations
@@ -19,9 +16,10 @@ import zipfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dockergen import kernels, knowledge
+from dockergen.knowledge import facts as knowledge
+from dockergen.knowledge import kernels
 from dockergen.maint import pypi
-from dockergen.ranges import BLOCK
+from dockergen.net.ranges import BLOCK
 
 # PEP 600 / PEP 599 / PEP 513 platform tags -> the glibc they need (manylinux1 = 2.5,
 # manylinux2010 = 2.12, manylinux2014 = 2.17)

@@ -9,7 +9,6 @@ common ATen/c10 headers, e.g. ``c10/macros/Macros.h``), compiled with the system
 flash-attn's flags, against ``torch/include`` extracted from the real PyPI wheel (only that
 folder is read, by HTTP range requests, and cached). A control compile with ``-std=c++20``
 must pass, or the probe itself is broken and says so.
-May import: :mod:`dockergen.errors`, :mod:`dockergen.maint`.
 """
 
 from __future__ import annotations

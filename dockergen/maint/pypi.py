@@ -9,8 +9,6 @@
 Everything downloaded is kept under the cache folder (``DOCKERGEN_CACHE_DIR``, default
 ``~/.cache/dockergen``), keyed by the file's sha256 from the index, and verified against it
 where the whole file is read.
-May import: :mod:`dockergen.errors`, :mod:`dockergen.inputs`, :mod:`dockergen.net`,
-:mod:`dockergen.ranges`.
 """
 
 from __future__ import annotations
@@ -24,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dockergen import inputs, net
 from dockergen.errors import DockergenError, ExitCode
-from dockergen.ranges import BLOCK, RangeReader
+from dockergen.files import inputs
+from dockergen.net import http as net
+from dockergen.net.ranges import BLOCK, RangeReader
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 

@@ -15,7 +15,7 @@ Rules that only apply to a file path (``path``) or need a second rule (``require
 files, not strings, and are skipped. The few formats gitleaks has no rule for are added
 from :data:`SUPPLEMENT`, each with its own source.
 
-Needs Python >= 3.11 (``tomllib``). May import: nothing of dockergen.
+Needs Python >= 3.11 (``tomllib``).
 """
 
 from __future__ import annotations

@@ -17,12 +17,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dockergen import atomic, refs
-from dockergen.buildrecord import BuildRecord
+from dockergen import refs
+from dockergen.files import atomic
+from dockergen.input.buildrecord import BuildRecord
 from dockergen.trust import cosign, provenance, sbom
 
 if TYPE_CHECKING:
-    from dockergen.daemon import ContainerDaemon
+    from dockergen.build.daemon import ContainerDaemon
     from dockergen.pipeline import Resolution
 
 SBOM_FILE = "sbom.cdx.json"
@@ -77,7 +78,7 @@ def _source_builds(res: Resolution) -> tuple[sbom.SourceBuild, ...]:
 
 
 def _lock(res: Resolution, files: dict[str, bytes]) -> tuple[sbom.LockedDist, ...]:
-    from dockergen.components.serving.base import LOCK_IN_CONTEXT
+    from dockergen.parts.engines.base import LOCK_IN_CONTEXT
 
     text = files.get(LOCK_IN_CONTEXT)
     if text is None:
@@ -94,8 +95,8 @@ def _lock(res: Resolution, files: dict[str, bytes]) -> tuple[sbom.LockedDist, ..
 def evidence(res: Resolution, daemon: ContainerDaemon, record: BuildRecord,
              bases: dict[str, str], files: dict[str, bytes]) -> Evidence:
     """The SBOM and the provenance statement of the pushed image of ``record``."""
-    from dockergen.components.serving.base import LOCK_IN_CONTEXT
-    from dockergen.pylockfile import path_of
+    from dockergen.input.pylockfile import path_of
+    from dockergen.parts.engines.base import LOCK_IN_CONTEXT
 
     assert record.pushed and record.image_id
     repo = refs.parse(record.immutable_tag).name

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dockergen import inputs, refs
-from dockergen.buildrecord import BuildRecord, RecordProblem, read_record
+from dockergen import refs
 from dockergen.errors import DockergenError, ExitCode, UsageError, shown_value
+from dockergen.files import inputs
+from dockergen.input.buildrecord import BuildRecord, RecordProblem, read_record
 from dockergen.trust import cosign, provenance, sbom
 
 _SHOWN = 8  # names listed per problem before "and N more"

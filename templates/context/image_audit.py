@@ -19,7 +19,7 @@ ELF file under the given roots:
 The fatbin entries are read directly (no cuobjdump in a runtime image); the test suite
 checks this reader against NVIDIA's cuobjdump on code compiled by the real nvcc.
 
-Exceptions are facts with their source (``dockergen/components/python.yaml``): plugins loaded
+Exceptions are facts with their source (``dockergen/parts/python.yaml``): plugins loaded
 with dlopen only when a feature is used excuse exactly the libraries of that feature
 (``--optional``), and libraries that keep their kernels outside the fatbin skip the arch check
 (``--kernels-elsewhere``).

@@ -1,12 +1,16 @@
-"""The one-way flow of docs/architecture.md, enforced on the import graph.
+"""The layers of docs/architecture.md, enforced on the import graph.
 
-Every module's imports (top level and inside functions) are read with ``ast`` and checked
-against the layer it belongs to. A violation names the module and the import.
+Every module belongs to one layer, found from its package (:data:`LAYERS`); it may import
+its own layer and the layers above it, never one below. Every module's imports (top level
+and inside functions) are read with ``ast``; a violation names the module and the import.
+A few rules inside the layers are kept apart (:data:`APART`), and some third-party packages
+have one owner (:data:`ONLY_IMPORTER`).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -15,297 +19,60 @@ from tests.conftest import ROOT
 
 PACKAGE = ROOT / "dockergen"
 
-# module (or package prefix ending in ".") -> what it may import from dockergen.
-# "dockergen" alone is the package's __init__ (the version string).
-_BASE = {"dockergen", "dockergen.atomic", "dockergen.atomic_owned", "dockergen.errors",
-         "dockergen.inputs", "dockergen.refs"}
-_COMPONENT = _BASE | {"dockergen.knowledge", "dockergen.loader", "dockergen.model",
-                      "dockergen.pins", "dockergen.profile", "dockergen.components",
-                      "dockergen.components.base"}
-ALLOWED: dict[str, set[str]] = {
-    "dockergen": set(),
-    "dockergen.errors": {"dockergen.errors_secrets"},
-    "dockergen.errors_secrets": set(),  # the credential scanner behind errors.SECRET_VALUE
-    "dockergen.inputs": {"dockergen.errors"},
-    "dockergen.atomic": {"dockergen.atomic_owned", "dockergen.atomic_swap", "dockergen.errors",
-                         "dockergen.inputs"},
-    # what makes output dockergen's own; the all-or-none swap of a change
-    "dockergen.atomic_owned": {"dockergen.errors", "dockergen.inputs"},
-    "dockergen.atomic_swap": {"dockergen.errors"},
-    "dockergen.refs": set(),  # the image-reference grammar: a leaf every layer may read
-    "dockergen.platforms": set(),  # the architectures (goarch, machine, ELF e_machine): a leaf
-    # the namespace, labels and port name deploy's and observe's Kubernetes objects share
-    "dockergen.kube": {"dockergen.errors"},
-    "dockergen.ranges": {"dockergen.errors"},  # a remote file through range requests
-    # the one HTTP layer: every network read of the product and its maintainer tools
-    "dockergen.net": {"dockergen.errors", "dockergen.net_transport"},
-    # one request through urllib3 (the pools, retries, bounded bodies)
-    "dockergen.net_transport": {"dockergen.errors"},
-    # which GPUs compiled code runs on: the image audit's reader, loaded from the templates
-    "dockergen.kernels": {"dockergen.resources"},
-    # the base-image lock read as the typed pins resolution applies
-    "dockergen.pins": {"dockergen.errors", "dockergen.inputs", "dockergen.refs"},
-    "dockergen.knowledge": set(),
-    # the shapes a user knowledge file's rows must have, read from the shipped rows
-    "dockergen.knowledge_shapes": {"dockergen.knowledge"},
-    "dockergen.resources": set(),
-    "dockergen.yamlsource": _BASE,
-    "dockergen.profile": _BASE | {"dockergen.profile_build", "dockergen.profile_shapes",
-                                  "dockergen.profile_software"},
-    # the profile model's value shapes and sections
-    "dockergen.profile_shapes": _BASE | {"dockergen.engine_names"},
-    "dockergen.profile_software": _BASE | {"dockergen.profile_shapes"},
-    "dockergen.profile_build": _BASE | {"dockergen.profile_shapes"},
-    "dockergen.engine_names": set(),  # the one list of serving engines (a leaf)
-    "dockergen.credentials": _BASE | {"dockergen.yamlsource"},
-    "dockergen.loader": _BASE | {"dockergen.loader_fields", "dockergen.loader_merge",
-                                 "dockergen.loader_overlay", "dockergen.loader_overrides",
-                                 "dockergen.loader_validate", "dockergen.profile",
-                                 "dockergen.yamlsource"},
-    # the loader's stages: locate, read and merge, field paths, overrides, validate, overlay
-    "dockergen.loader_locate": _BASE | {"dockergen.resources"},
-    "dockergen.loader_merge": _BASE | {"dockergen.loader_locate", "dockergen.yamlsource"},
-    "dockergen.loader_fields": _BASE | {"dockergen.profile", "dockergen.yamlsource"},
-    "dockergen.loader_overrides": _BASE | {"dockergen.loader_fields", "dockergen.yamlsource"},
-    "dockergen.loader_validate": _BASE | {"dockergen.credentials", "dockergen.loader_fields",
-                                          "dockergen.profile", "dockergen.yamlsource"},
-    "dockergen.loader_overlay": _BASE | {"dockergen.knowledge", "dockergen.loader_locate",
-                                         "dockergen.knowledge_shapes",
-                                         "dockergen.yamlsource"},
-    "dockergen.schema": _BASE | {"dockergen.profile"},
-    # the Markdown profile reference: written from the schema, never from the model itself
-    "dockergen.reference": {"dockergen.schema"},
-    "dockergen.buildid": {"dockergen"},
-    # the build record: build writes it, deploy reads it
-    "dockergen.buildrecord": {"dockergen.atomic", "dockergen.errors", "dockergen.refs"},
-    "dockergen.model": _BASE | {"dockergen.pins", "dockergen.profile", "dockergen.pylockfile"},
-    "dockergen.components.base": _COMPONENT,
-    "dockergen.components.cuda": _COMPONENT,
-    "dockergen.components.python": _COMPONENT,
-    # the glibc of the base OS as the wheels' platform tag (a leaf of the components)
-    "dockergen.components.python_platform": set(),
-    "dockergen.components.image": _COMPONENT,
-    "dockergen.components.fields": _COMPONENT,
-    "dockergen.components.torch": _COMPONENT | {"dockergen.components.cuda",
-                                                "dockergen.components.python",
-                                                "dockergen.kernels"},
-    "dockergen.components.flashinfer": _COMPONENT | {"dockergen.components.cuda",
-                                                     "dockergen.components.python",
-                                                     "dockergen.resources"},
-    # the engine's start-up JIT kernels take their arguments from the model's config.json
-    "dockergen.components.engine_jit": _COMPONENT | {"dockergen.components.cuda",
-                                                     "dockergen.plan.shapes",
-                                                     "dockergen.resources"},
-    "dockergen.components.flash_attn": _COMPONENT | {"dockergen.components.cuda",
-                                                     "dockergen.components.python",
-                                                     "dockergen.components.torch",
-                                                     "dockergen.reproducible"},
-    # the engine base in layers, each file one job: identity and facts, install, the rules
-    # on wheels, the other rules, the server command; base: the engine stage derived
-    "dockergen.components.serving.identity": _COMPONENT | {"dockergen.components.serving.run",
-                                                           "dockergen.kernels"},
-    "dockergen.components.serving.install": _COMPONENT | {
-        "dockergen.pylockfile", "dockergen.components.cuda", "dockergen.components.python",
-        "dockergen.components.python_platform", "dockergen.components.torch",
-        "dockergen.components.serving.identity"},
-    "dockergen.components.serving.rules_wheels": _COMPONENT | {
-        "dockergen.kernels", "dockergen.components.cuda", "dockergen.components.python_platform",
-        "dockergen.components.serving.install"},
-    "dockergen.components.serving.rules": _COMPONENT | {
-        "dockergen.pylockfile", "dockergen.components.cuda", "dockergen.components.python",
-        "dockergen.components.serving.identity", "dockergen.components.serving.rules_wheels"},
-    "dockergen.components.serving.serve": _COMPONENT | {"dockergen.components.serving.identity",
-                                                        "dockergen.components.serving.rules"},
-    "dockergen.components.serving.base": _COMPONENT | {"dockergen.pylockfile",
-                                                       "dockergen.reproducible",
-                                                       "dockergen.components.cuda",
-                                                       "dockergen.components.python",
-                                                       "dockergen.components.python_platform",
-                                                       "dockergen.components.serving.run",
-                                                       "dockergen.components.torch",
-                                                       "dockergen.components.serving.identity",
-                                                       "dockergen.components.serving.install",
-                                                       "dockergen.components.serving.serve",
-                                                       "dockergen.kernels"},
-    # a serving engine sees the shared engine base, never another engine
-    "dockergen.components.serving.": _COMPONENT | {"dockergen.components.serving.base",
-                                                   "dockergen.components.serving.identity",
-                                                   "dockergen.components.serving.run",
-                                                   "dockergen.components.serving.serve"},
-    # the run facts' shape and the folders every engine writes (leaf)
-    "dockergen.components.serving.run": set(),
-    # what vLLM's wheel says of its server, read from its source: vLLM's own reader (leaf)
-    "dockergen.components.serving.vllm.wheel": set(),
-    "dockergen.components.serving.vllm": _COMPONENT | {"dockergen.components.serving.base",
-                                                       "dockergen.components.serving.run",
-                                                       "dockergen.components.serving.serve",
-                                                       "dockergen.components.serving.vllm.wheel"},
-    "dockergen.components.serving": {"dockergen.components.serving",
-                                     "dockergen.components.serving.base",
-                                     "dockergen.components.serving.*",
-                                     "dockergen.engine_names"},
-    "dockergen.components": set(),
-    "dockergen.resolve": _COMPONENT | {"dockergen.components.*", "dockergen.reproducible"},
-    "dockergen.render": _BASE | {"dockergen.model", "dockergen.resources"},
-    "dockergen.progress": _BASE | {"dockergen.buildrecord"},
-    "dockergen.daemon": _BASE | {"dockergen.daemon.docker"},  # connect(), lazily
-    "dockergen.daemon.docker": _BASE | {"dockergen.daemon", "dockergen.daemon.docker_serve"},
-    # the serve check's HTTP side (loopback only; the container object is handed in)
-    "dockergen.daemon.docker_serve": _BASE,
-    "dockergen.smoke": _BASE | {"dockergen.buildrecord", "dockergen.components",
-                                "dockergen.platforms", "dockergen.knowledge",
-                                "dockergen.components.flash_attn",
-                                "dockergen.components.flashinfer",
-                                "dockergen.components.engine_jit",
-                                "dockergen.components.python", "dockergen.resources",
-                                "dockergen.components.torch",
-                                "dockergen.components.serving.base", "dockergen.daemon",
-                                "dockergen.model", "dockergen.profile"},
-    # the programmatic interface sits below the commands it serves (build, deploy, plan,
-    # observe import it), so it never imports them: no circle
-    # a profile loaded once and resolved once: the value every output takes
-    "dockergen.pipeline": _BASE | {"dockergen.buildid", "dockergen.loader", "dockergen.model",
-                                   "dockergen.render", "dockergen.resolve"},
-    "dockergen.api": _BASE | {"dockergen.fleet.matrix", "dockergen.loader", "dockergen.model",
-                              "dockergen.pipeline", "dockergen.render",
-                              "dockergen.resources", "dockergen.yamlsource"},
-    # the orchestration: options, one build, then record, smoke and push (beside it)
-    "dockergen.build": _BASE | {"dockergen.build_options", "dockergen.build_release",
-                                "dockergen.build_run", "dockergen.buildid",
-                                "dockergen.buildrecord", "dockergen.daemon", "dockergen.layers",
-                                "dockergen.loader", "dockergen.pipeline", "dockergen.platforms",
-                                "dockergen.multiplatform", "dockergen.render",
-                                # the step after a push (SBOM, provenance, signatures)
-                                "dockergen.trust.attest"},
-    # the command line's values and their checks, before anything is rendered
-    "dockergen.build_options": _BASE | {"dockergen.buildid", "dockergen.loader",
-                                        "dockergen.model", "dockergen.pipeline",
-                                        "dockergen.platforms", "dockergen.render",
-                                        "dockergen.trust", "dockergen.trust.cosign"},
-    # one build through the engine: pulls, progress, failures, tags
-    "dockergen.build_run": _BASE | {"dockergen.buildrecord", "dockergen.build_options",
-                                    "dockergen.daemon", "dockergen.layers",
-                                    "dockergen.progress", "dockergen.reproducible"},
-    # after the build: the record, the smoke tests, the push
-    "dockergen.build_release": _BASE | {"dockergen.build_options", "dockergen.build_run",
-                                        "dockergen.buildrecord", "dockergen.daemon",
-                                        "dockergen.pipeline", "dockergen.render",
-                                        "dockergen.smoke", "dockergen.trust.attest"},
-    # several platforms, one image index: the one-platform build repeated, the index written
-    # in the registry
-    "dockergen.multiplatform": _BASE | {"dockergen.buildrecord", "dockergen.daemon",
-                                        "dockergen.fleet.digests", "dockergen.pipeline",
-                                        "dockergen.platforms", "dockergen.render",
-                                        "dockergen.smoke"},
-    # fleet (bake files, matrices, base-image locks): only the adapter reads the loader
-    # and the resolved model; the rest is pure or talks to registries
-    "dockergen.fleet.adapter": _BASE | {"dockergen.components.image", "dockergen.loader",
-                                        "dockergen.model", "dockergen.pipeline",
-                                        "dockergen.profile", "dockergen.yamlsource"},
-    # what each layer compression asks of the builder and the nodes (leaf)
-    "dockergen.layers": {"dockergen.errors"},
-    # what makes two builds give one digest: the epoch, the exporter's rewrite, the noise (leaf)
-    "dockergen.reproducible": set(),
-    "dockergen.fleet.": _BASE | {"dockergen.fleet", "dockergen.fleet.*", "dockergen.layers",
-                                 "dockergen.loader", "dockergen.net",
-                                 "dockergen.model", "dockergen.pins", "dockergen.pipeline",
-                                 "dockergen.profile"},
-    "dockergen.fleet": set(),
-    # run configurations are written from the resolution; facts of their own
-    "dockergen.deploy": _BASE | {"dockergen.pipeline", "dockergen.buildrecord", "dockergen.layers",
-                                 "dockergen.kube", "dockergen.knowledge",
-                                 "dockergen.model",
-                                 "dockergen.components.serving",
-                                 "dockergen.components.serving.run",
-                                 "dockergen.deploy.admission",
-                                 "dockergen.deploy.compose", "dockergen.deploy.facts",
-                                 "dockergen.deploy.kubernetes"},
-    "dockergen.deploy.": _BASE | {"dockergen.deploy", "dockergen.deploy.admission",
-                                  "dockergen.deploy.facts", "dockergen.kube",
-                                  "dockergen.platforms"},
-    # the capacity plan of a resolution (GPU memory sizes are in its GPU targets)
-    "dockergen.plan": _BASE | {"dockergen.pipeline", "dockergen.plan.capacity",
-                               "dockergen.plan.counts",
-                               "dockergen.plan.shapes", "dockergen.plan.table",
-                               "dockergen.plan.weights"},
-    # its parts: the model's shape, weight bytes, the plan (with each engine's KV-cache
-    # budget rule), the table
-    "dockergen.plan.shapes": _BASE,
-    "dockergen.plan.counts": {"dockergen.plan.shapes"},
-    "dockergen.plan.weights": _BASE | {"dockergen.plan.shapes"},
-    "dockergen.plan.capacity": _BASE | {"dockergen.components.serving", "dockergen.plan.counts",
-                                        "dockergen.components.serving.run",
-                                        "dockergen.plan.shapes"},
-    "dockergen.plan.table": {"dockergen.plan.capacity", "dockergen.plan.shapes"},
-    # observe reads the resolution through monitored only (one adapter)
-    "dockergen.observe.metrics": set(),
-    # the metric families a release defines, read from its source (leaf)
-    "dockergen.observe.families": set(),
-    "dockergen.observe.rules": {"dockergen.kube", "dockergen.observe.metrics"},
-    "dockergen.observe.dashboard": {"dockergen.observe.rules"},
-    "dockergen.observe.generate": _BASE | {"dockergen.pipeline", "dockergen.profile",
-                                           "dockergen.kube",
-                                           "dockergen.observe.metrics",
-                                           "dockergen.observe.rules",
-                                           "dockergen.observe.dashboard"},
-    "dockergen.observe": set(),  # the package imports nothing: no Grafana SDK for upgrade
-    # newer releases on an index, judged by resolving the profile moved to each
-    "dockergen.outdated": _BASE | {"dockergen.components.serving", "dockergen.knowledge",
-                                   "dockergen.loader", "dockergen.model", "dockergen.pipeline",
-                                   "dockergen.outdated_index"},
-    # a package index's simple API and the wheels it serves, read in ranges
-    "dockergen.outdated_index": _BASE | {"dockergen.net", "dockergen.ranges"},
-    # who writes which file of a locked closure (RECORDs read from the index)
-    "dockergen.owners": _BASE | {"dockergen.knowledge", "dockergen.outdated"},
-    # every locked distribution has a wheel for the image's Python and machine
-    "dockergen.closure": _BASE | {"dockergen.outdated_index", "dockergen.owners"},
-    # a profile moved to newer releases: resolution with facts derived from the index
-    "dockergen.upgrade": _BASE | {"dockergen.components.cuda", "dockergen.components.serving",
-                                  "dockergen.kernels", "dockergen.knowledge",
-                                  "dockergen.knowledge_shapes",
-                                  "dockergen.loader", "dockergen.model",
-                                  "dockergen.observe.families", "dockergen.observe.metrics",
-                                  "dockergen.outdated", "dockergen.resolve"},
-    # every check a profile must pass, whoever owns it: validate runs the registry
-    "dockergen.checks": {"dockergen.components.serving", "dockergen.components.fields",
-                         "dockergen.errors",
-                         "dockergen.fleet.adapter", "dockergen.fleet.project",
-                         "dockergen.observe.generate", "dockergen.plan", "dockergen.resolve"},
-    "dockergen.cli": {"dockergen", "dockergen.*"},
-    # one module per command, and the group they share (dockergen/cli/app.py)
-    "dockergen.cli.": {"dockergen", "dockergen.*"},
-    "dockergen.__main__": {"dockergen.cli"},
-    "dockergen.pylock": _BASE | {"dockergen.loader", "dockergen.pipeline",
-                                 "dockergen.pylockfile", "dockergen.platforms"},
-    # the Python lock's file format: the lock command, resolution's check and the engine
-    # stage's install read and write it here (leaf)
-    "dockergen.pylockfile": {"dockergen.inputs"},
-    # evidence about a pushed image (SBOM, provenance, cosign, verify): the documents are
-    # pure; attest reads the resolution and the daemon after a push; verify reads files
-    "dockergen.trust": set(),
-    "dockergen.trust.sbom": {"dockergen", "dockergen.errors", "dockergen.refs"},
-    "dockergen.trust.provenance": {"dockergen", "dockergen.refs"},
-    "dockergen.trust.cosign": {"dockergen.errors"},
-    "dockergen.trust.attest": _BASE | {"dockergen.buildrecord",
-                                       "dockergen.components.serving.base", "dockergen.daemon",
-                                       "dockergen.pipeline", "dockergen.pylockfile",
-                                       "dockergen.trust", "dockergen.trust.*"},
-    "dockergen.trust.verify": _BASE | {"dockergen.buildrecord", "dockergen.trust",
-                                       "dockergen.trust.*"},
-    # maintainer tools: read the knowledge files and PyPI, never the rendering pipeline
-    "dockergen.maint": set(),
-    "dockergen.maint.": _BASE | {"dockergen.knowledge", "dockergen.maint", "dockergen.net",
-                                 "dockergen.ranges", "dockergen.maint.*",
-                                 "dockergen.kernels"},  # the fatbin reader, for the rows
-}
+# The layers, top to bottom: (name, the modules or packages it holds). A module imports
+# only its own layer and the ones above it. docs/architecture.md draws this list.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # the edges every layer shares: errors, the one reader and the one writer of files,
+    # the reference grammar, the architectures, the list of engines, the shipped files
+    ("edges", ("dockergen", "dockergen.errors", "dockergen.secretscan", "dockergen.files",
+               "dockergen.refs", "dockergen.platforms", "dockergen.engine_names",
+               "dockergen.resources")),
+    ("net", ("dockergen.net",)),  # the one HTTP layer: only it opens a connection
+    ("knowledge", ("dockergen.knowledge",)),  # facts with sources, the user's overlay
+    ("input", ("dockergen.input",)),  # profile YAML -> the Profile model, pins, lock format
+    ("resolve", ("dockergen.resolve",)),  # the Part contract, the fold, the Resolved model
+    ("parts", ("dockergen.parts",)),  # the pieces of the image, the serving engines
+    # a profile loaded once and resolved once, and every output written from it
+    ("outputs", ("dockergen.pipeline", "dockergen.outputs")),
+    ("entrances", ("dockergen.checks", "dockergen.api")),  # every check; the Python API
+    # Engine API build, smoke test, push, record; and the evidence about the pushed image
+    # (SBOM, provenance, signatures: written at the push; verify)
+    ("build", ("dockergen.build", "dockergen.trust")),
+    ("releases", ("dockergen.releases",)),  # outdated and upgrade
+    ("cli", ("dockergen.cli", "dockergen.__main__")),  # the only layer that prints or exits
+)
+# maintainer tools read everything but the command line
+MAINT = "dockergen.maint"
+
+# Rules inside a layer: (importer prefix, imported prefix, why).
+APART: tuple[tuple[str, str, str], ...] = (
+    ("dockergen.resolve", "dockergen.parts",
+     "the fold is handed its parts and never names one"),
+    ("dockergen.parts.engines.vllm", "dockergen.parts.engines.sglang", "an engine is alone"),
+    ("dockergen.parts.engines.vllm", "dockergen.parts.engines.tensorrt_llm",
+     "an engine is alone"),
+    ("dockergen.parts.engines.sglang", "dockergen.parts.engines.vllm", "an engine is alone"),
+    ("dockergen.parts.engines.sglang", "dockergen.parts.engines.tensorrt_llm",
+     "an engine is alone"),
+    ("dockergen.parts.engines.tensorrt_llm", "dockergen.parts.engines.vllm",
+     "an engine is alone"),
+    ("dockergen.parts.engines.tensorrt_llm", "dockergen.parts.engines.sglang",
+     "an engine is alone"),
+    ("dockergen.outputs.observe.", "dockergen.pipeline",
+     "observe reads a resolution in one adapter (generate)"),
+)
+APART_EXCEPT = {("dockergen.outputs.observe.generate", "dockergen.pipeline")}
+
 # Third-party packages with one owner (a module, or a package and its modules).
-ONLY_IMPORTER = {"docker": "dockergen.daemon.docker", "requests": "dockergen.daemon.docker",
-                 "urllib3": "dockergen.net_transport",
-                 "truststore": "dockergen.net_transport",
-                 "pypi_simple": "dockergen.outdated_index",
-                 "click": "dockergen.cli", "jinja2": "dockergen.render",
-                 "grafana_foundation_sdk": "dockergen.observe.dashboard",
+ONLY_IMPORTER = {"docker": "dockergen.build.daemon.docker",
+                 "requests": "dockergen.build.daemon.docker",
+                 "urllib3": "dockergen.net", "truststore": "dockergen.net",
+                 "pypi_simple": "dockergen.net",
+                 "click": "dockergen.cli", "jinja2": "dockergen.outputs.dockerfile",
+                 "grafana_foundation_sdk": "dockergen.outputs.observe.dashboard",
                  "cyclonedx": "dockergen.trust.sbom", "packageurl": "dockergen.trust.sbom"}
+# no module is longer than this: a longer one holds more than one subject
+MAX_MODULE_LINES = 400
 
 
 def module_name(path: Path) -> str:
@@ -314,6 +81,24 @@ def module_name(path: Path) -> str:
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
+
+
+def _owns(owner: str, module: str) -> bool:
+    return module == owner or module.startswith(owner + ".")
+
+
+def layer_of(module: str) -> float:
+    """The index of ``module``'s layer in :data:`LAYERS` (maint: after all but the CLI)."""
+    if _owns(MAINT, module):
+        return len(LAYERS) - 1.5
+    found = [i for i, (_, owners) in enumerate(LAYERS)
+             for owner in owners if module == owner or (
+                 owner != "dockergen" and _owns(owner, module))]
+    if not found:
+        raise AssertionError(f"{module} has no layer in tests/architecture/"
+                             "test_architecture.py: put it in a layer's package, or add it to "
+                             "LAYERS and to docs/architecture.md")
+    return found[0]
 
 
 def imports_of(source: str, module: str) -> list[str]:
@@ -327,7 +112,7 @@ def imports_of(source: str, module: str) -> list[str]:
             if node.level:
                 pkg = module.split(".")[: -node.level]
                 base = ".".join([*pkg, base] if base else pkg)
-            # `from dockergen.components import cuda` imports the module itself
+            # `from dockergen.parts import cuda` imports the module itself
             out += [f"{base}.{a.name}" if _is_module(f"{base}.{a.name}") else base
                     for a in node.names]
     return out
@@ -340,37 +125,36 @@ def _is_module(name: str) -> bool:
     return (PACKAGE / rel).with_suffix(".py").exists() or (PACKAGE / rel / "__init__.py").exists()
 
 
-def _allowed_for(module: str) -> set[str]:
-    if module in ALLOWED:
-        return ALLOWED[module]
-    for key, value in ALLOWED.items():
-        if key.endswith(".") and module.startswith(key):
-            return value
-    raise AssertionError(f"{module} has no layer in tests/architecture/test_architecture.py: "
-                         "add it to the Architecture page (docs/architecture.md) and to ALLOWED")
-
-
-def _permits(allowed: set[str], target: str) -> bool:
-    return target in allowed or any(
-        a.endswith(".*") and target.startswith(a[:-1]) for a in allowed)
-
-
-def _owns(owner: str, module: str) -> bool:
-    return module == owner or module.startswith(owner + ".")
+def _apart(module: str, target: str) -> str | None:
+    for importer, imported, why in APART:
+        if module.startswith(importer) and _owns(imported, target) and \
+                (module, target) not in APART_EXCEPT:
+            return why
+    return None
 
 
 def violations(module: str, source: str) -> list[str]:
-    """What ``module`` imports against the flow."""
+    """What ``module`` imports against the layers."""
     found = []
-    allowed = _allowed_for(module)
+    mine = layer_of(module)
     for target in imports_of(source, module):
         top = target.split(".")[0]
         if top == "dockergen":
-            if target != module and not _permits(allowed, target):
-                found.append(f"{module} imports {target}")
+            if target == module or target.startswith(module + "."):
+                continue
+            theirs = layer_of(target)
+            if theirs > mine:
+                found.append(f"{module} ({_name(mine)}) imports {target} ({_name(theirs)}, "
+                             "a layer below)")
+            elif (why := _apart(module, target)) is not None:
+                found.append(f"{module} imports {target}: {why}")
         elif top in ONLY_IMPORTER and not _owns(ONLY_IMPORTER[top], module):
             found.append(f"{module} imports {target} (only {ONLY_IMPORTER[top]} may)")
     return found
+
+
+def _name(index: float) -> str:
+    return "maint" if index != int(index) else LAYERS[int(index)][0]
 
 
 # scripts an engine's folder carries for the built image (run there after driver_stub.py),
@@ -383,32 +167,35 @@ def all_modules() -> list[tuple[str, str]]:
             if p.name not in IMAGE_SCRIPTS]
 
 
-def test_every_module_follows_the_flow() -> None:
+def test_every_module_keeps_to_its_layer() -> None:
     found = [v for module, source in all_modules() for v in violations(module, source)]
     assert found == []
 
 
 def test_the_checker_catches_violations() -> None:
-    # a component importing the CLI, anything but the daemon adapter importing docker,
-    # one serving engine importing another, rendering importing a component
-    assert violations("dockergen.components.torch", "from dockergen import cli\n") == [
-        "dockergen.components.torch imports dockergen.cli"]
+    # a part importing the CLI, anything but the daemon adapter importing docker,
+    # one serving engine importing another, the fold naming a part, rendering a part
+    assert violations("dockergen.parts.torch", "from dockergen import cli\n") == [
+        "dockergen.parts.torch (parts) imports dockergen.cli (cli, a layer below)"]
     assert violations("dockergen.api", "from dockergen.cli.app import cli\n") == [
-        "dockergen.api imports dockergen.cli.app"]
-    assert violations("dockergen.build", "import docker\n") == [
-        "dockergen.build imports docker (only dockergen.daemon.docker may)"]
-    # click belongs to the cli package: its command modules, no module beside it
+        "dockergen.api (entrances) imports dockergen.cli.app (cli, a layer below)"]
+    assert violations("dockergen.build.orchestrate", "import docker\n") == [
+        "dockergen.build.orchestrate imports docker (only dockergen.build.daemon.docker may)"]
     assert violations("dockergen.cli.render", "import click\n") == []
-    assert violations("dockergen.render", "import click\n") == [
-        "dockergen.render imports click (only dockergen.cli may)"]
-    assert violations("dockergen.components.serving.vllm",
-                      "from dockergen.components.serving import tensorrt_llm\n") == [
-        "dockergen.components.serving.vllm imports dockergen.components.serving.tensorrt_llm"]
-    assert violations("dockergen.render", "def f():\n    from dockergen.components import cuda\n"
-                      ) == ["dockergen.render imports dockergen.components.cuda"]
+    assert violations("dockergen.outputs.dockerfile", "import click\n") == [
+        "dockergen.outputs.dockerfile imports click (only dockergen.cli may)"]
+    assert violations("dockergen.parts.engines.vllm",
+                      "from dockergen.parts.engines import tensorrt_llm\n") == [
+        "dockergen.parts.engines.vllm imports dockergen.parts.engines.tensorrt_llm: "
+        "an engine is alone"]
+    assert violations("dockergen.resolve.fold", "def f():\n    from dockergen.parts import cuda\n"
+                      ) == ["dockergen.resolve.fold (resolve) imports dockergen.parts.cuda "
+                            "(parts, a layer below)"]
     # the programmatic interface never imports the commands it serves (no circle)
     assert violations("dockergen.api", "def f():\n    from dockergen.build import x\n") == [
-        "dockergen.api imports dockergen.build"]
+        "dockergen.api (entrances) imports dockergen.build (build, a layer below)"]
+    assert violations("dockergen.maint.pypi", "from dockergen.cli import app\n") != []
+    assert violations("dockergen.maint.pypi", "from dockergen.releases import outdated\n") == []
     with pytest.raises(AssertionError, match="has no layer"):
         violations("dockergen.newthing", "")
 
@@ -456,9 +243,40 @@ def import_graph() -> dict[str, set[str]]:
 
 def test_no_import_circle() -> None:
     assert _cycles(import_graph()) == []
-    # the finder finds one: api importing build back was the circle of the reference parsers
+    # the finder finds one
     assert _cycles({"dockergen.api": {"dockergen.build"}, "dockergen.build": {"dockergen.api"}}
                    ) == [["dockergen.api", "dockergen.build"]]
+
+
+def test_every_package_says_what_its_layer_holds() -> None:
+    """A package's docstring is what the folder list says of it; module docstrings say what
+    the module owns, never a list of imports (the layers above are the rule)."""
+    missing = [m for m, source in all_modules()
+               if (PACKAGE / Path(*m.split(".")[1:]) / "__init__.py").is_file()
+               and not ast.get_docstring(ast.parse(source))]
+    lists = [m for m, source in all_modules() if "May import" in source]
+    assert (missing, lists) == ([], [])
+
+
+def test_the_architecture_page_draws_these_layers() -> None:
+    """docs/architecture.md's layer table names the layers in this order, each with its
+    packages, so the page cannot drift from the rule."""
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\d+) \| ([a-z]+) \| ([^|]+) \|", page, re.M)
+    assert [(int(n), name) for n, name, _ in rows] == [
+        (i + 1, name) for i, (name, _) in enumerate(LAYERS)]
+    for (_, name, cell), (_, owners) in zip(rows, LAYERS, strict=True):
+        named = set(re.findall(r"`([a-z_/.]+)`", cell))
+        want = {o.removeprefix("dockergen.").replace(".", "/") + ("/" if (
+            PACKAGE / o.removeprefix("dockergen.").replace(".", "/")).is_dir() else ".py")
+            for o in owners if o != "dockergen"}
+        assert want <= named, (name, want - named)
+
+
+def test_no_module_is_longer_than_its_subject() -> None:
+    found = [f"{m}: {source.count(chr(10))} lines" for m, source in all_modules()
+             if source.count("\n") > MAX_MODULE_LINES]
+    assert found == [], found
 
 
 # A function longer than this does more than one job: split it into functions whose names
@@ -508,6 +326,6 @@ def test_no_module_imports_another_modules_private_name() -> None:
 
 
 def test_the_private_import_check_sees_one() -> None:
-    assert private_imports("from dockergen.loader import _validate, load_profile\n") == [
-        "dockergen.loader._validate"]
+    assert private_imports("from dockergen.input.loader import _validate, load_profile\n") == [
+        "dockergen.input.loader._validate"]
     assert private_imports("from dockergen import __version__\nfrom os import _exit\n") == []

@@ -18,7 +18,7 @@ import pytest
 from pydantic import BaseModel
 
 from dockergen.errors import ExitCode
-from dockergen.profile import Profile
+from dockergen.input.profile import Profile
 from tests.conftest import ROOT, run_cli
 
 README = ROOT / "README.md"
@@ -226,7 +226,7 @@ def test_the_rule_table_is_only_the_generated_one() -> None:
 def test_the_readme_names_every_file_render_writes(tmp_path: Path) -> None:
     """The README's render row lists the build context's files by name: a file the code
     starts writing (or stops writing) shows up here, not in a user's surprised diff."""
-    from dockergen.model import CERT_DIR
+    from dockergen.resolve.model import CERT_DIR
 
     run = run_cli("render", "--all", "-q", "-o", str(tmp_path / "out"))
     assert run.rc == 0, run.err

@@ -1,6 +1,6 @@
-"""Each serving engine lives in one folder (dockergen/components/serving/<engine>/): its code,
+"""Each serving engine lives in one folder (dockergen/parts/engines/<engine>/): its code,
 facts, flag list, metric names, run facts and capacity rule; everything else asks the
-registry (dockergen/components/serving/__init__.py).
+registry (dockergen/parts/engines/__init__.py).
 
 Code outside the folders that holds an engine's name as a value is listed here with the
 reason, so a new branch on an engine's name fails this test until it moves into the folder.
@@ -13,15 +13,16 @@ import typing
 
 from tests.conftest import ROOT
 
-SERVING = ROOT / "dockergen" / "components" / "serving"
+SERVING = ROOT / "dockergen" / "parts" / "engines"
 
 ENGINES = ("vllm", "sglang", "tensorrt-llm", "tensorrt_llm")
 # code outside the engines' folders that may hold an engine's name as a value, and why
 ALLOWED = {
     "dockergen/engine_names.py": "the one list of engines: a line each (the registry and "
                                  "engine.name's choices read it)",
-    "dockergen/credentials.py": "the secret scan runs on the raw profile, before the engine is "
-                                "known to be valid: where vLLM takes its API key",
+    "dockergen/input/credentials.py": "the secret scan runs on the raw profile, before the "
+                                      "engine is known to be valid: where vLLM takes its API "
+                                      "key",
 }
 IMAGE_SCRIPTS = ("serve_parse.py",)  # run in the image, not modules of dockergen
 
@@ -40,7 +41,7 @@ def _engine_names_in_code() -> dict[str, list[int]]:
     for path in sorted((ROOT / "dockergen").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
         if path.name in IMAGE_SCRIPTS or any(
-                rel.startswith(f"dockergen/components/serving/{e}/") for e in ENGINES):
+                rel.startswith(f"dockergen/parts/engines/{e}/") for e in ENGINES):
             continue
         lines = _lines_naming_engines(path.read_text(encoding="utf-8"))
         if lines:
@@ -64,8 +65,8 @@ def test_the_checker_sees_a_branch_or_a_table_on_an_engine_name() -> None:
 
 
 def test_each_engine_folder_holds_its_parts() -> None:
-    from dockergen.components.serving import ENGINES as REGISTRY
-    from dockergen.observe.metrics import load_table
+    from dockergen.outputs.observe.metrics import load_table
+    from dockergen.parts.engines import ENGINES as REGISTRY
 
     metrics = load_table()["engines"]
     for name, engine in REGISTRY.items():
@@ -79,8 +80,8 @@ def test_each_engine_folder_holds_its_parts() -> None:
 
 
 def test_the_profiles_engine_choices_are_the_registry() -> None:
-    from dockergen.components.serving import ENGINES as REGISTRY
-    from dockergen.profile_software import Engine
+    from dockergen.input.software import Engine
+    from dockergen.parts.engines import ENGINES as REGISTRY
 
     choices = typing.get_args(Engine.model_fields["name"].annotation)
     assert sorted(choices) == sorted(REGISTRY)

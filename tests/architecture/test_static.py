@@ -34,7 +34,7 @@ def test_strict_mypy_finds_nothing() -> None:
 def test_mypy_sees_a_call_with_the_wrong_types(tmp_path: Path) -> None:
     # The class of mistake this guards: a tool calling a product function the old way.
     bad = tmp_path / "bad_tool.py"
-    bad.write_text("from dockergen.ranges import RangeReader\n\n"
+    bad.write_text("from dockergen.net.ranges import RangeReader\n\n"
                    "RangeReader('https://example/x.whl', 10)\n", encoding="utf-8")
     out = _run("mypy", "--no-incremental", "--strict", str(bad))
     assert out.returncode == 1 and "arg-type" in out.stdout, out.stdout

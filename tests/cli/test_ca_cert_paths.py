@@ -71,7 +71,7 @@ def test_a_certificate_is_read_once_and_the_context_copies_those_bytes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Its check read it, and rendering read it again: a file replaced in between would
     have been checked as one certificate and copied as another."""
-    from dockergen import inputs
+    from dockergen.files import inputs
     from dockergen.pipeline import resolution
 
     cert = tmp_path / "corp.crt"
@@ -101,8 +101,8 @@ def test_a_given_certificate_is_an_input_of_the_build_not_of_the_profile(
     build context (its bytes change the dg- content tag), and the profile hash stays the
     profile's."""
     from dockergen.errors import Location
-    from dockergen.model import GivenCertificate
     from dockergen.pipeline import resolution
+    from dockergen.resolve.model import GivenCertificate
 
     cert = tmp_path / "corp-ca.crt"
     cert.write_text(a_pem_certificate())

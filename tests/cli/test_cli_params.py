@@ -14,13 +14,13 @@ import pytest
 
 from dockergen.cli import cli, params
 from dockergen.errors import ProfileError
-from dockergen.loader import load_profile, set_field_paths, unknown_set_fields
+from dockergen.input.loader import load_profile, set_field_paths, unknown_set_fields
 from tests.conftest import PROFILES, run_cli
 
 # Choices still written by hand: their source keeps no list of them to read.
 HAND_WRITTEN = {
-    ("build", "network"),  # dockergen.build maps it to the engine API's network_mode
-    ("observe", "monitor"),  # the two Prometheus Operator kinds dockergen.observe writes
+    ("build", "network"),  # dockergen.build.orchestrate maps it to the engine API's network_mode
+    ("observe", "monitor"),  # the two Prometheus Operator kinds dockergen.outputs.observe writes
 }
 
 
@@ -36,11 +36,11 @@ def test_every_choice_of_the_cli_is_read_from_its_source() -> None:
 
 
 def test_the_choices_are_those_of_their_sources() -> None:
-    from dockergen.deploy import FORMATS
-    from dockergen.deploy.facts import OPT_INS
-    from dockergen.model import Mode
-    from dockergen.observe.generate import Format
-    from dockergen.progress import RENDERERS
+    from dockergen.build.progress import RENDERERS
+    from dockergen.outputs.deploy import FORMATS
+    from dockergen.outputs.deploy.facts import OPT_INS
+    from dockergen.outputs.observe.generate import Format
+    from dockergen.resolve.model import Mode
 
     types = {(name, p.name): p.type for name, p in _choice_options()}
     assert types["render", "mode"].choices == typing.get_args(Mode)
@@ -54,7 +54,7 @@ def test_the_choices_are_those_of_their_sources() -> None:
 
 def test_a_choice_added_to_the_source_appears_in_the_cli(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from dockergen.deploy import facts
+    from dockergen.outputs.deploy import facts
 
     monkeypatch.setitem(facts.OPT_INS, "new-opt-in", "a test's")
     fresh = params.SourcedChoice(params._opt_ins)
@@ -97,13 +97,13 @@ def test_every_unknown_field_is_reported_at_once_before_the_profile_is_read() ->
 
 
 def _top_level() -> list[str]:
-    from dockergen.profile import Profile
+    from dockergen.input.profile import Profile
 
     return list(Profile.model_fields)
 
 
 def _serving() -> list[str]:
-    from dockergen.profile_software import Serving
+    from dockergen.input.software import Serving
 
     return list(Serving.model_fields)
 

@@ -24,8 +24,8 @@ WITH_MODEL = ("--set", "serving.hf_config=llama-3-8b")
 
 def _counted(monkeypatch: pytest.MonkeyPatch) -> tuple[Counter[str], list[str]]:
     """Count the profile-file reads (by file name) and the resolutions."""
-    from dockergen import inputs
-    from dockergen import resolve as resolve_module
+    from dockergen.files import inputs
+    from dockergen.resolve import fold as resolve_module
 
     reads: Counter[str] = Counter()
     resolutions: list[str] = []
@@ -69,9 +69,9 @@ def test_a_command_reads_its_profile_once_and_resolves_it_once(
 def test_the_deploy_image_is_the_tag_of_the_context_render_writes(tmp_path: Path) -> None:
     """The Kubernetes Deployment names the dg- tag of the very context `render` writes,
     both computed from one resolution each, from the same profile."""
-    from dockergen.buildid import content_tag
-    from dockergen.deploy import deploy
+    from dockergen.outputs.deploy import deploy
     from dockergen.pipeline import resolution
+    from dockergen.resolve.buildid import content_tag
 
     res = resolution(PROFILE)
     text = deploy(res, "k8s").text

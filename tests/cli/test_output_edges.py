@@ -30,7 +30,7 @@ def slow(staging, *args, **kwargs):
 atomic._stage = slow
 main(sys.argv[2:])
 """
-STAGING = re.compile(r"^\..+\.[0-9a-f]{12}$")  # dockergen.atomic._staging_name
+STAGING = re.compile(r"^\..+\.[0-9a-f]{12}$")  # dockergen.files.atomic._staging_name
 
 
 def _staging_left(folder: Path) -> list[str]:

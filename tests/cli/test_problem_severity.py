@@ -5,7 +5,7 @@ error whose message happened to end so was silently hidden."""
 from __future__ import annotations
 
 from dockergen.errors import Location, Problem, ProfileError, Severity
-from dockergen.fleet.matrix import Dropped, MatrixError, Point
+from dockergen.outputs.fleet.matrix import Dropped, MatrixError, Point
 from tests.conftest import PROFILES, run_cli
 
 WHERE = Location("p.yaml", 3, 1)

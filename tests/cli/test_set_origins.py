@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from dockergen.cli import SET_HELP
-from dockergen.loader import parse_set
+from dockergen.input.loader import parse_set
 from tests.conftest import PROFILES, ROOT, run_cli
 
 NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/dockergen-test.sock"}

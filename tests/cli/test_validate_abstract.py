@@ -22,7 +22,7 @@ def test_validate_every_shipped_profile_with_the_glob() -> None:
                             "rules run on the profiles that extend it)")
         else:  # a matrix profile lists its variants after "ok"
             assert line == f"{f}: ok" or line.startswith(f"{f}: ok: "), line
-    facts = ROOT / "dockergen" / "components" / "serving" / "vllm" / "facts.yaml"
+    facts = ROOT / "dockergen" / "parts" / "engines" / "vllm" / "facts.yaml"
     assert "validate profiles/*.yaml" in facts.read_text()  # what maintainers are told to run
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dockergen.components import engine_jit
+from dockergen.parts import engine_jit
 from tests.conftest import run_cli
 from tests.daemon.test_build_daemon import PROFILE
 

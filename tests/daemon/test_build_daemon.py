@@ -301,7 +301,7 @@ def test_tensorrt_llm_path_builds_and_passes_smoke(index: str, docker_client,
 def test_server_check_sees_health_and_one_token(index: str, docker_client,  # type: ignore[no-untyped-def]
                                                  tmp_path: Path) -> None:
     """The --gpus server check, run here against the stand-in server (no GPU needed)."""
-    from dockergen.daemon.docker import DockerDaemon
+    from dockergen.build.daemon.docker import DockerDaemon
 
     result = _build(index, "-o", str(tmp_path / "ctx"), "--no-smoke")
     assert result.rc == 0, result.err[-2000:]

@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from dockergen.build_options import BuildOptions
-from dockergen.build_run import BuildPlan, run_build
+from dockergen.build.options import BuildOptions
+from dockergen.build.run import BuildPlan, run_build
 from tests.conftest import _engine_or_skip
 
 pytestmark = pytest.mark.daemon
@@ -20,7 +20,7 @@ PASSWORD = "hunter2pass"
 def test_build_log_holds_no_credentials(builder: str) -> None:
     """Before the fix: build.log kept the raw stream (BuildKit's output even base64-encoded)."""
     _engine_or_skip()
-    from dockergen.daemon import connect
+    from dockergen.build.daemon import connect
 
     dockerfile = ("FROM local/debian:bookworm\n"
                   f"RUN echo 'token {TOKEN}' && echo 'https://bob:{PASSWORD}@example.com/x'\n")
@@ -37,7 +37,7 @@ def test_build_log_holds_no_credentials(builder: str) -> None:
 def test_a_token_cut_between_two_chunks_is_redacted_in_build_log() -> None:
     """BuildKit sends output in chunks; the log records whole lines, so redaction sees it."""
     _engine_or_skip()
-    from dockergen.daemon import connect
+    from dockergen.build.daemon import connect
 
     head, tail = TOKEN[:10], TOKEN[10:]
     dockerfile = ("FROM local/debian:bookworm\n"

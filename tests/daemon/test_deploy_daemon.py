@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from dockergen.components.python import JIT_PROBE
+from dockergen.parts.python import JIT_PROBE
 from tests.conftest import run_cli
 from tests.daemon.test_build_daemon import PROFILE
 from tests.support.registries import ANON

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dockergen import layers
+from dockergen.knowledge import layers
 from tests.conftest import ROOT, Run, run_cli
 from tests.support.registries import ANON
 

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from dockergen.daemon import context_tar
+from dockergen.build.daemon import context_tar
 from dockergen.resources import templates_dir
 from tests.conftest import _engine_or_skip
 
@@ -52,7 +52,7 @@ CPUS = {"linux/amd64": (62, "x86-64"), "linux/arm64": (183, "aarch64")}
                          [("linux/amd64", "linux/arm64"), ("linux/arm64", "linux/amd64")])
 def test_audit_runs_per_platform_and_catches_the_other_cpu(platform: str, other: str) -> None:
     _engine_or_skip()
-    from dockergen.daemon import connect
+    from dockergen.build.daemon import connect
 
     daemon = connect()
     tag = f"multiarch-test/audit:{platform.split('/')[1]}-{uuid.uuid4().hex[:8]}"

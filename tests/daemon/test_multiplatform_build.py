@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dockergen.fleet.digests import RegistryClient
+from dockergen.outputs.fleet.digests import RegistryClient
 from tests.conftest import ROOT, run_cli
 from tests.support.registries import ANON
 

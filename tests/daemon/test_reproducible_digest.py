@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from dockergen import layers, reproducible
-from dockergen.daemon import context_tar
-from dockergen.daemon.docker import DockerDaemon
+from dockergen.build.daemon import context_tar
+from dockergen.build.daemon.docker import DockerDaemon
+from dockergen.knowledge import layers, reproducible
 from tests.conftest import ROOT, run_cli
 from tests.support import imagediff
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dockergen.api import resolve_profile
-from dockergen.smoke import smoke_test
+from dockergen.build.smoke import smoke_test
 from tests.conftest import ROOT, _engine_or_skip
 
 pytestmark = pytest.mark.daemon
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.daemon
 def test_missing_executable_is_a_failed_check_on_the_real_engine() -> None:
     """Before the fix: the docker error escaped uncaught, and no build record was written."""
     _engine_or_skip()
-    from dockergen.daemon import connect
+    from dockergen.build.daemon import connect
 
     resolved = resolve_profile(ROOT / "tests" / "profiles" / "standin.yaml", (
         "smoke.defaults=false",

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from dockergen.build_options import BuildOptions
-from dockergen.build_run import BuildPlan, BuildTimeout, run_build
+from dockergen.build.options import BuildOptions
+from dockergen.build.run import BuildPlan, BuildTimeout, run_build
 from tests.conftest import _engine_or_skip
 
 pytestmark = pytest.mark.daemon
@@ -30,7 +30,7 @@ def _running(pattern: str) -> bool:
 
 def test_timeout_cancels_a_silent_step_and_the_daemon_sees_it() -> None:
     _engine_or_skip()
-    from dockergen.daemon import connect
+    from dockergen.build.daemon import connect
 
     seconds = f"{random.randint(300, 399)}.{random.randint(100, 999)}"  # unique to this run
     files = {"Dockerfile": f"FROM local/debian:bookworm\nRUN sleep {seconds}\n".encode()}

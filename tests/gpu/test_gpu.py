@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from dockergen.smoke import FA_GPU_SCRIPT
+from dockergen.build.smoke import FA_GPU_SCRIPT
 
 pytestmark = pytest.mark.gpu
 
@@ -33,7 +33,7 @@ def test_server_check_on_a_gpu_image() -> None:
     image = os.environ.get("DOCKERGEN_GPU_IMAGE")
     if not image:
         pytest.skip("set DOCKERGEN_GPU_IMAGE to an image built by dockergen")
-    from dockergen.daemon.docker import DockerDaemon
+    from dockergen.build.daemon.docker import DockerDaemon
 
     daemon = DockerDaemon()
     labels = daemon.inspect(image)["Config"]["Labels"]

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from dockergen import pylock
-from dockergen.model import MAIN_INDEX
+from dockergen.outputs import pylock
+from dockergen.resolve.model import MAIN_INDEX
 
 pytestmark = pytest.mark.network
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from dockergen import closure, pylock
+from dockergen.outputs import closure, pylock
 from tests.conftest import PROFILES
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]

@@ -41,12 +41,12 @@ import docker.errors
 import pytest
 
 from dockergen.api import resolve_profile
-from dockergen.components import flashinfer, python, torch
-from dockergen.daemon import connect
-from dockergen.knowledge import facts as known_facts
-from dockergen.model import Resolved
+from dockergen.build.daemon import connect
+from dockergen.build.smoke import image_audit_check, serve_parser_check
+from dockergen.knowledge.facts import facts as known_facts
+from dockergen.parts import flashinfer, python, torch
+from dockergen.resolve.model import Resolved
 from dockergen.resources import templates_dir
-from dockergen.smoke import image_audit_check, serve_parser_check
 from tests.conftest import cache_ids, prune_new_build_cache
 
 KNOWN = known_facts()  # the shipped knowledge

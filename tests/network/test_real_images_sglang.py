@@ -13,10 +13,10 @@ from dataclasses import replace
 
 import pytest
 
-from dockergen.components import engine_jit, flashinfer
-from dockergen.model import CommandCheck
+from dockergen.build.smoke import serve_parser_check
+from dockergen.parts import engine_jit, flashinfer
+from dockergen.resolve.model import CommandCheck
 from dockergen.resources import templates_dir
-from dockergen.smoke import serve_parser_check
 from tests.network.test_real_images import (
     RealImage,
     _assert_checks_passed,

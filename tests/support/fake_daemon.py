@@ -1,4 +1,4 @@
-"""An in-memory :class:`~dockergen.daemon.ContainerDaemon` for fast failure-path tests.
+"""An in-memory :class:`~dockergen.build.daemon.ContainerDaemon` for fast failure-path tests.
 
 It stands in for the Docker engine only where a real one would make a test slow or the
 failure impossible to provoke on demand (a registry refusing a push, a tag the engine
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from dockergen.daemon import DaemonError, PushError
+from dockergen.build.daemon import DaemonError, PushError
 
 
 @dataclass

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from dockergen.observe.metrics import SNAPSHOT_FILE, engine_metrics
+from dockergen.outputs.observe.metrics import SNAPSHOT_FILE, engine_metrics
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, math.inf)
 LABEL_VALUES = {"engine": "0", "finished_reason": "stop", "is_streaming": "false"}

@@ -116,7 +116,7 @@ def torch_headers(version: str) -> dict[str, str]:
 
 
 # vLLM's CLI layout as the smoke test's parser check
-# (dockergen/components/serving/vllm/serve_parse.py) drives it: main() parses, then
+# (dockergen/parts/engines/vllm/serve_parse.py) drives it: main() parses, then
 # dispatches to ServeSubcommand.cmd; platforms as vLLM has them.
 VLLM_STANDIN_MODULES = _sources("vllm", (
     "vllm/platforms/__init__.py", "vllm/platforms/interface.py", "vllm/platforms/cuda.py",
@@ -125,7 +125,7 @@ VLLM_STANDIN_MODULES = _sources("vllm", (
 VLLM_CLI = _server("vllm/vllm/cli.py")
 
 # SGLang's: sglang.cli.main -> prepare_server_args (ServerArgs, its __post_init__) ->
-# sglang.launch_server.run_server, as dockergen/components/serving/sglang/serve_parse.py drives it.
+# sglang.launch_server.run_server, as dockergen/parts/engines/sglang/serve_parse.py drives it.
 SGLANG_STANDIN_MODULES = _sources("sglang", (
     "sglang/srt/__init__.py", "sglang/srt/server_args.py", "sglang/launch_server.py",
     "sglang/cli/__init__.py", "sglang/cli/main.py"))
@@ -226,7 +226,7 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
             "torch/torch/__init__.py", version), **torch_headers(version)})
     # every stand-in vllm serves its release's real flag list (tools/vllm_flags.py)
     vllm_flags = json.loads(
-        (ROOT / "dockergen/components/serving/vllm/flags.json").read_text())["releases"]
+        (ROOT / "dockergen/parts/engines/vllm/flags.json").read_text())["releases"]
     for version, torch in (("0.27.1", "2.13.0"), ("0.30.0", "2.13.0"), ("0.33.0", "2.14.0")):
         vllm: dict[str, str | bytes] = {
             "vllm/__init__.py": _source("vllm/vllm/__init__.py", version), "vllm/cli.py": VLLM_CLI,
@@ -245,7 +245,7 @@ def build_index(root: Path, fa_archs: tuple[str, ...] = ("80", "90", "100", "120
            requires=["torch==2.9.0"], scripts={"trtllm-serve": "tensorrt_llm.serve:main"})
     # sglang 0.5.23 as its real metadata pins it (Requires-Python >=3.11, torch==2.14.1,
     # sglang-kernel==0.4.10, flashinfer_python[cu13]==0.7.2), serving the real flag list
-    flags = json.loads((ROOT / "dockergen/components/serving/sglang/flags.json").read_text())
+    flags = json.loads((ROOT / "dockergen/parts/engines/sglang/flags.json").read_text())
     _wheel(files, "sglang", "0.5.23",
            {"sglang/__init__.py": _source("sglang/sglang/__init__.py"),
             "sglang/cli_impl.py": SGLANG_CLI,

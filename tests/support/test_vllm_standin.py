@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from dockergen.api import resolve_profile, shipped_single_images
-from dockergen.components.serving.vllm import ENGINE
-from dockergen.knowledge import facts as known_facts
+from dockergen.knowledge.facts import facts as known_facts
+from dockergen.parts.engines.vllm import ENGINE
 from tests.conftest import PROFILES
 from tests.support.standin import VLLM_CLI, VLLM_STANDIN_MODULES
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dockergen.build import build_profile
-from dockergen.build_options import BuildOptions
+from dockergen.build.options import BuildOptions
+from dockergen.build.orchestrate import build_profile
 from dockergen.errors import ExitCode, UsageError
 from tests.conftest import ROOT, run_cli
 from tests.support.fake_daemon import FakeDaemon

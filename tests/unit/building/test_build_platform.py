@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from dockergen.build_options import platforms_judged
-from dockergen.buildid import engine_platform
+from dockergen.build.options import platforms_judged
 from dockergen.errors import ProfileError, UsageError
 from dockergen.pipeline import resolution
+from dockergen.resolve.buildid import engine_platform
 from tests.conftest import PROFILES, run_cli
 
 H100 = PROFILES / "h100-fp8.yaml"  # linux/amd64 (the default)

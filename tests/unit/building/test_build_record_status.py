@@ -1,4 +1,4 @@
-"""The build record is one typed value (dockergen/buildrecord.py) that build writes and deploy
+"""The build record is one typed value (dockergen/input/buildrecord.py) that build writes and deploy
 reads: its file keeps the keys earlier builds wrote, reading it back gives the same record,
 a value build never writes is named by its key, and deploy takes only a status build writes,
 and only one past the smoke tests."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dockergen.buildrecord import (
+from dockergen.input.buildrecord import (
     BuildRecord,
     RecordProblem,
     SmokeCheck,

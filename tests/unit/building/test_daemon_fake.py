@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dockergen.build import build_profile
-from dockergen.build_options import BuildOptions
-from dockergen.build_run import BuildFailed, BuildTimeout
-from dockergen.buildrecord import BuildRecord, Status
-from dockergen.daemon import PushError
+from dockergen.build.daemon import PushError
+from dockergen.build.options import BuildOptions
+from dockergen.build.orchestrate import build_profile
+from dockergen.build.run import BuildFailed, BuildTimeout
+from dockergen.build.smoke import SmokeFailed
 from dockergen.errors import ExitCode
-from dockergen.smoke import SmokeFailed
+from dockergen.input.buildrecord import BuildRecord, Status
 from tests.conftest import ROOT, run_cli
 from tests.support.fake_daemon import FakeDaemon
 
@@ -109,8 +109,8 @@ def test_a_container_the_engine_cannot_create_is_a_daemon_error_not_a_traceback(
     docker-py traceback (exit 1) instead of the engine's reason."""
     import docker.errors
 
-    from dockergen.daemon import DaemonError
-    from dockergen.daemon.docker import DockerDaemon
+    from dockergen.build.daemon import DaemonError
+    from dockergen.build.daemon.docker import DockerDaemon
 
     class Containers:
         def create(self, *args: object, **kwargs: object) -> None:

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dockergen import kernels
+from dockergen.knowledge import kernels
 from tests.unit.building.test_arch_audit import KERNEL, NVCC
 from tests.unit.building.test_image_audit import SCRIPT, image_audit
 

@@ -179,7 +179,7 @@ def test_a_broken_image_fails_the_build_with_exit_6(broken_index: str, tmp_path:
 def test_real_vllm_libraries_cover_every_shipped_target(tmp_path: Path) -> None:
     """The real vLLM 0.33.0 wheel's CUDA libraries against each shipped vLLM profile.
 
-    With the engine's arch scopes (components/serving/vllm/facts.yaml) nothing is missing; without
+    With the engine's arch scopes (parts/engines/vllm/facts.yaml) nothing is missing; without
     them the single-family libraries (FA3, FlashMLA, Blackwell-only kernels) would fail an
     A100 image although vLLM never loads them there.
     """
@@ -187,7 +187,7 @@ def test_real_vllm_libraries_cover_every_shipped_target(tmp_path: Path) -> None:
     import zipfile
 
     from dockergen.api import resolve_profile
-    from dockergen.model import cc_tuple
+    from dockergen.resolve.model import cc_tuple
 
     cache = Path(os.environ.get("DOCKERGEN_CACHE", Path.home() / ".cache" / "dockergen"))
     wheels = cache / "wheels"

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-import dockergen.buildid
-from dockergen.build import build_profile
-from dockergen.build_options import BuildOptions
-from dockergen.build_release import push
-from dockergen.build_run import BuildPlan, run_build
-from dockergen.buildid import content_tag
-from dockergen.buildrecord import BuildRecord, Status
-from dockergen.daemon import PushError
+import dockergen.resolve.buildid
+from dockergen.build.daemon import PushError
+from dockergen.build.options import BuildOptions
+from dockergen.build.orchestrate import build_profile
+from dockergen.build.release import push
+from dockergen.build.run import BuildPlan, run_build
 from dockergen.errors import UsageError
+from dockergen.input.buildrecord import BuildRecord, Status
 from dockergen.pipeline import resolution
+from dockergen.resolve.buildid import content_tag
 from tests.conftest import ROOT, _engine_or_skip, a_pem_certificate
 from tests.support.fake_daemon import FakeDaemon
 from tests.support.registries import ANON
@@ -49,7 +49,7 @@ def test_every_build_input_changes_the_tag(tmp_path: Path,
         "a CA certificate": _tag(overrides=(f'build.ca_certificates=["{cert}"]',)),
         "gzip layers": _tag(overrides=("image.compression=gzip",)),
     }
-    monkeypatch.setattr(dockergen.buildid, "__version__", "0.1.1")
+    monkeypatch.setattr(dockergen.resolve.buildid, "__version__", "0.1.1")
     variants["another dockergen version"] = _tag()
     assert base not in variants.values()
     assert len(set(variants.values())) == len(variants)
@@ -112,7 +112,7 @@ def test_an_existing_immutable_tag_is_never_moved(tmp_path: Path) -> None:
 def test_a_real_registry_keeps_the_first_image(tmp_path: Path) -> None:
     """Against the real engine and registry: another image is refused the pushed tag."""
     _engine_or_skip()
-    from dockergen.daemon import connect
+    from dockergen.build.daemon import connect
 
     daemon = connect()
     repo = f"{ANON}/dockergen-test/immutable"

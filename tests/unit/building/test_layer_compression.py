@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from dockergen import layers
-from dockergen.build import build_profile
-from dockergen.build_options import BuildOptions
+from dockergen.build.options import BuildOptions
+from dockergen.build.orchestrate import build_profile
 from dockergen.errors import ExitCode
+from dockergen.knowledge import layers
 from tests.conftest import ROOT, run_cli
 from tests.support.fake_daemon import FakeDaemon
 
@@ -34,7 +34,7 @@ def _build(daemon: FakeDaemon, tmp_path: Path, *overrides: str, builder: str = "
 def test_zstd_is_the_default_and_asks_for_oci_zstd_layers(tmp_path: Path) -> None:
     daemon = FakeDaemon()
     _build(daemon, tmp_path)
-    # with the timestamp rewrite the containerd store honours (dockergen/reproducible.py)
+    # with the timestamp rewrite the containerd store honours (dockergen/knowledge/reproducible.py)
     assert daemon.exporters == [{"compression": "zstd", "force-compression": "true",
                                  "oci-mediatypes": "true", "rewrite-timestamp": "true"}]
     assert daemon.buildargs == [{"SOURCE_DATE_EPOCH": "0"}]

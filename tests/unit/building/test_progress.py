@@ -12,9 +12,9 @@ import json
 import re
 import tarfile
 
-from dockergen.build_run import dockerfile_line
-from dockergen.daemon import context_tar, registry_of, split_reference
-from dockergen.progress import BuildTracker, JsonRenderer, PlainRenderer, decode_status
+from dockergen.build.daemon import context_tar, registry_of, split_reference
+from dockergen.build.progress import BuildTracker, JsonRenderer, PlainRenderer, decode_status
+from dockergen.build.run import dockerfile_line
 
 
 def _varint(n: int) -> bytes:
@@ -139,7 +139,7 @@ def test_context_tar_is_reproducible() -> None:
 
 
 def test_tty_renderer_redraws_one_line_per_step() -> None:
-    from dockergen.progress import TtyRenderer
+    from dockergen.build.progress import TtyRenderer
 
     tracker, out = BuildTracker(), io.StringIO()
     tty = TtyRenderer(out)

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from dockergen.daemon import connect, context_tar
-from dockergen.progress import BuildTracker, PlainRenderer, decode_status
+from dockergen.build.daemon import connect, context_tar
+from dockergen.build.progress import BuildTracker, PlainRenderer, decode_status
 from tests.conftest import _engine_or_skip
 from tests.unit.building.test_progress import _aux, _field, _log, _vertex
 

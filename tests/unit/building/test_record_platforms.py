@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dockergen.buildrecord import (
+from dockergen.input.buildrecord import (
     BuildRecord,
     PlatformImage,
     RecordProblem,

@@ -15,14 +15,14 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from dockergen import refs
-from dockergen.build_options import check_tags
-from dockergen.buildrecord import BuildRecord, RecordProblem, _reference
-from dockergen.daemon import DaemonError, registry_of, split_reference
-from dockergen.deploy import _image_ref
+from dockergen.build.daemon import DaemonError, registry_of, split_reference
+from dockergen.build.options import check_tags
 from dockergen.errors import Location, ProfileError, UsageError
-from dockergen.fleet.bake import cache_ref
-from dockergen.fleet.digests import RegistryError, parse_reference
-from dockergen.profile_shapes import ImageRef, ImageRepo
+from dockergen.input.buildrecord import BuildRecord, RecordProblem, _reference
+from dockergen.input.values import ImageRef, ImageRepo
+from dockergen.outputs.deploy import _image_ref
+from dockergen.outputs.fleet.bake import cache_ref
+from dockergen.outputs.fleet.digests import RegistryError, parse_reference
 
 H64 = "0123456789abcdef" * 4
 D256 = f"sha256:{H64}"

@@ -1,5 +1,5 @@
 """Index reads are tried again when they failed for a reason that passes, and only then
-(dockergen.net's urllib3 Retry)."""
+(dockergen.net.http's urllib3 Retry)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from urllib3 import exceptions as x
 
-from dockergen import net, net_transport, outdated_index
+from dockergen.net import http as net
+from dockergen.net import index as outdated_index
+from dockergen.net import transport as net_transport
 
 
 def _name_error(errno: int) -> x.NameResolutionError:

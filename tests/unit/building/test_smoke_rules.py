@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dockergen.smoke import SmokeReport
+from dockergen.build.smoke import SmokeReport
 from tests.conftest import run_cli
 from tests.support.bad_profile_cases import VALID
 

@@ -1,5 +1,6 @@
 """What a build pulls and which stages ``--target`` may name come from the resolved model
-(:func:`dockergen.render.stages`), never from the rendered text; this test is the one place
+(:func:`dockergen.outputs.dockerfile.stages`), never from the rendered text; this test is the
+one place
 that reads the text, to hold the two together for every shipped profile, matrix variant,
 build mode and a base-image lock's digest-pinned ``FROM`` lines."""
 
@@ -11,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from dockergen.api import shipped_renderable
-from dockergen.fleet.matrix import expand, has_matrix
+from dockergen.outputs.dockerfile import base_images, stages
+from dockergen.outputs.fleet.matrix import expand, has_matrix
 from dockergen.pipeline import Resolution, resolution
-from dockergen.render import base_images, stages
 from tests.unit.outputs.test_base_image_pins import PINNED, _locked_profile
 
 _FROM = re.compile(r"^FROM\s+(?:--\S+\s+)*(\S+)\s+AS\s+(\S+)\s*$", re.MULTILINE | re.IGNORECASE)

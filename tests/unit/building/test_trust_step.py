@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from dockergen.build import build_profile
-from dockergen.build_options import BuildOptions
-from dockergen.buildrecord import BuildRecord
+from dockergen.build.options import BuildOptions
+from dockergen.build.orchestrate import build_profile
 from dockergen.errors import ExitCode
+from dockergen.input.buildrecord import BuildRecord
 from dockergen.trust import provenance, sbom
 from dockergen.trust.cosign import SigningFailed
 from tests.support.fake_daemon import FakeDaemon

@@ -42,8 +42,8 @@ def run_limited(args: list[str], cwd: Path, prepare: Callable[[], None] | None =
     """``dockergen ARGS`` in a forked child of this process (dockergen is imported once,
     so a case costs milliseconds, not an interpreter start), under the limits above.
     ``prepare`` runs in the child first (a fault to inject)."""
-    import dockergen.atomic
     import dockergen.cli
+    import dockergen.files.atomic
 
     out, err = cwd.parent / f".{cwd.name}.out", cwd.parent / f".{cwd.name}.err"
     pid = os.fork()
@@ -55,7 +55,7 @@ def run_limited(args: list[str], cwd: Path, prepare: Callable[[], None] | None =
             sys.stdout = open(out, "w", encoding="utf-8")  # noqa: SIM115 - the child's own
             sys.stderr = open(err, "w", encoding="utf-8")  # noqa: SIM115
             sys.argv = ["dockergen", *args]
-            dockergen.atomic._COMMITTED.clear()  # a fresh process: nothing written yet
+            dockergen.files.atomic._COMMITTED.clear()  # a fresh process: nothing written yet
             if prepare is not None:
                 prepare()
             dockergen.cli.main(args)
@@ -92,10 +92,10 @@ def run_limited(args: list[str], cwd: Path, prepare: Callable[[], None] | None =
 def _warm(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Import and prime in this process what every case needs: each forked case then
     costs its own work, not the imports (the machine is small and shared)."""
-    import dockergen.deploy
-    import dockergen.observe.generate
-    import dockergen.plan
-    import dockergen.schema  # noqa: F401
+    import dockergen.outputs.deploy
+    import dockergen.outputs.observe.generate
+    import dockergen.outputs.plan
+    import dockergen.outputs.schema  # noqa: F401
     from dockergen.pipeline import resolution
 
     profile = tmp_path_factory.mktemp("warm") / "p.yaml"
@@ -168,7 +168,7 @@ def _profile(**extra: object) -> str:
 
 
 def _model_config() -> str:
-    from dockergen.plan import builtin_models
+    from dockergen.outputs.plan import builtin_models
 
     return json.dumps(builtin_models()["llama-3-8b"]["config"])
 
@@ -310,7 +310,7 @@ def test_the_installed_command_refuses_a_device_profile_in_bounded_memory(
 def test_a_lock_entry_without_a_digest_is_a_located_problem(
         entry: object, problem: str, tmp_path: Path) -> None:
     """It was a KeyError traceback."""
-    from dockergen.fleet.project import collect
+    from dockergen.outputs.fleet.project import collect
 
     folder = tmp_path / "case"
     folder.mkdir()
@@ -451,9 +451,10 @@ def test_a_file_dockergen_wrote_but_made_read_only_is_kept(tmp_path: Path) -> No
 
 # --- writers called directly: locks, build records and logs ------------------------------
 def _writers() -> dict[str, Callable[[Path], None]]:
-    from dockergen import atomic, pylock
-    from dockergen.buildrecord import BuildRecord, Status
-    from dockergen.fleet import locks
+    from dockergen.files import atomic
+    from dockergen.input.buildrecord import BuildRecord, Status
+    from dockergen.outputs import pylock
+    from dockergen.outputs.fleet import locks
 
     def log(path: Path) -> None:
         with atomic.open_new(path) as fh:
@@ -500,8 +501,9 @@ def test_the_other_writers_replace_their_own_file_and_no_other(writer: str,
 
 
 def test_the_docs_list_every_input_limit() -> None:
-    """One table of limits (dockergen/inputs.py LIMITS); docs/commands.md shows it as it is."""
-    from dockergen.inputs import LIMITS, size_text
+    """One table of limits (dockergen/files/inputs.py LIMITS); docs/commands.md shows it as it
+    is."""
+    from dockergen.files.inputs import LIMITS, size_text
 
     page = (ROOT / "docs" / "commands.md").read_text()
     for limit, what in LIMITS.values():

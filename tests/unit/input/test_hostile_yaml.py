@@ -11,7 +11,7 @@ import tempfile
 import pytest
 
 from dockergen.errors import ProfileError
-from dockergen.yamlsource import parse_yaml
+from dockergen.input.yamlsource import parse_yaml
 from tests.conftest import ROOT
 
 BOMB = ROOT / "tests" / "data" / "alias-bomb.yaml"

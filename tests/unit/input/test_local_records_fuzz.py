@@ -12,18 +12,14 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 
-from dockergen import (
-    buildrecord,
-    inputs,
-    net,
-    outdated_index,
-    owners,
-    pins,
-    pylockfile,
-    upgrade_derive,
-)
 from dockergen.errors import DockergenError
-from dockergen.fleet import digests
+from dockergen.files import inputs
+from dockergen.input import buildrecord, pins, pylockfile
+from dockergen.net import http as net
+from dockergen.net import index as outdated_index
+from dockergen.outputs import owners
+from dockergen.outputs.fleet import digests
+from dockergen.releases import derive as upgrade_derive
 from tests.conftest import run_cli
 from tests.support.bad_profile_cases import VALID
 from tests.support.hostile import wheel
@@ -187,7 +183,7 @@ def test_a_build_record_nested_too_deep_is_a_deploy_error(tmp_path: Path) -> Non
 def test_every_field_of_a_base_image_lock_is_checked(tmp_path: Path, field: str,
                                                      value: object) -> None:
     """platform_digest (and the other fields beside the digest) were taken as they came."""
-    from dockergen.fleet.project import collect
+    from dockergen.outputs.fleet.project import collect
 
     profile = _case(tmp_path, {})
     refs = sorted({i.ref for t in collect([profile], (), pin=False, render=False).members

@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from dockergen.yamlsource import parse_yaml, read_yaml_file
+from dockergen.input.yamlsource import parse_yaml, read_yaml_file
 from tests.conftest import EXAMPLES, PROFILES, ROOT
 from tests.support.bad_profile_cases import VALID
 

@@ -21,11 +21,11 @@ import pytest
 from pydantic import BaseModel
 
 from dockergen.errors import ProfileError
-from dockergen.loader_fields import unwrap
-from dockergen.loader_validate import validate
-from dockergen.profile import Profile
-from dockergen.schema import profile_schema
-from dockergen.yamlsource import FieldPath, parse_yaml
+from dockergen.input.fields import unwrap
+from dockergen.input.profile import Profile
+from dockergen.input.validate import validate
+from dockergen.input.yamlsource import FieldPath, parse_yaml
+from dockergen.outputs.schema import profile_schema
 from tests.support.bad_profile_cases import VALID
 
 BAD = "bad\tvalue;$(x)"  # a control character, a space, shell syntax: no shape allows it

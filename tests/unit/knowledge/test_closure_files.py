@@ -15,8 +15,8 @@ import pytest
 
 from dockergen.api import resolve_profile
 from dockergen.errors import ProfileError
-from dockergen.knowledge import Facts
-from dockergen.knowledge import facts as known_facts
+from dockergen.knowledge.facts import Facts
+from dockergen.knowledge.facts import facts as known_facts
 from tests.conftest import ROOT, run_cli
 
 KNOWN = known_facts()  # the shipped knowledge
@@ -82,7 +82,7 @@ def test_a_closure_member_without_a_wheel_for_the_python_is_an_error(
     index) are judged offline: a member without a wheel for the profile's Python and wheel
     platform is an error naming it and the Pythons whose closure has every wheel. The row
     here stands for one such reading (the shipped rows have no member missing)."""
-    from dockergen.components.serving.base import ServingEngine
+    from dockergen.parts.engines.base import ServingEngine
 
     shipped = ServingEngine.facts
 

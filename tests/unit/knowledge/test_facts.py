@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from dockergen import knowledge
-from dockergen.loader import LoadedProfile, load_profile
-from dockergen.resolve import check
+from dockergen.input.loader import LoadedProfile, load_profile
+from dockergen.knowledge import facts as knowledge
+from dockergen.resolve.fold import check
 from tests.unit.knowledge.test_user_knowledge import FACTS
 
 

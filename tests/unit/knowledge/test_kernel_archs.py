@@ -16,8 +16,8 @@ from types import ModuleType
 
 import pytest
 
-from dockergen import kernels
-from dockergen.knowledge import builtin_facts
+from dockergen.knowledge import kernels
+from dockergen.knowledge.facts import builtin_facts
 from tests.conftest import ROOT, run_cli
 from tests.unit.building.test_arch_audit import CUOBJDUMP, NVCC
 from tests.unit.building.test_image_audit import _compile, _cuobjdump_code

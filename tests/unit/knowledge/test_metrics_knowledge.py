@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dockergen.observe.metrics import (
+from dockergen.outputs.observe.metrics import (
     ROLES,
     SNAPSHOT_FILE,
     UnknownRelease,
@@ -33,7 +33,7 @@ SNAPSHOT: dict[str, dict[str, Any]] = json.loads(SNAPSHOT_FILE.read_text())
 ENGINE_FACTS = {
     facts["package"]: facts for facts in (
         yaml.safe_load(p.read_text()) for p in sorted(
-            (ROOT / "dockergen/components/serving").glob("*/facts.yaml")))
+            (ROOT / "dockergen/parts/engines").glob("*/facts.yaml")))
 }
 
 
@@ -66,7 +66,7 @@ def test_rows_match_the_wheel_snapshot(engine: str, release: str) -> None:
 
 
 def test_every_known_release_has_metrics() -> None:
-    """Every engine release a profile may name (components/serving/*.yaml) is covered."""
+    """Every engine release a profile may name (parts/engines/*.yaml) is covered."""
     table = load_table()["engines"]
     assert {"vllm", "tensorrt-llm"} <= set(ENGINE_FACTS)
     for engine, spec in ENGINE_FACTS.items():

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from dockergen import outdated_index
 from dockergen.errors import DockergenError
-from dockergen.fleet import digests
-from dockergen.ranges import RangeReader
+from dockergen.net import index as outdated_index
+from dockergen.net.ranges import RangeReader
+from dockergen.outputs.fleet import digests
 from tests.support.hostile import wheel
 
 FUZZ = settings(max_examples=150, deadline=2000,
@@ -126,7 +126,7 @@ def test_the_seeds_parse() -> None:
 
 @pytest.mark.parametrize("bad", ["tok\r\nX-A: b", "tok\x00", "t\u0100k"])
 def test_header_values_with_control_characters_are_refused_unsaid(bad: str) -> None:
-    from dockergen import net
+    from dockergen.net import http as net
 
     with pytest.raises(net.NetError) as caught:
         net.Credential.bearer(net.origin_of("https://r.example"), bad, "the token")

@@ -112,7 +112,8 @@ def test_the_profile_is_read_once_and_each_release_tried_on_what_was_read(
         index: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The verdicts come from the document read at the start, not from the file read again
     per release (a file changed meanwhile would give verdicts on another profile)."""
-    from dockergen import loader_merge, outdated
+    from dockergen.input import merge as loader_merge
+    from dockergen.releases import outdated
 
     read: list[str] = []
     real = loader_merge.read_yaml_file
@@ -193,7 +194,7 @@ def test_a_mirror_given_with_index_is_the_index_every_rule_judges(
     """vLLM 0.34.0 pins a flashinfer-python PyPI never carried: from PyPI it is an error,
     but `--index MIRROR` reads the releases from the mirror, so the verdict is the one of a
     profile installing from it: a warning that the mirror must carry the pin."""
-    from dockergen import outdated
+    from dockergen.releases import outdated
 
     monkeypatch.setitem(FILES, "vllm", [*FILES["vllm"],
                                         "vllm-0.34.0-cp38-abi3-manylinux_2_28_x86_64.whl"])

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from dockergen import kernels, pipeline
-from dockergen.knowledge import builtin_facts
+from dockergen import pipeline
+from dockergen.knowledge import kernels
+from dockergen.knowledge.facts import builtin_facts
 from dockergen.maint import platforms
 from tests.conftest import ROOT, run_cli
 

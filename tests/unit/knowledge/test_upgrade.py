@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from dockergen.knowledge import facts as known_facts
+from dockergen.knowledge.facts import facts as known_facts
 from tests.conftest import PROFILES, run_cli
 from tests.unit.building.test_image_audit import _compile
 
@@ -296,7 +296,7 @@ def test_upgrade_reads_the_gpu_code_of_a_new_release_and_refuses_what_the_gpus_c
 
 
 def release_flags_of(version: str) -> list[str]:
-    from dockergen.components.serving.vllm import ENGINE
+    from dockergen.parts.engines.vllm import ENGINE
 
     return sorted(ENGINE.flag_list(KNOWN, version) or [])
 
@@ -336,7 +336,7 @@ def flag_index() -> Iterator[str]:
 def _metrics_source(renamed: dict[str, str]) -> dict[str, bytes]:
     """vLLM's metrics module defining the families vLLM 0.34.0 defines for the roles the
     dashboard and alerts use (as prometheus_client calls), some ``renamed``."""
-    from dockergen.observe.metrics import engine_metrics
+    from dockergen.outputs.observe.metrics import engine_metrics
 
     calls = "".join(
         f"        self.m{i} = prometheus_client.{m.type.capitalize()}("
@@ -463,9 +463,9 @@ def test_pypi_the_source_reading_of_a_real_wheel_gives_the_shipped_facts() -> No
     """What upgrade reads of a release dockergen does not know is what the tools read of the
     ones it ships: vLLM 0.34.0's real wheel, by range requests, gives its shipped flag list
     and its shipped quantization floors."""
-    from dockergen.components.serving.identity import min_cc
-    from dockergen.knowledge import builtin_facts
-    from dockergen.upgrade_derive import derive_source
+    from dockergen.knowledge.facts import builtin_facts
+    from dockergen.parts.engines.identity import min_cc
+    from dockergen.releases.derive import derive_source
 
     tables, notes = derive_source("https://pypi.org/simple", "vllm", "vllm", "0.34.0")
     assert notes == ("metric names the dashboard and alerts use: all 9 in its "
@@ -523,7 +523,7 @@ def test_hostile_source_in_a_wheel_is_refused_by_bound_never_parsed_without_one(
 def test_a_release_whose_wheels_are_per_cpython_gets_their_upper_bound() -> None:
     """Requires-Python says >=3.11, but wheels cp311 to cp313 install nowhere past 3.13: a
     derived row without the bound lets a 3.14 profile validate and fail at the install."""
-    from dockergen.upgrade_derive import python_from_wheels
+    from dockergen.releases.derive import python_from_wheels
 
     per_python = ["sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl",
                   "sglang-0.5.23-cp313-cp313-manylinux_2_34_aarch64.whl"]
@@ -542,10 +542,11 @@ def test_pypi_derived_rows_of_the_newest_releases_pass_the_shipped_rows_checker(
     dockergen knows the release; where the release cannot be derived from PyPI, the refusal
     says why (vLLM 0.34.0 pins a flashinfer-python PyPI lacks; TensorRT-LLM ships no wheel
     there)."""
-    from dockergen import knowledge_shapes, outdated_index
-    from dockergen.components.serving import ENGINES, engine_for
-    from dockergen.model import MAIN_INDEX
-    from dockergen.upgrade_derive import UpgradeError, derive_row
+    from dockergen.knowledge import row_shapes as knowledge_shapes
+    from dockergen.net import index as outdated_index
+    from dockergen.parts.engines import ENGINES, engine_for
+    from dockergen.releases.derive import UpgradeError, derive_row
+    from dockergen.resolve.model import MAIN_INDEX
 
     derived = 0
     for name in ENGINES:

@@ -15,10 +15,10 @@ from types import ModuleType
 import pytest
 
 from dockergen.api import resolve_profile
-from dockergen.components.serving.identity import min_cc
-from dockergen.components.serving.vllm import wheel as vllm_wheel
 from dockergen.errors import ProfileError
-from dockergen.knowledge import builtin_facts
+from dockergen.knowledge.facts import builtin_facts
+from dockergen.parts.engines.identity import min_cc
+from dockergen.parts.engines.vllm import wheel as vllm_wheel
 from tests.support.bad_profile_cases import VALID
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -1,8 +1,8 @@
 """A base-image lock beside a profile pins the same images, and so names the same dg- tag,
 in every output: render and its bake file, build --dry-run, deploy (Compose and Kubernetes)
-and explain. Resolution applies the pins (dockergen/pins.py), so no output can miss them.
+and explain. Resolution applies the pins (dockergen/input/pins.py), so no output can miss them.
 
-The lock is written by hand in the format dockergen/fleet/locks.py documents (no registry
+The lock is written by hand in the format dockergen/outputs/fleet/locks.py documents (no registry
 is needed to read one); `dockergen lock` against real registries is
 tests/daemon/test_fleet_locks.py.
 """

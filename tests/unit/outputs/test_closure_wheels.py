@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dockergen import closure
+from dockergen.outputs import closure
 from tests.conftest import PROFILES, run_cli
 from tests.support.twoindex import PYPI_LIKE, PYTORCH_LIKE, build_index, serve
 
@@ -141,7 +141,7 @@ def test_an_index_without_hashes_still_has_its_wheels_counted() -> None:
     machine still does not."""
     from packaging.version import Version
 
-    from dockergen.outdated_index import IndexFile
+    from dockergen.net.index import IndexFile
 
     def wheel(name: str) -> IndexFile:
         return IndexFile(name, Version("1.0"), f"http://127.0.0.1/{name}", "")

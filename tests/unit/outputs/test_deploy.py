@@ -356,7 +356,7 @@ def test_sglang_is_probed_on_its_port() -> None:
 def test_shm_covers_vllms_own_shared_memory_queues() -> None:
     """/dev/shm holds at least vLLM's message queues (160 MiB + 240 MiB per rank, read from
     the 0.33.0 wheel) for every tensor-parallel size, and is never Docker's 64 MB default."""
-    from dockergen.deploy.facts import VLLM_SHM_QUEUES_MIB, shm_gib
+    from dockergen.outputs.deploy.facts import VLLM_SHM_QUEUES_MIB, shm_gib
 
     broadcast, per_rank = VLLM_SHM_QUEUES_MIB
     for tp in (1, 2, 4, 8, 16):

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dockergen.atomic_owned import MANIFEST
+from dockergen.files.owned import MANIFEST
 from tests.conftest import PROFILES, Run, run_cli, shipped_names
 from tests.support.records import DIGEST, write_record
 
@@ -107,7 +107,7 @@ def test_a_token_given_for_a_name_is_refused_without_echoing_it(option: str, val
 
 def test_header_comments_hold_no_raw_line_breaks() -> None:
     """The comment writer escapes what it is given, whatever checked it before."""
-    from dockergen.deploy import comment
+    from dockergen.outputs.deploy import comment
 
     assert "\n" not in comment(INJECTED) and "\u2028" not in comment("a\u2028b")
     assert comment("llm-serving") == "llm-serving"

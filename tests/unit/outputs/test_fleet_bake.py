@@ -16,10 +16,10 @@ from pathlib import Path
 import dockerfile
 import pytest
 
-from dockergen import layers
 from dockergen.api import resolve_profile, shipped_renderable
-from dockergen.atomic_owned import MANIFEST
-from dockergen.buildid import content_tag, engine_platform
+from dockergen.files.owned import MANIFEST
+from dockergen.knowledge import layers
+from dockergen.resolve.buildid import content_tag, engine_platform
 from tests.conftest import EXAMPLES, PROFILES, lint, run_cli
 
 # The shipped matrix, written out by hand: variant -> the --set values of its point.
@@ -77,7 +77,7 @@ def _expected(name: str, dockerfile_text: str,
         "dockerfile": "Dockerfile",
         "target": "runtime",
         "platforms": [p.build.platform],  # the profile's machine (gh200-vllm: linux/arm64)
-        # the release tags, then the content-hash tag of the context (dockergen/buildid.py),
+        # the release tags, then the content-hash tag of the context (dockergen/resolve/buildid.py),
         # which covers the platform the engine is asked for
         "tags": [*(f"{p.image.name}:{t}" for t in resolved.tags),
                  f"{p.image.name}:" + content_tag(
@@ -86,7 +86,7 @@ def _expected(name: str, dockerfile_text: str,
         "labels": {k: in_dockerfile[k] for k in sorted(keys)},
         "cache-from": [_attrs(f"type=registry,ref={cache}")],
         "cache-to": [_attrs(f"type=registry,ref={cache},mode=max")],
-        # the image output with the profile's layer compression (dockergen/layers.py)
+        # the image output with the profile's layer compression (dockergen/knowledge/layers.py)
         "output": [_attrs("type=image," + layers.exporter_attrs(p.image.compression))],
     }
 

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from dockergen.errors import OutputError, ProfileError
-from dockergen.observe.generate import Monitored, generate, write_output
-from dockergen.profile import Observe
+from dockergen.input.profile import Observe
+from dockergen.outputs.observe.generate import Monitored, generate, write_output
 from tests.conftest import EXAMPLES, PROFILES, ROOT, run_cli, shipped_names
 from tests.support.observe_promtool import build_tests, covered
 

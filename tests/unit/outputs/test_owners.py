@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from dockergen import owners, pylock
-from dockergen.model import MAIN_INDEX
+from dockergen.outputs import owners, pylock
+from dockergen.resolve.model import MAIN_INDEX
 from tests.conftest import PROFILES, run_cli
 from tests.support.twoindex import PYPI_LIKE, PYTORCH_LIKE, build_index, serve
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dockergen.plan import (
+from dockergen.outputs.plan import (
     GIB,
     PlanError,
     PlanInputs,

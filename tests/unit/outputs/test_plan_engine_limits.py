@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from dockergen.errors import Location, ProfileError
-from dockergen.plan import PlanInputs, check_fit, load_shape, make_plan, shape_from_config
+from dockergen.outputs.plan import PlanInputs, check_fit, load_shape, make_plan, shape_from_config
 from tests.conftest import PROFILES, run_cli
 from tests.unit.outputs.test_plan import LLAMA3_8B
 
@@ -147,8 +147,8 @@ def test_bad_rope_parameters_are_clear_config_errors(tmp_path: Path, rope: str) 
 
 
 def test_the_config_reader_keeps_every_length_key_an_engine_reads() -> None:
-    from dockergen.components.serving import sglang, vllm
-    from dockergen.plan.shapes import LENGTH_KEYS
+    from dockergen.knowledge.models import LENGTH_KEYS
+    from dockergen.parts.engines import sglang, vllm
 
     assert set(vllm.LENGTH_KEYS) | set(sglang.CONTEXT_LENGTH_KEYS) == set(LENGTH_KEYS)
 

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from dockergen import pylock
 from dockergen.api import shipped_single_images
-from dockergen.components import cuda
-from dockergen.knowledge import facts as known_facts
-from dockergen.model import MAIN_INDEX
+from dockergen.knowledge.facts import facts as known_facts
+from dockergen.outputs import pylock
+from dockergen.parts import cuda
 from dockergen.pipeline import resolution
+from dockergen.resolve.model import MAIN_INDEX
 from tests.conftest import PROFILES, ROOT, run_cli
 from tests.support.twoindex import Indexes, two_indexes
 
@@ -242,7 +242,7 @@ def pylock_cache() -> Path:
 def test_uv_of_the_lock_is_the_images_uv() -> None:
     out = subprocess.run([pylock.uv(), "--version"], capture_output=True, text=True,
                          check=True).stdout
-    from dockergen.components.python import tool
+    from dockergen.parts.python import tool
 
     assert out.split()[1] == tool(KNOWN, "uv")
     assert f'"uv=={tool(KNOWN, "uv")}"' in (ROOT / "pyproject.toml").read_text()

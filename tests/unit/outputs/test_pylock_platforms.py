@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dockergen import platforms, pylock
+from dockergen import platforms
+from dockergen.outputs import pylock
 from tests.support.twoindex import two_indexes
 from tests.unit.outputs.test_pylock import PROFILE, _overrides
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from dockergen.atomic_owned import MANIFEST
 from dockergen.errors import OutputError
-from dockergen.render import RESOLVED_FILE, write_context
+from dockergen.files.owned import MANIFEST
+from dockergen.outputs.dockerfile import RESOLVED_FILE, write_context
 from tests.conftest import Run, run_cli
 
 OLD = {"Dockerfile": b"FROM old\n", RESOLVED_FILE: b"{}\n"}
@@ -98,7 +98,7 @@ def test_failed_second_rename_restores_the_old_folder(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 
-# --- one generated file (schema, bake files): dockergen.atomic.write_file ------------------
+# --- one generated file (schema, bake files): dockergen.files.atomic.write_file ------------------
 @pytest.mark.parametrize("command", [
     ("schema", "-o", "{out}"),
     ("render", "h100-fp8", "-o", "{out}"),  # a folder under a file
@@ -119,7 +119,7 @@ def test_an_output_path_under_a_file_is_exit_4_without_a_traceback(
 
 
 def test_write_file_replaces_whole_files_and_leaves_no_temporary(tmp_path: Path) -> None:
-    from dockergen.atomic import write_file
+    from dockergen.files.atomic import write_file
 
     target = tmp_path / "a" / "b.json"
     write_file(target, "one\n", ours=_ANY)
@@ -133,7 +133,7 @@ def test_write_file_replaces_whole_files_and_leaves_no_temporary(tmp_path: Path)
 
 def test_write_file_keeps_the_old_file_when_the_rename_fails(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dockergen.atomic import write_file
+    from dockergen.files.atomic import write_file
 
     target = tmp_path / "b.json"
     target.write_text("old\n")
@@ -228,7 +228,7 @@ def test_a_context_of_the_previous_release_drops_its_old_record(tmp_path: Path) 
 def test_a_build_folder_keeps_its_record_and_log_across_rebuilds(tmp_path: Path) -> None:
     """build -o writes its record and log after the context; a rebuild replaces them, a
     plain render into that folder would take the record (and its pushed digests) along."""
-    from dockergen.render import write_context
+    from dockergen.outputs.dockerfile import write_context
 
     out = tmp_path / "b"
     later = ("build-record.json", "build.log")
@@ -262,7 +262,7 @@ def test_one_command_never_replaces_another_commands_folder(tmp_path: Path) -> N
 
 def test_folders_written_before_manifests_stay_dockergens(tmp_path: Path) -> None:
     """A 0.1.0 context: lock file, bake file, and after a build its record and log."""
-    from dockergen.render import write_context
+    from dockergen.outputs.dockerfile import write_context
 
     out = tmp_path / "old"
     assert _render(out).rc == 0
@@ -287,7 +287,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def _changed_matrix(out: Path) -> dict[str, dict[str, bytes]]:
-    from dockergen.fleet.project import collect
+    from dockergen.outputs.fleet.project import collect
 
     fleet = collect([Path("fleet")], ("serving.max_model_len=6144",), "buildkit", None)
     contexts = {t.name: t.files for t in fleet.members}
@@ -301,7 +301,7 @@ def test_a_matrix_change_that_fails_at_any_rename_changes_nothing(
         fault: BaseException, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """It printed `wrote` for three variants, then failed on the fourth: mixed old and new.
     Every rename of the change is made to fail in turn (a retired variant included)."""
-    from dockergen.render import write_contexts
+    from dockergen.outputs.dockerfile import write_contexts
 
     out = tmp_path / "m"
     assert _matrix(out).rc == 0
@@ -347,7 +347,7 @@ def test_a_matrix_change_that_fails_at_any_rename_changes_nothing(
 def test_a_signal_during_the_swaps_is_delivered_after_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGINT arriving between two renames waits for the change to be complete."""
-    from dockergen.render import write_contexts
+    from dockergen.outputs.dockerfile import write_contexts
 
     out = tmp_path / "m"
     assert _matrix(out).rc == 0
@@ -371,8 +371,8 @@ def test_a_signal_during_the_swaps_is_delivered_after_them(
 
 
 def test_the_bake_file_name_is_one_fact() -> None:
-    from dockergen.fleet import bake
-    from dockergen.render import BAKE_FILE
+    from dockergen.outputs.dockerfile import BAKE_FILE
+    from dockergen.outputs.fleet import bake
 
     assert BAKE_FILE == bake.BAKE_FILE
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from dockergen.api import resolve_profile
 from dockergen.errors import ProfileError
-from dockergen.render import dockerfile_quote, render_dockerfile, shell_quote
+from dockergen.outputs.dockerfile import dockerfile_quote, render_dockerfile, shell_quote
 from tests.support.bad_profile_cases import VALID
 
 pytestmark = pytest.mark.slow

@@ -10,8 +10,8 @@ import dockerfile
 import pytest
 
 from dockergen.api import resolve_profile
-from dockergen.model import Mode, Resolved
-from dockergen.render import render_dockerfile
+from dockergen.outputs.dockerfile import render_dockerfile
+from dockergen.resolve.model import Mode, Resolved
 from tests.conftest import EXAMPLES, PROFILES, ROOT, lint, run_cli, shipped_names
 
 NAMES = shipped_names()
@@ -101,7 +101,7 @@ def test_home_is_group_0_writable_and_the_cache_mount_points_are_left_to_the_mou
     not need a user name. The cache folders the run configurations mount are not made in the
     image: a tmpfs over an existing folder takes its mode, owned by root, and locked the
     image's own user out (tests/daemon/test_deploy_daemon.py runs that)."""
-    from dockergen.components.serving import engine_for
+    from dockergen.parts.engines import engine_for
 
     resolved, text = render_profile(PROFILES / f"{name}.yaml")
     home, uid = resolved.runtime.home, resolved.runtime.uid

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from dockergen.api import resolve_profile
-from dockergen.components import flashinfer, python
+from dockergen.parts import flashinfer, python
 from dockergen.resources import templates_dir
 from tests.conftest import ROOT, run_cli
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from dockergen.api import resolve_profile
-from dockergen.components import engine_jit
+from dockergen.build.smoke import _no_compilers_check
 from dockergen.errors import ProfileError
-from dockergen.render import render_dockerfile
-from dockergen.smoke import _no_compilers_check
+from dockergen.outputs.dockerfile import render_dockerfile
+from dockergen.parts import engine_jit
 from tests.conftest import ROOT
 
 SGLANG = ROOT / "profiles" / "h100-sglang-fp8.yaml"

@@ -11,8 +11,8 @@ from pathlib import Path
 import dockerfile
 import pytest
 
-from dockergen.components.serving.vllm import ENGINE
-from dockergen.knowledge import facts as known_facts
+from dockergen.knowledge.facts import facts as known_facts
+from dockergen.parts.engines.vllm import ENGINE
 from dockergen.pipeline import resolution
 from tests.conftest import ROOT, run_cli, shipped_names
 from tests.support.bad_profile_cases import VALID

@@ -16,11 +16,11 @@ import random
 from collections.abc import Iterator
 
 from dockergen.api import resolve_profile
-from dockergen.components import cuda
-from dockergen.components.serving import ENGINES
 from dockergen.errors import Problem, ProfileError, Severity
-from dockergen.knowledge import facts as known_facts
-from dockergen.resolve import NO_ONE_CHANGE
+from dockergen.knowledge.facts import facts as known_facts
+from dockergen.parts import cuda
+from dockergen.parts.engines import ENGINES
+from dockergen.resolve.fold import NO_ONE_CHANGE
 from tests.conftest import ROOT
 
 KNOWN = known_facts()  # the shipped knowledge
@@ -49,7 +49,7 @@ def _problems(engine: str, overrides: tuple[str, ...]) -> tuple[list[Problem], s
 
 def _unused_only(engine: str, overrides: tuple[str, ...], field: str) -> bool:
     """Every warning on ``field`` is the field-unused one."""
-    from dockergen.components.fields import UNUSED
+    from dockergen.parts.fields import UNUSED
 
     try:
         warnings = list(resolve_profile(ROOT / "profiles" / f"{PROFILES[engine]}.yaml",
@@ -170,10 +170,10 @@ def test_every_fix_applied_gives_no_error_it_did_not_fix() -> None:
 def test_an_error_whose_every_candidate_fails_says_so() -> None:
     """No error is left without something to do: when every candidate fix breaks another
     rule (here: a value no profile accepts), the fix says to fix the rest first."""
-    from dockergen import resolve
     from dockergen.errors import Edit, Location
-    from dockergen.loader import load_profile
-    from dockergen.model import Inputs
+    from dockergen.input.loader import load_profile
+    from dockergen.resolve import fold as resolve
+    from dockergen.resolve.model import Inputs
 
     loaded = load_profile(ROOT / "profiles" / "h100-fp8.yaml")
     bad = Problem(Location("x"), "python", "a rule failed", edits=(

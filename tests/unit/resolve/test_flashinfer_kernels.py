@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from dockergen import pylock
 from dockergen.api import resolve_profile
+from dockergen.outputs import pylock
 from tests.conftest import PROFILES, ROOT, run_cli
 from tests.support.standin import build_index
 
@@ -130,7 +130,7 @@ def test_the_standin_refuses_kernels_of_another_version(tmp_path: Path) -> None:
 @pytest.mark.daemon
 def test_the_image_gets_the_matching_kernels_from_the_flashinfer_index(
         index: str, docker_client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from dockergen.daemon.docker import DockerDaemon
+    from dockergen.build.daemon.docker import DockerDaemon
 
     ctx = tmp_path / "ctx"
     result = run_cli("build", str(STANDIN), "--network", "host", "-q", "-o", str(ctx),
@@ -150,7 +150,7 @@ def test_the_image_gets_the_matching_kernels_from_the_flashinfer_index(
 def test_the_smoke_version_check_fails_on_kernels_of_another_version(tmp_path: Path) -> None:
     """The product's own check (smoke.default_checks), run by a real Python against the
     stand-in wheels, passes with the matching kernels and fails with another version."""
-    from dockergen.smoke import SmokeReport, default_checks
+    from dockergen.build.smoke import SmokeReport, default_checks
 
     files = build_index(tmp_path / "index")
     python = _fresh_venv(tmp_path)
@@ -229,7 +229,7 @@ def test_from_a_mirror_it_is_a_warning_naming_the_mirror() -> None:
 def test_python_on_pypi_says_what_pypi_lists() -> None:
     """Every vLLM flashinfer row's flashinfer-python version is on PyPI unless the row says
     it is not (`python_on_pypi: false`), and then it really is not."""
-    from dockergen.knowledge import builtin_facts
+    from dockergen.knowledge.facts import builtin_facts
     from dockergen.maint import pypi
 
     listed = set(pypi.project("flashinfer-python").get("versions", []))

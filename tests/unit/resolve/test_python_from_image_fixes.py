@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from dockergen.errors import Severity
-from dockergen.loader import load_profile
-from dockergen.resolve import check
+from dockergen.input.loader import load_profile
+from dockergen.resolve.fold import check
 from tests.conftest import PROFILES, run_cli
 
 

@@ -33,8 +33,8 @@ from pathlib import Path
 import pytest
 from uv import find_uv_bin
 
-from dockergen.components import python
-from dockergen.knowledge import facts as known_facts
+from dockergen.knowledge.facts import facts as known_facts
+from dockergen.parts import python
 from tests.conftest import ROOT, run_cli
 from tests.support.bad_profile_cases import VALID
 

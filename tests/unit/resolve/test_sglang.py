@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from dockergen.api import resolve_profile
-from dockergen.components.python import jit_check
-from dockergen.components.serving.sglang import ENGINE
 from dockergen.errors import ProfileError
-from dockergen.knowledge import facts as known_facts
+from dockergen.knowledge.facts import facts as known_facts
+from dockergen.parts.engines.sglang import ENGINE
+from dockergen.parts.python import jit_check
 from tests.conftest import ROOT, run_cli
 from tests.support.standin import SGLANG_CLI, SGLANG_STANDIN_MODULES
 
@@ -157,7 +157,7 @@ def test_standin_sglang_needs_a_c_compiler_like_triton(tmp_path: Path) -> None:
 @pytest.mark.daemon
 def test_sglang_image_builds_passes_smoke_and_serves(index: str, docker_client,  # type: ignore[no-untyped-def]
                                                      tmp_path: Path) -> None:
-    from dockergen.daemon.docker import DockerDaemon
+    from dockergen.build.daemon.docker import DockerDaemon
 
     ctx = tmp_path / "ctx"
     result = run_cli("build", str(STANDIN), "--network", "host", "-q", "--progress", "plain",
@@ -183,7 +183,7 @@ def test_sglang_image_builds_passes_smoke_and_serves(index: str, docker_client, 
 
 @pytest.mark.daemon
 def test_the_jit_check_fails_in_an_image_without_a_compiler(docker_client) -> None:  # type: ignore[no-untyped-def]
-    from dockergen.daemon.docker import DockerDaemon
+    from dockergen.build.daemon.docker import DockerDaemon
 
     # the stand-in devel image has python3 but, like a runtime image without the engine's
     # toolchain, no C compiler
@@ -228,7 +228,7 @@ def test_extra_args_cannot_override_derived_flags(extra: str, message: str) -> N
 
 def test_a_derived_flag_missing_from_the_release_is_an_error(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from dockergen.components.serving import sglang
+    from dockergen.parts.engines import sglang
 
     real = ENGINE.flag_list(KNOWN, "0.5.23")
     assert real is not None

@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from dockergen.components import cuda, python, torch
-from dockergen.knowledge import facts as known_facts
-from dockergen.model import TorchInstall
+from dockergen.knowledge.facts import facts as known_facts
+from dockergen.parts import cuda, python, torch
+from dockergen.resolve.model import TorchInstall
 from tests.conftest import run_cli
 
 KNOWN = known_facts()  # the shipped knowledge

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dockergen import __version__
-from dockergen.buildrecord import BuildRecord, Status
+from dockergen.input.buildrecord import BuildRecord, Status
 from dockergen.trust import provenance
 from dockergen.trust.verify import record_problems
 

@@ -1,0 +1,3 @@
+"""The build through the Engine API: orchestration, the daemon, progress, smoke tests, the build
+record, several platforms.
+"""

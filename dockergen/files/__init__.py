@@ -1,0 +1,3 @@
+"""The one reader of files a user hands over (bounded, regular files only) and the one writer of
+outputs (atomic, never over a file that is not dockergen's own).
+"""

@@ -1,4 +1,0 @@
-"""Fleet builds: Buildx Bake files, profile matrices, base-image digest locks.
-
-May import: nothing (a package marker).
-"""

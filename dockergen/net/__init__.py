@@ -1,0 +1,2 @@
+"""The one HTTP layer and what reads through it (http, ranged wheel reads).
+"""

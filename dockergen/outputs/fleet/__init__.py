@@ -1,0 +1,2 @@
+"""Fleet builds: Buildx Bake files, profile matrices, base-image digest locks.
+"""

@@ -1,0 +1,2 @@
+"""Newer releases on the index: outdated verdicts and upgrade moves.
+"""
