@@ -20,7 +20,7 @@ from tests.conftest import PROFILES, ROOT, run_cli
 # arrives mid-write, every time (the marker says a staging folder exists)
 SLOW_STAGING = """
 import pathlib, sys, time
-from dockergen import atomic
+from dockergen.files import atomic
 from dockergen.cli import main
 real = atomic._stage
 def slow(staging, *args, **kwargs):
