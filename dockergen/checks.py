@@ -1,7 +1,7 @@
 """The one list of what a profile must pass, whoever owns the check.
 
 A profile is resolved first (:data:`RESOLUTION`: the rules of every component and of the
-serving engine, ``dockergen.resolve.fold.checks``); then each command that takes a resolved
+serving engine, ``dockergen.parts.lineup.for_engine``); then each command that takes a resolved
 profile may refuse it for reasons of its own output: the bake file's cache references and
 shared tags, observe's settings, the capacity plan of a model the profile names. Each such
 check registers here (:data:`CHECKS`) with the commands that refuse on it, and ``validate``
@@ -231,11 +231,12 @@ def rule_docs() -> list[tuple[str, tuple[str, ...], str]]:
     every resolution rule, in the order they run (an engine's own version of a rule is
     listed under its own name)."""
     from dockergen.parts.engines import ENGINES
+    from dockergen.parts.lineup import for_engine
     from dockergen.resolve.fold import rules
 
     seen: dict[str, tuple[list[str], str]] = {}
     for engine in ENGINES.values():
-        for rule in rules(engine):
+        for rule in rules(for_engine(engine.name)):
             name = f"{rule.__module__.removeprefix('dockergen.parts.')}.{rule.__qualname__}"
             summary = " ".join((rule.__doc__ or "").strip().split("\n\n")[0].split())
             seen.setdefault(name, ([], summary))[0].append(engine.name)

@@ -69,14 +69,18 @@ class Resolution:
 def resolution_of(loaded: LoadedProfile, mode: Mode = "buildkit", *,
                   python_lock: bool = True, pin: bool = True,
                   certificates: tuple[GivenCertificate, ...] = ()) -> Resolution:
-    """Resolve a loaded profile (:func:`dockergen.resolve.fold.resolve`); ``pin=False`` leaves the
+    """Resolve a loaded profile with its engine's parts (:func:`dockergen.resolve.fold.resolve`,
+    :func:`dockergen.parts.lineup.for_engine`); ``pin=False`` leaves the
     base-image lock out (what ``dockergen lock`` pins), ``python_lock=False`` the Python
     lock (what ``dockergen lock --python`` refreshes); ``certificates``: the CA
     certificates the command was given (``build --ca-cert``)."""
+    from dockergen.parts.assemble import assemble
+    from dockergen.parts.lineup import for_engine
     from dockergen.resolve.fold import resolve
 
-    return Resolution(loaded, resolve(loaded, mode, python_lock=python_lock, pin=pin,
-                                      certificates=certificates))
+    parts = for_engine(loaded.profile.engine.name, python_lock)
+    return Resolution(loaded, resolve(loaded, parts, assemble, mode, python_lock=python_lock,
+                                      pin=pin, certificates=certificates))
 
 
 def resolution(path: Path, overrides: Overrides = (), mode: Mode = "buildkit", *,

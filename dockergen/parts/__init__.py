@@ -11,6 +11,9 @@
 
 Each component keeps its facts in the YAML file beside it (every fact with its source), its
 checks and derivations in its module, and its Dockerfile text in
-``templates/parts/<name>.j2``. :mod:`dockergen.resolve.fold` runs them in a one-way order
-and assembles the typed model (:mod:`dockergen.resolve.model`).
+``templates/parts/<name>.j2``. Each is a :class:`~dockergen.resolve.part.Part` (or two, where
+its rules sit at two places of the order): :func:`dockergen.parts.lineup.for_engine` lists a
+profile's parts, :mod:`dockergen.resolve.fold` runs them in their one-way order and merges
+their shares, and :func:`dockergen.parts.assemble.assemble` builds the typed model
+(:mod:`dockergen.resolve.model`) from their values.
 """

@@ -13,12 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from dockergen.resolve.context import UNUSED as UNUSED  # how its warning begins
 from dockergen.resolve.context import Context
-
-# How the warning begins: a fix that switches a feature off leaves the feature's settings
-# without effect, and this warning (remove them) is that fix's own consequence, not another
-# rule's problem (resolve's proof of fixes reads it).
-UNUSED = "has no effect with the rest of the profile"
 
 
 @dataclass(frozen=True)

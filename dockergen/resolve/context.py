@@ -24,6 +24,11 @@ from dockergen.input.profile import MACHINE_OF_PLATFORM, Profile
 from dockergen.knowledge import facts as knowledge
 from dockergen.resolve.model import GpuTarget, Inputs
 
+# How the unused-field warning begins: a fix that switches a feature off leaves the
+# feature's settings without effect, and this warning (remove them) is that fix's own
+# consequence, not another rule's problem (the fold's proof of fixes reads it).
+UNUSED = "has no effect with the rest of the profile"
+
 
 @dataclass
 class Context:

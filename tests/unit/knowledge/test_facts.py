@@ -17,6 +17,7 @@ import pytest
 
 from dockergen.input.loader import LoadedProfile, load_profile
 from dockergen.knowledge import facts as knowledge
+from dockergen.parts.lineup import for_engine
 from dockergen.resolve.fold import check
 from tests.unit.knowledge.test_user_knowledge import FACTS
 
@@ -31,7 +32,7 @@ def _loaded(tmp_path: Path) -> LoadedProfile:
 def test_the_rules_and_outdated_read_one_view_with_the_users_releases(
         tmp_path: Path) -> None:
     loaded = _loaded(tmp_path)
-    ctx = check(loaded, prove=False)
+    ctx = check(loaded, for_engine(loaded.profile.engine.name), prove=False)
     known = knowledge.facts(loaded.user_facts)
     assert ctx.facts == known
     assert "0.35.0" in ctx.facts.engine("vllm")["releases"]

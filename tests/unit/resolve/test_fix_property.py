@@ -172,11 +172,13 @@ def test_an_error_whose_every_candidate_fails_says_so() -> None:
     rule (here: a value no profile accepts), the fix says to fix the rest first."""
     from dockergen.errors import Edit, Location
     from dockergen.input.loader import load_profile
+    from dockergen.parts.lineup import for_engine
     from dockergen.resolve import fold as resolve
     from dockergen.resolve.model import Inputs
 
     loaded = load_profile(ROOT / "profiles" / "h100-fp8.yaml")
     bad = Problem(Location("x"), "python", "a rule failed", edits=(
         Edit.set("python", "not-a-version"),))
-    (proven,) = resolve._proven([bad], loaded, Inputs(python_lock=False))
+    parts = for_engine(loaded.profile.engine.name, python_lock=False)
+    (proven,) = resolve._proven([bad], loaded, parts, Inputs(python_lock=False))
     assert proven.edits == () and proven.fix == resolve.NO_ONE_CHANGE

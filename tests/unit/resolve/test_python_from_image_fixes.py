@@ -8,13 +8,14 @@ import pytest
 
 from dockergen.errors import Severity
 from dockergen.input.loader import load_profile
+from dockergen.parts.lineup import for_engine
 from dockergen.resolve.fold import check
 from tests.conftest import PROFILES, run_cli
 
 
 def _python_from_error(overrides: tuple[str, ...]):  # type: ignore[no-untyped-def]
     loaded = load_profile(PROFILES / "h100-fp8.yaml", overrides)
-    ctx = check(loaded)
+    ctx = check(loaded, for_engine(loaded.profile.engine.name))
     (problem,) = [p for p in ctx.problems if p.severity is Severity.ERROR
                   and p.field == "build.python_from"]
     return problem
