@@ -79,7 +79,7 @@ def resolution_of(loaded: LoadedProfile, mode: Mode = "buildkit", *,
     from dockergen.resolve.fold import resolve
 
     parts = for_engine(loaded.profile.engine.name, python_lock)
-    return Resolution(loaded, resolve(loaded, parts, assemble, mode, python_lock=python_lock,
+    return Resolution(loaded, resolve(loaded, parts, assemble, mode,
                                       pin=pin, certificates=certificates))
 
 

@@ -175,7 +175,7 @@ def fold(contributions: Mapping[str, Contribution]) -> Folded:
 
 
 def resolve(loaded: LoadedProfile, parts: Sequence[Part], assemble: Assemble,
-            mode: Mode = "buildkit", python_lock: bool = True, pin: bool = True,
+            mode: Mode = "buildkit", pin: bool = True,
             certificates: tuple[GivenCertificate, ...] = ()) -> Resolved:
     """Check a loaded profile with ``parts`` and derive everything; raise
     :class:`ProfileError` on errors.
@@ -189,7 +189,7 @@ def resolve(loaded: LoadedProfile, parts: Sequence[Part], assemble: Assemble,
     about to pin). ``certificates``: CA certificates the command was given (``build
     --ca-cert``), beside the profile's own.
     """
-    inputs = Inputs(read_pins(loaded.path) if pin else None, certificates, python_lock)
+    inputs = Inputs(read_pins(loaded.path) if pin else None, certificates)
     ctx = check(loaded, parts, inputs)
     if any(pr.severity is Severity.ERROR for pr in ctx.problems):
         raise ProfileError(ctx.problems)

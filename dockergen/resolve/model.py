@@ -80,9 +80,6 @@ class Inputs:
     # the base-image lock beside the profile (None: no lock, or resolved without it)
     pins: BasePins | None = None
     certificates: tuple[GivenCertificate, ...] = ()
-    # False: the profile's Python lock is left out (`dockergen lock --python` refreshes a
-    # lock that may no longer match the profile)
-    python_lock: bool = True
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ def _problems(engine: str, overrides: tuple[str, ...]) -> tuple[list[Problem], s
 
 def _unused_only(engine: str, overrides: tuple[str, ...], field: str) -> bool:
     """Every warning on ``field`` is the field-unused one."""
-    from dockergen.parts.fields import UNUSED
+    from dockergen.resolve.context import UNUSED
 
     try:
         warnings = list(resolve_profile(ROOT / "profiles" / f"{PROFILES[engine]}.yaml",
@@ -180,5 +180,5 @@ def test_an_error_whose_every_candidate_fails_says_so() -> None:
     bad = Problem(Location("x"), "python", "a rule failed", edits=(
         Edit.set("python", "not-a-version"),))
     parts = for_engine(loaded.profile.engine.name, python_lock=False)
-    (proven,) = resolve._proven([bad], loaded, parts, Inputs(python_lock=False))
+    (proven,) = resolve._proven([bad], loaded, parts, Inputs())
     assert proven.edits == () and proven.fix == resolve.NO_ONE_CHANGE
